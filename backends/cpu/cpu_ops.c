@@ -1,0 +1,480 @@
+/* CPU fp32 kernels (everything except attention). Every reduction runs in a
+ * fixed order that does not depend on the number of threads: work is split
+ * so that each output element has exactly one writer. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_backend.h"
+#include "errors.h"
+
+/* Column blocks for reductions over rows (bias/LayerNorm/embedding grads). */
+#define COL_BLOCK 64
+/* Fixed chunk for whole-buffer reductions: partial sums per chunk, then the
+ * partials in chunk order, so the result is the same for any thread count. */
+#define REDUCE_CHUNK 65536
+
+/* ---- embedding -------------------------------------------------------- */
+
+typedef struct {
+    float *out;
+    const int32_t *inp;
+    const float *wte, *wpe;
+    int T, C;
+    size_t rows;
+    int ntasks;
+} embed_fwd_args;
+
+static void embed_fwd_task(void *vp, int task) {
+    embed_fwd_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split(a->rows, a->ntasks, task, &lo, &hi);
+    for (size_t n = lo; n < hi; n++) {
+        const float *te = a->wte + (size_t)a->inp[n] * a->C;
+        const float *pe = a->wpe + (n % (size_t)a->T) * a->C;
+        float *o = a->out + n * a->C;
+        for (int c = 0; c < a->C; c++) o[c] = te[c] + pe[c];
+    }
+}
+
+int gptx_cpu_embedding_forward(gptx_backend *be, float *out, const int32_t *inp, const float *wte,
+                               const float *wpe, int B, int T, int C) {
+    embed_fwd_args a = {out, inp, wte, wpe, T, C, (size_t)B * T, 0};
+    a.ntasks = gptx_cpu_ntasks(be, a.rows);
+    gptx_threadpool_run(be->pool, a.ntasks, embed_fwd_task, &a);
+    return GPTX_OK;
+}
+
+typedef struct {
+    float *dwte, *dwpe;
+    const float *dout;
+    const int32_t *inp;
+    int B, T, C;
+} embed_bwd_args;
+
+/* Task = one block of COL_BLOCK channels, visiting rows in order. */
+static void embed_bwd_task(void *vp, int task) {
+    embed_bwd_args *a = vp;
+    int c0 = task * COL_BLOCK, c1 = c0 + COL_BLOCK < a->C ? c0 + COL_BLOCK : a->C;
+    for (int b = 0; b < a->B; b++) {
+        for (int t = 0; t < a->T; t++) {
+            size_t n = (size_t)b * a->T + t;
+            const float *d = a->dout + n * a->C;
+            float *gte = a->dwte + (size_t)a->inp[n] * a->C;
+            float *gpe = a->dwpe + (size_t)t * a->C;
+            for (int c = c0; c < c1; c++) {
+                gte[c] += d[c];
+                gpe[c] += d[c];
+            }
+        }
+    }
+}
+
+int gptx_cpu_embedding_backward(gptx_backend *be, float *dwte, float *dwpe, const float *dout,
+                                const int32_t *inp, int B, int T, int C) {
+    embed_bwd_args a = {dwte, dwpe, dout, inp, B, T, C};
+    gptx_threadpool_run(be->pool, (C + COL_BLOCK - 1) / COL_BLOCK, embed_bwd_task, &a);
+    return GPTX_OK;
+}
+
+/* ---- layernorm ---------------------------------------------------------- */
+
+typedef struct {
+    float *out, *mean, *rstd;
+    const float *inp, *w, *b;
+    int N, C;
+    float eps;
+    int ntasks;
+} ln_fwd_args;
+
+static void ln_fwd_task(void *vp, int task) {
+    ln_fwd_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
+    for (size_t n = lo; n < hi; n++) {
+        const float *x = a->inp + n * a->C;
+        float *o = a->out + n * a->C;
+        float m = 0.0f;
+        for (int c = 0; c < a->C; c++) m += x[c];
+        m /= (float)a->C;
+        float var = 0.0f;
+        for (int c = 0; c < a->C; c++) {
+            float d = x[c] - m;
+            var += d * d;
+        }
+        var /= (float)a->C;
+        float s = 1.0f / sqrtf(var + a->eps);
+        for (int c = 0; c < a->C; c++) o[c] = (x[c] - m) * s * a->w[c] + a->b[c];
+        a->mean[n] = m;
+        a->rstd[n] = s;
+    }
+}
+
+int gptx_cpu_layernorm_forward(gptx_backend *be, float *out, float *mean, float *rstd,
+                               const float *inp, const float *w, const float *b, int N, int C,
+                               float eps) {
+    ln_fwd_args a = {out, mean, rstd, inp, w, b, N, C, eps, gptx_cpu_ntasks(be, (size_t)N)};
+    gptx_threadpool_run(be->pool, a.ntasks, ln_fwd_task, &a);
+    return GPTX_OK;
+}
+
+typedef struct {
+    float *dinp, *dw, *db;
+    const float *dout, *inp, *w, *mean, *rstd;
+    int N, C;
+    int ntasks;
+} ln_bwd_args;
+
+/* Pass 1, per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w. */
+static void ln_bwd_rows_task(void *vp, int task) {
+    ln_bwd_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
+    for (size_t n = lo; n < hi; n++) {
+        const float *x = a->inp + n * a->C, *d = a->dout + n * a->C;
+        float *dx = a->dinp + n * a->C;
+        float m = a->mean[n], s = a->rstd[n];
+        float gsum = 0.0f, gxsum = 0.0f;
+        for (int c = 0; c < a->C; c++) {
+            float g = d[c] * a->w[c];
+            gsum += g;
+            gxsum += g * (x[c] - m) * s;
+        }
+        gsum /= (float)a->C;
+        gxsum /= (float)a->C;
+        for (int c = 0; c < a->C; c++) {
+            float xhat = (x[c] - m) * s;
+            dx[c] += s * (d[c] * a->w[c] - gsum - xhat * gxsum);
+        }
+    }
+}
+
+/* Pass 2, per block of channels: dw += sum_n dout * xhat, db += sum_n dout. */
+static void ln_bwd_cols_task(void *vp, int task) {
+    ln_bwd_args *a = vp;
+    int c0 = task * COL_BLOCK, c1 = c0 + COL_BLOCK < a->C ? c0 + COL_BLOCK : a->C;
+    float dw[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
+    for (size_t n = 0; n < (size_t)a->N; n++) {
+        const float *x = a->inp + n * a->C, *d = a->dout + n * a->C;
+        float m = a->mean[n], s = a->rstd[n];
+        for (int c = c0; c < c1; c++) {
+            dw[c - c0] += d[c] * (x[c] - m) * s;
+            db[c - c0] += d[c];
+        }
+    }
+    for (int c = c0; c < c1; c++) {
+        a->dw[c] += dw[c - c0];
+        a->db[c] += db[c - c0];
+    }
+}
+
+int gptx_cpu_layernorm_backward(gptx_backend *be, float *dinp, float *dw, float *db,
+                                const float *dout, const float *inp, const float *w,
+                                const float *mean, const float *rstd, int N, int C) {
+    ln_bwd_args a = {dinp, dw, db, dout, inp, w, mean, rstd, N, C, gptx_cpu_ntasks(be, (size_t)N)};
+    gptx_threadpool_run(be->pool, a.ntasks, ln_bwd_rows_task, &a);
+    gptx_threadpool_run(be->pool, (C + COL_BLOCK - 1) / COL_BLOCK, ln_bwd_cols_task, &a);
+    return GPTX_OK;
+}
+
+/* ---- matmul --------------------------------------------------------------- */
+
+static void blas_threads(gptx_backend *be) {
+    if (openblas_get_num_threads() != be->nthreads) openblas_set_num_threads(be->nthreads);
+}
+
+typedef struct {
+    float *out;
+    const float *bias;
+    int N, OC;
+    int ntasks;
+} bias_fill_args;
+
+static void bias_fill_task(void *vp, int task) {
+    bias_fill_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
+    for (size_t n = lo; n < hi; n++) memcpy(a->out + n * a->OC, a->bias, (size_t)a->OC * sizeof(float));
+}
+
+int gptx_cpu_matmul_forward(gptx_backend *be, float *out, const float *inp, const float *w,
+                            const float *bias, int N, int C, int OC) {
+    blas_threads(be);
+    float beta = 0.0f;
+    if (bias) {
+        bias_fill_args a = {out, bias, N, OC, gptx_cpu_ntasks(be, (size_t)N)};
+        gptx_threadpool_run(be->pool, a.ntasks, bias_fill_task, &a);
+        beta = 1.0f;
+    }
+    // (N, C) @ (OC, C)^T -> (N, OC)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, beta, out,
+                OC);
+    return GPTX_OK;
+}
+
+typedef struct {
+    float *dbias;
+    const float *dout;
+    int N, OC;
+} dbias_args;
+
+static void dbias_task(void *vp, int task) {
+    dbias_args *a = vp;
+    int c0 = task * COL_BLOCK, c1 = c0 + COL_BLOCK < a->OC ? c0 + COL_BLOCK : a->OC;
+    float acc[COL_BLOCK] = {0};
+    for (size_t n = 0; n < (size_t)a->N; n++) {
+        const float *d = a->dout + n * a->OC;
+        for (int c = c0; c < c1; c++) acc[c - c0] += d[c];
+    }
+    for (int c = c0; c < c1; c++) a->dbias[c] += acc[c - c0];
+}
+
+int gptx_cpu_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                             const float *dout, const float *inp, const float *w, int N, int C,
+                             int OC) {
+    blas_threads(be);
+    if (dinp) {
+        // (N, OC) @ (OC, C) -> (N, C)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
+                    0.0f, dinp, C);
+    }
+    // (N, OC)^T @ (N, C) -> (OC, C), accumulated
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
+                dw, C);
+    if (dbias) {
+        dbias_args a = {dbias, dout, N, OC};
+        gptx_threadpool_run(be->pool, (OC + COL_BLOCK - 1) / COL_BLOCK, dbias_task, &a);
+    }
+    return GPTX_OK;
+}
+
+/* ---- elementwise ---------------------------------------------------------- */
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
+
+typedef struct {
+    float *out;
+    const float *x, *y;
+    size_t n;
+    int ntasks;
+} ew_args;
+
+static void gelu_fwd_task(void *vp, int task) {
+    ew_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) {
+        float x = a->x[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        a->out[i] = 0.5f * x * (1.0f + tanhf(u));
+    }
+}
+
+static void gelu_bwd_task(void *vp, int task) {
+    ew_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) {
+        float x = a->x[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float grad = 0.5f * (1.0f + th) +
+                     0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        a->out[i] = grad * a->y[i];
+    }
+}
+
+static void residual_task(void *vp, int task) {
+    ew_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) a->out[i] = a->x[i] + a->y[i];
+}
+
+static int run_elementwise(gptx_backend *be, gptx_task_fn fn, float *out, const float *x,
+                           const float *y, size_t n) {
+    ew_args a = {out, x, y, n, gptx_cpu_ntasks(be, (n + 4095) / 4096)};
+    gptx_threadpool_run(be->pool, a.ntasks, fn, &a);
+    return GPTX_OK;
+}
+
+int gptx_cpu_gelu_forward(gptx_backend *be, float *out, const float *inp, size_t n) {
+    return run_elementwise(be, gelu_fwd_task, out, inp, NULL, n);
+}
+
+int gptx_cpu_gelu_backward(gptx_backend *be, float *dinp, const float *inp, const float *dout,
+                           size_t n) {
+    return run_elementwise(be, gelu_bwd_task, dinp, inp, dout, n);
+}
+
+int gptx_cpu_residual_forward(gptx_backend *be, float *out, const float *a, const float *b,
+                              size_t n) {
+    return run_elementwise(be, residual_task, out, a, b, n);
+}
+
+/* ---- softmax cross-entropy ------------------------------------------------ */
+
+typedef struct {
+    float *losses, *logits;
+    float *lse_out;
+    const float *lse_in;
+    const int32_t *targets;
+    int N, V, Vp, mask;
+    float dloss;
+    int ntasks;
+} ce_args;
+
+static void ce_fwd_task(void *vp, int task) {
+    ce_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
+    int ncols = a->mask ? a->V : a->Vp; /* columns inside the softmax */
+    for (size_t n = lo; n < hi; n++) {
+        float *row = a->logits + n * a->Vp;
+        if (a->mask)
+            for (int j = a->V; j < a->Vp; j++) row[j] = -INFINITY;
+        float mx = -INFINITY;
+        for (int j = 0; j < ncols; j++) mx = row[j] > mx ? row[j] : mx;
+        float s = 0.0f;
+        for (int j = 0; j < ncols; j++) s += expf(row[j] - mx);
+        float lse = mx + logf(s);
+        a->lse_out[n] = lse;
+        if (!a->targets) continue; /* logits only */
+        int32_t t = a->targets[n];
+        a->losses[n] = t == GPTX_IGNORE_INDEX ? 0.0f : lse - row[t];
+    }
+}
+
+static void ce_bwd_task(void *vp, int task) {
+    ce_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
+    int ncols = a->mask ? a->V : a->Vp;
+    for (size_t n = lo; n < hi; n++) {
+        float *row = a->logits + n * a->Vp;
+        int32_t t = a->targets[n];
+        if (t == GPTX_IGNORE_INDEX) {
+            memset(row, 0, (size_t)a->Vp * sizeof *row);
+            continue;
+        }
+        float lse = a->lse_in[n];
+        for (int j = 0; j < ncols; j++) row[j] = expf(row[j] - lse) * a->dloss;
+        for (int j = ncols; j < a->Vp; j++) row[j] = 0.0f;
+        row[t] -= a->dloss;
+    }
+}
+
+int gptx_cpu_crossentropy_forward(gptx_backend *be, float *losses, float *lse, float *logits,
+                                  const int32_t *targets, int N, int V, int Vp, int mask_padded) {
+    ce_args a = {losses, logits, lse, NULL, targets, N, V, Vp, mask_padded, 0.0f,
+                 gptx_cpu_ntasks(be, (size_t)N)};
+    gptx_threadpool_run(be->pool, a.ntasks, ce_fwd_task, &a);
+    return GPTX_OK;
+}
+
+int gptx_cpu_crossentropy_backward(gptx_backend *be, float *logits, const float *lse,
+                                   const int32_t *targets, int N, int V, int Vp, float dloss) {
+    /* the mask flag is implied: masked columns hold -inf, exp gives 0 */
+    ce_args a = {NULL, logits, NULL, lse, targets, N, V, Vp, 0, dloss,
+                 gptx_cpu_ntasks(be, (size_t)N)};
+    gptx_threadpool_run(be->pool, a.ntasks, ce_bwd_task, &a);
+    return GPTX_OK;
+}
+
+/* ---- reductions ------------------------------------------------------------- */
+
+typedef struct {
+    const float *x;
+    size_t n;
+    double *partials;
+    int squares;
+} reduce_args;
+
+static void reduce_task(void *vp, int task) {
+    reduce_args *a = vp;
+    size_t lo = (size_t)task * REDUCE_CHUNK;
+    size_t hi = lo + REDUCE_CHUNK < a->n ? lo + REDUCE_CHUNK : a->n;
+    double s = 0.0;
+    if (a->squares) {
+        for (size_t i = lo; i < hi; i++) s += (double)a->x[i] * a->x[i];
+    } else {
+        for (size_t i = lo; i < hi; i++) s += a->x[i];
+    }
+    a->partials[task] = s;
+}
+
+static int reduce(gptx_backend *be, double *out, const float *x, size_t n, int squares) {
+    size_t nchunks = (n + REDUCE_CHUNK - 1) / REDUCE_CHUNK;
+    if (nchunks > (size_t)INT32_MAX) return GPTX_FAIL(GPTX_ERR_SHAPE, "buffer of %zu elements is too large", n);
+    double stack[64];
+    double *partials = nchunks <= 64 ? stack : malloc(nchunks * sizeof *partials);
+    if (!partials) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    reduce_args a = {x, n, partials, squares};
+    gptx_threadpool_run(be->pool, (int)nchunks, reduce_task, &a);
+    double s = 0.0;
+    for (size_t i = 0; i < nchunks; i++) s += partials[i];
+    if (partials != stack) free(partials);
+    *out = s;
+    return GPTX_OK;
+}
+
+int gptx_cpu_sum_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n) {
+    return reduce(be, host_sum, x, n, 0);
+}
+
+int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n) {
+    return reduce(be, host_sum, x, n, 1);
+}
+
+/* ---- AdamW ------------------------------------------------------------------ */
+
+typedef struct {
+    float *p;
+    const float *g;
+    float *m, *v;
+    const gptx_param_range *ranges;
+    int nranges;
+    const gptx_adamw_hyper *h;
+    size_t total;
+    int ntasks;
+} adamw_args;
+
+/* One pass over a contiguous slice of the flat buffers, crossing tensor
+ * boundaries; each tensor keeps its own weight decay. */
+static void adamw_task(void *vp, int task) {
+    adamw_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split(a->total, a->ntasks, task, &lo, &hi);
+    const gptx_adamw_hyper *h = a->h;
+    for (int r = 0; r < a->nranges; r++) {
+        size_t r0 = a->ranges[r].offset, r1 = r0 + a->ranges[r].count;
+        size_t s0 = r0 > lo ? r0 : lo, s1 = r1 < hi ? r1 : hi;
+        if (s0 >= s1) continue;
+        float decay = 1.0f - h->lr * a->ranges[r].weight_decay;
+        float step = h->lr / h->bias_correction1;
+        float rsbc2 = 1.0f / sqrtf(h->bias_correction2);
+        for (size_t i = s0; i < s1; i++) {
+            float g = a->g[i] * h->grad_scale;
+            float m = h->beta1 * a->m[i] + (1.0f - h->beta1) * g;
+            float v = h->beta2 * a->v[i] + (1.0f - h->beta2) * g * g;
+            a->m[i] = m;
+            a->v[i] = v;
+            a->p[i] = a->p[i] * decay - step * m / (sqrtf(v) * rsbc2 + h->eps);
+        }
+    }
+}
+
+int gptx_cpu_adamw(gptx_backend *be, float *params, const float *grads, float *m, float *v,
+                   const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h) {
+    size_t total = 0;
+    for (int r = 0; r < nranges; r++) {
+        size_t end = ranges[r].offset + ranges[r].count;
+        if (end > total) total = end;
+    }
+    adamw_args a = {params, grads, m, v, ranges, nranges, h, total,
+                    gptx_cpu_ntasks(be, (total + 16383) / 16384)};
+    gptx_threadpool_run(be->pool, a.ntasks, adamw_task, &a);
+    return GPTX_OK;
+}

@@ -1,0 +1,112 @@
+/*
+ * The private backend interface: one table of function pointers per backend.
+ * lib/ calls only through this table and never knows which backend runs.
+ *
+ * Buffers are opaque device pointers obtained from alloc(); all tensors in
+ * them are fp32 in this version's interface (a backend that stores another
+ * dtype converts in the copy entries). Shapes are noted as (rows, cols).
+ * Every op returns a gptx_status and sets the error message on failure.
+ */
+#ifndef GPTX_BACKEND_H
+#define GPTX_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gptx/gptx.h"
+
+typedef struct gptx_backend gptx_backend; /* backend-private state */
+
+/* A contiguous range of the flat parameter buffer with its own weight decay. */
+typedef struct gptx_param_range {
+    size_t offset;
+    size_t count;
+    float weight_decay;
+} gptx_param_range;
+
+typedef struct gptx_adamw_hyper {
+    float lr, beta1, beta2, eps;
+    float bias_correction1; /* 1 - beta1^t */
+    float bias_correction2; /* 1 - beta2^t */
+    float grad_scale;       /* multiplies every gradient (global-norm clipping) */
+} gptx_adamw_hyper;
+
+typedef struct gptx_backend_ops {
+    const char *name;
+
+    /* lifetime */
+    int (*create)(gptx_backend **out, const gptx_context_options *opts);
+    void (*destroy)(gptx_backend *be);
+    int (*num_threads)(const gptx_backend *be);
+
+    /* memory */
+    int (*alloc)(gptx_backend *be, size_t bytes, void **ptr);
+    void (*free)(gptx_backend *be, void *ptr);
+    int (*memory_stats)(const gptx_backend *be, gptx_memory_stats *stats);
+    int (*reset_peak)(gptx_backend *be);
+    int (*synchronize)(gptx_backend *be);
+
+    /* copies between host fp32 / int32 and device buffers */
+    int (*upload_f32)(gptx_backend *be, float *dst, const float *host, size_t n);
+    int (*download_f32)(gptx_backend *be, float *host, const float *src, size_t n);
+    int (*upload_i32)(gptx_backend *be, int32_t *dst, const int32_t *host, size_t n);
+    int (*fill_f32)(gptx_backend *be, float *dst, float value, size_t n);
+
+    /* out (B*T, C) = wte[inp] + wpe[t] */
+    int (*embedding_forward)(gptx_backend *be, float *out, const int32_t *inp, const float *wte,
+                             const float *wpe, int B, int T, int C);
+    /* dwte[inp] += dout, dwpe[t] += sum over b of dout */
+    int (*embedding_backward)(gptx_backend *be, float *dwte, float *dwpe, const float *dout,
+                              const int32_t *inp, int B, int T, int C);
+    /* out (N, C) = normalize(inp) * w + b, saves mean and rstd (N) */
+    int (*layernorm_forward)(gptx_backend *be, float *out, float *mean, float *rstd,
+                             const float *inp, const float *w, const float *b, int N, int C,
+                             float eps);
+    /* dinp += ..., dw += ..., db += ... */
+    int (*layernorm_backward)(gptx_backend *be, float *dinp, float *dw, float *db,
+                              const float *dout, const float *inp, const float *w,
+                              const float *mean, const float *rstd, int N, int C);
+    /* out (N, OC) = inp (N, C) @ w^T (w is (OC, C)) + bias (OC, may be NULL) */
+    int (*matmul_forward)(gptx_backend *be, float *out, const float *inp, const float *w,
+                          const float *bias, int N, int C, int OC);
+    /* dinp = dout @ w (overwrites; may be NULL), dw += dout^T @ inp, dbias += sum dout */
+    int (*matmul_backward)(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                           const float *dout, const float *inp, const float *w, int N, int C,
+                           int OC);
+    /* causal self-attention from fused qkv (B, T, 3C) into out (B, T, C);
+     * lse (B, NH, T) receives each row's softmax log-sum-exp for backward */
+    int (*attention_forward)(gptx_backend *be, float *out, float *lse, const float *qkv, int B,
+                             int T, int C, int NH);
+    /* dqkv (B, T, 3C) = gradient (overwrites), recomputing scores from qkv and lse */
+    int (*attention_backward)(gptx_backend *be, float *dqkv, const float *dout, const float *qkv,
+                              const float *out, const float *lse, int B, int T, int C, int NH);
+    /* tanh-approximated GELU */
+    int (*gelu_forward)(gptx_backend *be, float *out, const float *inp, size_t n);
+    /* dinp = gelu'(inp) * dout (overwrites) */
+    int (*gelu_backward)(gptx_backend *be, float *dinp, const float *inp, const float *dout,
+                         size_t n);
+    /* out = a + b */
+    int (*residual_forward)(gptx_backend *be, float *out, const float *a, const float *b,
+                            size_t n);
+    /* logits (N, Vp): columns [V, Vp) set to -inf when mask_padded; losses (N)
+     * per row (0 for ignored targets), lse (N) saved for backward. */
+    int (*crossentropy_forward)(gptx_backend *be, float *losses, float *lse, float *logits,
+                                const int32_t *targets, int N, int V, int Vp, int mask_padded);
+    /* logits (N, Vp) overwritten with d(dloss * sum of row losses)/dlogits */
+    int (*crossentropy_backward)(gptx_backend *be, float *logits, const float *lse,
+                                 const int32_t *targets, int N, int V, int Vp, float dloss);
+    /* Sum of losses in a fixed order (deterministic), into host memory. */
+    int (*sum_to_host)(gptx_backend *be, double *host_sum, const float *x, size_t n);
+    /* Sum of squares of x in a fixed order, into host memory. */
+    int (*sum_squares_to_host)(gptx_backend *be, double *host_sum, const float *x, size_t n);
+    /* One fused AdamW pass over every range of params/grads/m/v. */
+    int (*adamw)(gptx_backend *be, float *params, const float *grads, float *m, float *v,
+                 const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
+} gptx_backend_ops;
+
+const gptx_backend_ops *gptx_cpu_backend_ops(void);
+#ifdef GPTX_HAVE_CUDA
+const gptx_backend_ops *gptx_cuda_backend_ops(void);
+#endif
+
+#endif

@@ -1,0 +1,525 @@
+/* GPT-2 model: configuration, parameters, forward and backward passes.
+ * Backend-independent: every computation goes through ctx->ops. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "model.h"
+#include "options.h"
+#include "philox.h"
+
+#define OPS(m) ((m)->ctx->ops)
+#define BE(m) ((m)->ctx->be)
+
+/* ---- configuration -------------------------------------------------------- */
+
+void gptx_model_config_init(gptx_model_config *cfg) {
+    if (!cfg) return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->struct_size = sizeof *cfg;
+    cfg->vocab_size = 50257;
+    cfg->padded_vocab_size = 50304;
+    cfg->context_length = 1024;
+    cfg->n_layer = 12;
+    cfg->n_head = 12;
+    cfg->n_embd = 768;
+    cfg->qkv_bias = 1;
+    cfg->tied_head = 1;
+    cfg->mask_padded_logits = 1;
+    cfg->layernorm_eps = 1e-5f;
+}
+
+static int check_flag(const char *name, int v) {
+    if (v != 0 && v != 1) return GPTX_FAIL(GPTX_ERR_INVALID, "config.%s is %d; expected 0 or 1", name, v);
+    return GPTX_OK;
+}
+
+static int check_positive(const char *name, int v) {
+    if (v <= 0) return GPTX_FAIL(GPTX_ERR_INVALID, "config.%s is %d; must be > 0", name, v);
+    return GPTX_OK;
+}
+
+static int validate_config(gptx_model_config *c) {
+    GPTX_TRY(check_positive("vocab_size", c->vocab_size));
+    GPTX_TRY(check_positive("context_length", c->context_length));
+    GPTX_TRY(check_positive("n_layer", c->n_layer));
+    GPTX_TRY(check_positive("n_head", c->n_head));
+    GPTX_TRY(check_positive("n_embd", c->n_embd));
+    if (c->padded_vocab_size == 0) c->padded_vocab_size = c->vocab_size;
+    if (c->padded_vocab_size < c->vocab_size)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "config.padded_vocab_size is %d; must be >= vocab_size %d",
+                         c->padded_vocab_size, c->vocab_size);
+    if (c->n_embd % c->n_head != 0)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "config.n_embd %d is not divisible by n_head %d",
+                         c->n_embd, c->n_head);
+    if (c->n_layer > 4096 || c->n_embd > (1 << 20) / 4 || c->context_length > (1 << 24))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "config sizes are unreasonably large");
+    if (!(c->layernorm_eps > 0.0f) || !isfinite(c->layernorm_eps))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "config.layernorm_eps is %g; must be finite and > 0",
+                         (double)c->layernorm_eps);
+    GPTX_TRY(check_flag("qkv_bias", c->qkv_bias));
+    GPTX_TRY(check_flag("tied_head", c->tied_head));
+    GPTX_TRY(check_flag("mask_padded_logits", c->mask_padded_logits));
+    return GPTX_OK;
+}
+
+/* ---- lifetime ----------------------------------------------------------- */
+
+static void free_activations(gptx_model *m) {
+    if (m->act_buf) OPS(m)->free(BE(m), m->act_buf);
+    m->act_buf = NULL;
+    free(m->acts);
+    m->acts = NULL;
+    m->act_B = m->act_T = 0;
+}
+
+int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_config *cfg_in) {
+    GPTX_CHECK_NULL(out);
+    *out = NULL;
+    GPTX_CHECK_NULL(ctx);
+    GPTX_CHECK_NULL(cfg_in);
+    gptx_model_config cfg;
+    gptx_model_config_init(&cfg);
+    GPTX_TRY(gptx_read_options(&cfg, sizeof cfg, cfg_in, cfg_in->struct_size, "model config",
+                               "gptx_model_config_init"));
+    GPTX_TRY(validate_config(&cfg));
+
+    gptx_model *m = calloc(1, sizeof *m);
+    if (!m) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    m->ctx = ctx;
+    m->cfg = cfg;
+    int rc = gptx_layout_build(&m->layout, &cfg);
+    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->params);
+    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->grads);
+    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->params, 0.0f, m->layout.nparams);
+    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
+    if (rc != GPTX_OK) {
+        gptx_model_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return GPTX_OK;
+}
+
+void gptx_model_destroy(gptx_model *m) {
+    if (!m) return;
+    free_activations(m);
+    if (m->params) OPS(m)->free(BE(m), m->params);
+    if (m->grads) OPS(m)->free(BE(m), m->grads);
+    gptx_layout_free(&m->layout);
+    free(m);
+}
+
+int gptx_model_get_config(const gptx_model *m, gptx_model_config *cfg) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(cfg);
+    if (cfg->struct_size <= sizeof(size_t) || cfg->struct_size > sizeof *cfg)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "cfg.struct_size is %zu; call gptx_model_config_init first",
+                         cfg->struct_size);
+    size_t n = cfg->struct_size;
+    memcpy(cfg, &m->cfg, n);
+    cfg->struct_size = n;
+    return GPTX_OK;
+}
+
+/* ---- initialisation ------------------------------------------------------- */
+
+/* Fills a host buffer with N(0, std) from Philox at (seed, stream = tensor). */
+static void normal_fill(float *dst, size_t n, float std, uint64_t seed, uint64_t stream) {
+    for (size_t i = 0; i < n; i += 4) {
+        gptx_philox4 r = gptx_philox_block(seed, stream, i / 4);
+        float z[4];
+        for (int k = 0; k < 4; k += 2) {
+            float u1 = gptx_uniform_open0(r.v[k]), u2 = gptx_uniform_open0(r.v[k + 1]);
+            float rad = sqrtf(-2.0f * logf(u1));
+            z[k] = rad * cosf(6.28318530718f * u2);
+            z[k + 1] = rad * sinf(6.28318530718f * u2);
+        }
+        for (size_t k = 0; k < 4 && i + k < n; k++) dst[i + k] = z[k] * std;
+    }
+}
+
+static int is_residual_projection(const char *name) {
+    size_t n = strlen(name);
+    const char *a = "attn.c_proj.weight", *b = "mlp.c_proj.weight";
+    return (n >= strlen(a) && strcmp(name + n - strlen(a), a) == 0) ||
+           (n >= strlen(b) && strcmp(name + n - strlen(b), b) == 0);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+int gptx_model_init_random(gptx_model *m, uint64_t seed) {
+    GPTX_CHECK_NULL(m);
+    size_t maxn = 0;
+    for (int i = 0; i < m->layout.ntensors; i++)
+        if (m->layout.tensors[i].numel > maxn) maxn = m->layout.tensors[i].numel;
+    float *host = malloc(maxn * sizeof *host);
+    if (!host) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu floats)", maxn);
+    float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.n_layer);
+    int rc = GPTX_OK;
+    for (int i = 0; i < m->layout.ntensors && rc == GPTX_OK; i++) {
+        const gptx_param_desc *t = &m->layout.tensors[i];
+        if (t->ndim == 2) {
+            normal_fill(host, t->numel, is_residual_projection(t->name) ? resid_std : 0.02f, seed,
+                        (uint64_t)i);
+            /* padded vocabulary rows start at zero */
+            if (i == m->layout.wte || i == m->layout.lm_head) {
+                size_t C = (size_t)m->cfg.n_embd;
+                memset(host + (size_t)m->cfg.vocab_size * C, 0,
+                       (size_t)(m->cfg.padded_vocab_size - m->cfg.vocab_size) * C * sizeof *host);
+            }
+        } else {
+            float v = ends_with(t->name, ".weight") ? 1.0f : 0.0f; /* LayerNorm gain, biases */
+            for (size_t k = 0; k < t->numel; k++) host[k] = v;
+        }
+        rc = OPS(m)->upload_f32(BE(m), m->params + t->offset, host, t->numel);
+    }
+    free(host);
+    if (rc == GPTX_OK) rc = gptx_model_zero_grad(m);
+    m->phase = GPTX_PHASE_NONE;
+    return rc;
+}
+
+int gptx_model_zero_grad(gptx_model *m) {
+    GPTX_CHECK_NULL(m);
+    return OPS(m)->fill_f32(BE(m), m->grads, 0.0f, m->layout.nparams);
+}
+
+/* ---- activations ------------------------------------------------------------ */
+
+/* Carves views for (B, T) out of one buffer; with base == NULL only counts. */
+static size_t carve_activations(gptx_model *m, float *base, int B, int T) {
+    size_t BT = (size_t)B * T, C = (size_t)m->cfg.n_embd, NH = (size_t)m->cfg.n_head;
+    size_t Vp = (size_t)m->cfg.padded_vocab_size, off = 0;
+#define TAKE(ptr, n)                                  \
+    do {                                              \
+        if (base) (ptr) = base + off;                 \
+        off += ((size_t)(n) + 15) / 16 * 16;          \
+    } while (0)
+    float *ids = NULL, *tgt = NULL;
+    TAKE(ids, BT); /* int32 and float have the same size */
+    TAKE(tgt, BT);
+    if (base) {
+        m->inputs = (int32_t *)ids;
+        m->targets = (int32_t *)tgt;
+    }
+    TAKE(m->encoded, BT * C);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        gptx_layer_acts *a = base ? &m->acts[l] : &(gptx_layer_acts){0};
+        TAKE(a->ln1, BT * C);
+        TAKE(a->ln1_mean, BT);
+        TAKE(a->ln1_rstd, BT);
+        TAKE(a->qkv, 3 * BT * C);
+        TAKE(a->atty, BT * C);
+        TAKE(a->att_lse, BT * NH);
+        TAKE(a->residual2, BT * C);
+        TAKE(a->ln2, BT * C);
+        TAKE(a->ln2_mean, BT);
+        TAKE(a->ln2_rstd, BT);
+        TAKE(a->fch, 4 * BT * C);
+        TAKE(a->fch_gelu, 4 * BT * C);
+        TAKE(a->residual3, BT * C);
+    }
+    /* one projection output shared by every layer: only its sum with the
+     * residual is needed later */
+    float *proj = NULL;
+    TAKE(proj, BT * C);
+    if (base)
+        for (int l = 0; l < m->cfg.n_layer; l++) m->acts[l].attproj = m->acts[l].fcproj = proj;
+    TAKE(m->lnf, BT * C);
+    TAKE(m->lnf_mean, BT);
+    TAKE(m->lnf_rstd, BT);
+    TAKE(m->logits, BT * Vp);
+    TAKE(m->losses, BT);
+    TAKE(m->loss_lse, BT);
+    TAKE(m->dresidual, BT * C);
+    TAKE(m->dln, BT * C);
+    TAKE(m->datty, BT * C);
+    TAKE(m->dqkv, 3 * BT * C);
+    TAKE(m->dfch, 4 * BT * C);
+    TAKE(m->dfch_gelu, 4 * BT * C);
+#undef TAKE
+    return off;
+}
+
+static int ensure_activations(gptx_model *m, int B, int T) {
+    if (m->act_buf && (size_t)B * T <= (size_t)m->act_B * m->act_T) {
+        /* a smaller batch fits: re-carve the views for (B, T) */
+        carve_activations(m, m->act_buf, B, T);
+        return GPTX_OK;
+    }
+    free_activations(m);
+    m->acts = calloc((size_t)m->cfg.n_layer, sizeof *m->acts);
+    if (!m->acts) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    size_t n = carve_activations(m, NULL, B, T);
+    int rc = OPS(m)->alloc(BE(m), n * sizeof(float), &m->act_buf);
+    if (rc != GPTX_OK) {
+        free(m->acts);
+        m->acts = NULL;
+        return rc;
+    }
+    m->act_B = B;
+    m->act_T = T;
+    carve_activations(m, m->act_buf, B, T);
+    return GPTX_OK;
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+
+#define PARAM(m, idx) ((m)->params + (m)->layout.tensors[idx].offset)
+#define GRAD(m, idx) ((m)->grads + (m)->layout.tensors[idx].offset)
+#define PARAM_OR_NULL(m, idx) ((idx) < 0 ? NULL : PARAM(m, idx))
+#define GRAD_OR_NULL(m, idx) ((idx) < 0 ? NULL : GRAD(m, idx))
+
+static int check_ids(const char *what, const int32_t *ids, size_t n, int vocab, int allow_ignore,
+                     int64_t *counted) {
+    int64_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t v = ids[i];
+        if (allow_ignore && v == GPTX_IGNORE_INDEX) continue;
+        if (v < 0 || v >= vocab)
+            return GPTX_FAIL(GPTX_ERR_TOKEN_RANGE, "%s[%zu] is %d; must be in [0, %d)%s", what, i,
+                             (int)v, vocab, allow_ignore ? " or GPTX_IGNORE_INDEX" : "");
+        count++;
+    }
+    if (counted) *counted = count;
+    return GPTX_OK;
+}
+
+int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                       float *loss) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(inputs);
+    if (B <= 0) return GPTX_FAIL(GPTX_ERR_INVALID, "B is %d; must be > 0", B);
+    if (T <= 0) return GPTX_FAIL(GPTX_ERR_INVALID, "T is %d; must be > 0", T);
+    if (T > m->cfg.context_length)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "T is %d; exceeds the context length %d", T,
+                         m->cfg.context_length);
+    if ((int64_t)B * T > (1 << 24))
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "B*T is %lld; at most %d rows per batch",
+                         (long long)B * T, 1 << 24);
+    size_t BT = (size_t)B * T;
+    int64_t counted = 0;
+    GPTX_TRY(check_ids("inputs", inputs, BT, m->cfg.vocab_size, 0, NULL));
+    if (targets) GPTX_TRY(check_ids("targets", targets, BT, m->cfg.vocab_size, 1, &counted));
+
+    m->phase = GPTX_PHASE_NONE;
+    GPTX_TRY(ensure_activations(m, B, T));
+    const gptx_backend_ops *ops = OPS(m);
+    gptx_backend *be = BE(m);
+    const gptx_layout *L = &m->layout;
+    int C = m->cfg.n_embd, NH = m->cfg.n_head, V = m->cfg.vocab_size;
+    int Vp = m->cfg.padded_vocab_size, N = (int)BT;
+    float eps = m->cfg.layernorm_eps;
+
+    GPTX_TRY(ops->upload_i32(be, m->inputs, inputs, BT));
+    if (targets) GPTX_TRY(ops->upload_i32(be, m->targets, targets, BT));
+    GPTX_TRY(ops->embedding_forward(be, m->encoded, m->inputs, PARAM(m, L->wte), PARAM(m, L->wpe), B,
+                                    T, C)); // -> (BT, C)
+    const float *residual = m->encoded;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const gptx_layer_params *p = &L->layers[l];
+        gptx_layer_acts *a = &m->acts[l];
+        GPTX_TRY(ops->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
+                                        PARAM(m, p->ln1_w), PARAM(m, p->ln1_b), N, C, eps));
+        GPTX_TRY(ops->matmul_forward(be, a->qkv, a->ln1, PARAM(m, p->qkv_w),
+                                     PARAM_OR_NULL(m, p->qkv_b), N, C, 3 * C)); // (BT, 3C)
+        GPTX_TRY(ops->attention_forward(be, a->atty, a->att_lse, a->qkv, B, T, C, NH)); // (BT, C)
+        GPTX_TRY(ops->matmul_forward(be, a->attproj, a->atty, PARAM(m, p->attn_proj_w),
+                                     PARAM(m, p->attn_proj_b), N, C, C));
+        GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BT * (size_t)C));
+        GPTX_TRY(ops->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
+                                        PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
+        GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b), N, C,
+                                     4 * C)); // (BT, 4C)
+        GPTX_TRY(ops->gelu_forward(be, a->fch_gelu, a->fch, BT * 4 * (size_t)C));
+        GPTX_TRY(ops->matmul_forward(be, a->fcproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
+                                     PARAM(m, p->fc_proj_b), N, 4 * C, C)); // (BT, C)
+        GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BT * (size_t)C));
+        residual = a->residual3;
+    }
+    GPTX_TRY(ops->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual,
+                                    PARAM(m, L->lnf_w), PARAM(m, L->lnf_b), N, C, eps));
+    GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, N, C,
+                                 Vp)); // (BT, Vp)
+    GPTX_TRY(ops->crossentropy_forward(be, targets ? m->losses : NULL, m->loss_lse, m->logits,
+                                       targets ? m->targets : NULL, N, V, Vp,
+                                       m->cfg.mask_padded_logits));
+    m->B = B;
+    m->T = T;
+    m->have_targets = targets != NULL;
+    m->loss_tokens = targets ? counted : 0;
+    m->loss = 0.0f;
+    if (targets) {
+        double sum = 0.0;
+        GPTX_TRY(ops->sum_to_host(be, &sum, m->losses, BT));
+        m->loss = counted > 0 ? (float)(sum / (double)counted) : 0.0f;
+        if (loss) *loss = m->loss;
+        if (!isfinite(m->loss))
+            return GPTX_FAIL(GPTX_ERR_NON_FINITE, "loss is %g (not finite)", (double)m->loss);
+    }
+    m->phase = GPTX_PHASE_FORWARD;
+    return GPTX_OK;
+}
+
+/* ---- backward --------------------------------------------------------------- */
+
+int gptx_model_backward(gptx_model *m, float loss_scale) {
+    GPTX_CHECK_NULL(m);
+    if (m->phase != GPTX_PHASE_FORWARD)
+        return GPTX_FAIL(GPTX_ERR_STATE, "backward needs a successful forward pass first%s",
+                         m->phase == GPTX_PHASE_BACKWARD ? " (backward already ran on it)" : "");
+    if (!m->have_targets)
+        return GPTX_FAIL(GPTX_ERR_STATE, "the last forward pass had no targets, so there is no loss");
+    if (!isfinite(loss_scale))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "loss_scale is %g; must be finite", (double)loss_scale);
+    const gptx_backend_ops *ops = OPS(m);
+    gptx_backend *be = BE(m);
+    const gptx_layout *L = &m->layout;
+    int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head;
+    int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size, N = B * T;
+    size_t BTC = (size_t)N * C;
+    float dloss = m->loss_tokens > 0 ? loss_scale / (float)m->loss_tokens : 0.0f;
+
+    m->phase = GPTX_PHASE_BACKWARD; /* logits are overwritten from here on */
+    GPTX_TRY(ops->crossentropy_backward(be, m->logits, m->loss_lse, m->targets, N, V, Vp, dloss));
+    const float *last = m->cfg.n_layer > 0 ? m->acts[m->cfg.n_layer - 1].residual3 : m->encoded;
+    GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, L->lm_head), NULL, m->logits, m->lnf,
+                                  PARAM(m, L->lm_head), N, C, Vp));
+    GPTX_TRY(ops->fill_f32(be, m->dresidual, 0.0f, BTC));
+    GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln,
+                                     last, PARAM(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C));
+    for (int l = m->cfg.n_layer - 1; l >= 0; l--) {
+        const gptx_layer_params *p = &L->layers[l];
+        gptx_layer_acts *a = &m->acts[l];
+        const float *residual = l == 0 ? m->encoded : m->acts[l - 1].residual3;
+        /* residual3 = residual2 + fcproj: dfcproj = dresidual */
+        GPTX_TRY(ops->matmul_backward(be, m->dfch_gelu, GRAD(m, p->fc_proj_w), GRAD(m, p->fc_proj_b),
+                                      m->dresidual, a->fch_gelu, PARAM(m, p->fc_proj_w), N, 4 * C, C));
+        GPTX_TRY(ops->gelu_backward(be, m->dfch, a->fch, m->dfch_gelu, BTC * 4));
+        GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->fc_w), GRAD(m, p->fc_b), m->dfch, a->ln2,
+                                      PARAM(m, p->fc_w), N, C, 4 * C));
+        GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b),
+                                         m->dln, a->residual2, PARAM(m, p->ln2_w), a->ln2_mean,
+                                         a->ln2_rstd, N, C));
+        /* residual2 = residual + attproj: dattproj = dresidual */
+        GPTX_TRY(ops->matmul_backward(be, m->datty, GRAD(m, p->attn_proj_w), GRAD(m, p->attn_proj_b),
+                                      m->dresidual, a->atty, PARAM(m, p->attn_proj_w), N, C, C));
+        GPTX_TRY(ops->attention_backward(be, m->dqkv, m->datty, a->qkv, a->atty, a->att_lse, B, T, C,
+                                         NH));
+        GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->qkv_w), GRAD_OR_NULL(m, p->qkv_b),
+                                      m->dqkv, a->ln1, PARAM(m, p->qkv_w), N, C, 3 * C));
+        GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b),
+                                         m->dln, residual, PARAM(m, p->ln1_w), a->ln1_mean,
+                                         a->ln1_rstd, N, C));
+    }
+    GPTX_TRY(ops->embedding_backward(be, GRAD(m, L->wte), GRAD(m, L->wpe), m->dresidual, m->inputs,
+                                     B, T, C));
+    return GPTX_OK;
+}
+
+/* ---- inspection ------------------------------------------------------------- */
+
+int gptx_model_get_logits(const gptx_model *m, float *dst, size_t count) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(dst);
+    if (m->phase != GPTX_PHASE_FORWARD)
+        return GPTX_FAIL(GPTX_ERR_STATE, "%s",
+                         m->phase == GPTX_PHASE_BACKWARD
+                             ? "logits were overwritten by backward; run forward again"
+                             : "no forward pass has completed");
+    size_t want = (size_t)m->B * m->T * m->cfg.padded_vocab_size;
+    if (count != want)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "count is %zu; logits hold B*T*padded_vocab = %zu", count,
+                         want);
+    return OPS(m)->download_f32(BE(m), dst, m->logits, count);
+}
+
+int gptx_model_num_loss_tokens(const gptx_model *m, int64_t *count) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(count);
+    *count = m->loss_tokens;
+    return GPTX_OK;
+}
+
+size_t gptx_model_num_parameters(const gptx_model *m) { return m ? m->layout.nparams : 0; }
+
+int gptx_model_num_tensors(const gptx_model *m) {
+    if (!m) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'm' is NULL");
+    return m->layout.ntensors;
+}
+
+void gptx_tensor_info_init(gptx_tensor_info *info) {
+    if (!info) return;
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+}
+
+int gptx_model_tensor_info(const gptx_model *m, int index, gptx_tensor_info *info) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(info);
+    if (info->struct_size != sizeof *info)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "info.struct_size is %zu; call gptx_tensor_info_init first",
+                         info->struct_size);
+    if (index < 0 || index >= m->layout.ntensors)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "index is %d; the model has %d tensors", index,
+                         m->layout.ntensors);
+    const gptx_param_desc *t = &m->layout.tensors[index];
+    info->name = t->name;
+    info->ndim = t->ndim;
+    for (int d = 0; d < GPTX_MAX_DIMS; d++) info->shape[d] = d < t->ndim ? t->shape[d] : 0;
+    info->numel = t->numel;
+    return GPTX_OK;
+}
+
+int gptx_model_find_tensor(const gptx_model *m, const char *name, int *index) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(name);
+    GPTX_CHECK_NULL(index);
+    int i = gptx_layout_find(&m->layout, name);
+    if (i < 0) return GPTX_FAIL(GPTX_ERR_NOT_FOUND, "no parameter named '%s'", name);
+    *index = i;
+    return GPTX_OK;
+}
+
+static int lookup(const gptx_model *m, const char *name, size_t count, const gptx_param_desc **out) {
+    int i;
+    GPTX_TRY(gptx_model_find_tensor(m, name, &i));
+    const gptx_param_desc *t = &m->layout.tensors[i];
+    if (count != t->numel)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "count is %zu; '%s' has %zu elements", count, name, t->numel);
+    *out = t;
+    return GPTX_OK;
+}
+
+int gptx_model_get_parameter(const gptx_model *m, const char *name, float *dst, size_t count) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(dst);
+    const gptx_param_desc *t = NULL;
+    GPTX_TRY(lookup(m, name, count, &t));
+    return OPS(m)->download_f32(BE(m), dst, m->params + t->offset, count);
+}
+
+int gptx_model_set_parameter(gptx_model *m, const char *name, const float *src, size_t count) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(src);
+    const gptx_param_desc *t = NULL;
+    GPTX_TRY(lookup(m, name, count, &t));
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(src[i]))
+            return GPTX_FAIL(GPTX_ERR_NON_FINITE, "src[%zu] for '%s' is not finite", i, name);
+    m->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
+    return OPS(m)->upload_f32(BE(m), m->params + t->offset, src, count);
+}
+
+int gptx_model_get_gradient(const gptx_model *m, const char *name, float *dst, size_t count) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(dst);
+    const gptx_param_desc *t = NULL;
+    GPTX_TRY(lookup(m, name, count, &t));
+    return OPS(m)->download_f32(BE(m), dst, m->grads + t->offset, count);
+}

@@ -1,0 +1,80 @@
+/* Model internals shared by model.c, model_layout.c and optimizer.c. */
+#ifndef GPTX_MODEL_H
+#define GPTX_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "context.h"
+
+#define GPTX_NAME_MAX 48
+
+/* One named parameter tensor: a view into the flat parameter buffer. */
+typedef struct gptx_param_desc {
+    char name[GPTX_NAME_MAX];
+    int ndim;
+    int64_t shape[2];
+    size_t numel;
+    size_t offset; /* elements from the start of the flat buffer */
+} gptx_param_desc;
+
+/* Indexes into the descriptor table for one transformer block. */
+typedef struct gptx_layer_params {
+    int ln1_w, ln1_b, qkv_w, qkv_b, attn_proj_w, attn_proj_b;
+    int ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+} gptx_layer_params;
+
+typedef struct gptx_layout {
+    gptx_param_desc *tensors;
+    int ntensors;
+    size_t nparams;
+    int wte, wpe, lnf_w, lnf_b, lm_head; /* lm_head == wte when tied */
+    gptx_layer_params *layers;
+} gptx_layout;
+
+/* Builds the canonical parameter table for a validated config. */
+int gptx_layout_build(gptx_layout *layout, const gptx_model_config *cfg);
+void gptx_layout_free(gptx_layout *layout);
+/* Index of a tensor by name, -1 if absent. */
+int gptx_layout_find(const gptx_layout *layout, const char *name);
+
+/* Activations saved by forward for backward, one set per layer, each a view
+ * into one activation buffer sized for (B, T). */
+typedef struct gptx_layer_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* (BT, C), (BT), (BT) */
+    float *qkv;                       /* (BT, 3C) */
+    float *atty, *att_lse;            /* (BT, C), (B, NH, T) */
+    float *attproj, *residual2;       /* (BT, C) */
+    float *ln2, *ln2_mean, *ln2_rstd; /* (BT, C), (BT), (BT) */
+    float *fch, *fch_gelu;            /* (BT, 4C) */
+    float *fcproj, *residual3;        /* (BT, C) */
+} gptx_layer_acts;
+
+typedef enum { GPTX_PHASE_NONE, GPTX_PHASE_FORWARD, GPTX_PHASE_BACKWARD } gptx_phase;
+
+struct gptx_model {
+    gptx_context *ctx;
+    gptx_model_config cfg;
+    gptx_layout layout;
+    float *params, *grads; /* flat device buffers, layout.nparams each */
+
+    /* activations, (re)allocated when B*T grows */
+    int act_B, act_T;
+    void *act_buf;
+    int32_t *inputs, *targets; /* (BT) device copies */
+    float *encoded;            /* (BT, C) */
+    gptx_layer_acts *acts;     /* n_layer */
+    float *lnf, *lnf_mean, *lnf_rstd;
+    float *logits;             /* (BT, Vp); becomes dlogits in backward */
+    float *losses, *loss_lse;  /* (BT) */
+    /* backward scratch */
+    float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
+
+    int B, T;
+    gptx_phase phase;
+    int have_targets;
+    int64_t loss_tokens;
+    float loss;
+};
+
+#endif

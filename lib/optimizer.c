@@ -1,0 +1,157 @@
+/* AdamW over the model's flat parameter buffer: one fused backend pass. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "model.h"
+#include "options.h"
+
+struct gptx_optimizer {
+    gptx_model *model; /* the only model this optimizer may update */
+    gptx_adamw_options opts;
+    float *m, *v;      /* first and second moments, nparams each */
+    gptx_param_range *ranges;
+    int nranges;
+    int64_t step;
+};
+
+void gptx_adamw_options_init(gptx_adamw_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->lr = 3e-4f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;
+    o->eps = 1e-8f;
+    o->weight_decay = 0.1f;
+    o->grad_clip = 1.0f;
+    o->decay_policy = GPTX_DECAY_MATRICES;
+}
+
+static int validate(const gptx_adamw_options *o) {
+    if (!(o->lr >= 0.0f) || !isfinite(o->lr))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.lr is %g; must be finite and >= 0", (double)o->lr);
+    if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.beta1 is %g; must be in [0, 1)", (double)o->beta1);
+    if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.beta2 is %g; must be in [0, 1)", (double)o->beta2);
+    if (!(o->eps > 0.0f) || !isfinite(o->eps))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.eps is %g; must be finite and > 0", (double)o->eps);
+    if (!(o->weight_decay >= 0.0f) || !isfinite(o->weight_decay))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.weight_decay is %g; must be finite and >= 0",
+                         (double)o->weight_decay);
+    if (!(o->grad_clip >= 0.0f) || !isfinite(o->grad_clip))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.grad_clip is %g; must be finite and >= 0 (0 = off)",
+                         (double)o->grad_clip);
+    if (o->decay_policy < GPTX_DECAY_MATRICES || o->decay_policy > GPTX_DECAY_NONE)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.decay_policy is %d; expected GPTX_DECAY_*",
+                         o->decay_policy);
+    return GPTX_OK;
+}
+
+void gptx_optimizer_destroy(gptx_optimizer *opt) {
+    if (!opt) return;
+    gptx_context *ctx = opt->model->ctx;
+    if (opt->m) ctx->ops->free(ctx->be, opt->m);
+    if (opt->v) ctx->ops->free(ctx->be, opt->v);
+    free(opt->ranges);
+    free(opt);
+}
+
+int gptx_optimizer_create(gptx_optimizer **out, gptx_model *model, const gptx_adamw_options *in) {
+    GPTX_CHECK_NULL(out);
+    *out = NULL;
+    GPTX_CHECK_NULL(model);
+    gptx_adamw_options o;
+    gptx_adamw_options_init(&o);
+    if (in)
+        GPTX_TRY(gptx_read_options(&o, sizeof o, in, in->struct_size, "AdamW options",
+                                   "gptx_adamw_options_init"));
+    GPTX_TRY(validate(&o));
+
+    gptx_optimizer *opt = calloc(1, sizeof *opt);
+    if (!opt) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    opt->model = model;
+    opt->opts = o;
+    const gptx_layout *L = &model->layout;
+    opt->ranges = calloc((size_t)L->ntensors, sizeof *opt->ranges);
+    if (!opt->ranges) {
+        free(opt);
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    }
+    for (int i = 0; i < L->ntensors; i++) {
+        const gptx_param_desc *t = &L->tensors[i];
+        int decays = o.decay_policy == GPTX_DECAY_ALL ||
+                     (o.decay_policy == GPTX_DECAY_MATRICES && t->ndim == 2);
+        opt->ranges[i] = (gptx_param_range){t->offset, t->numel, decays ? o.weight_decay : 0.0f};
+    }
+    opt->nranges = L->ntensors;
+    gptx_context *ctx = model->ctx;
+    size_t bytes = L->nparams * sizeof(float);
+    int rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->m);
+    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->v);
+    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->m, 0.0f, L->nparams);
+    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->v, 0.0f, L->nparams);
+    if (rc != GPTX_OK) {
+        gptx_optimizer_destroy(opt);
+        return rc;
+    }
+    *out = opt;
+    return GPTX_OK;
+}
+
+int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm) {
+    GPTX_CHECK_NULL(opt);
+    GPTX_CHECK_NULL(model);
+    if (model != opt->model)
+        return GPTX_FAIL(GPTX_ERR_MISMATCH, "the optimizer was created for another model");
+    gptx_context *ctx = model->ctx;
+    double sumsq = 0.0;
+    GPTX_TRY(ctx->ops->sum_squares_to_host(ctx->be, &sumsq, model->grads, model->layout.nparams));
+    float norm = (float)sqrt(sumsq);
+    if (grad_norm) *grad_norm = norm;
+    if (!isfinite(norm))
+        return GPTX_FAIL(GPTX_ERR_NON_FINITE,
+                         "gradient norm is %g; no parameter was updated (step %lld)", (double)norm,
+                         (long long)opt->step);
+    const gptx_adamw_options *o = &opt->opts;
+    int64_t t = opt->step + 1;
+    gptx_adamw_hyper h;
+    h.lr = o->lr;
+    h.beta1 = o->beta1;
+    h.beta2 = o->beta2;
+    h.eps = o->eps;
+    h.bias_correction1 = (float)(1.0 - pow(o->beta1, (double)t));
+    h.bias_correction2 = (float)(1.0 - pow(o->beta2, (double)t));
+    /* same rule as torch.nn.utils.clip_grad_norm_ */
+    h.grad_scale = 1.0f;
+    if (o->grad_clip > 0.0f && norm > o->grad_clip) h.grad_scale = o->grad_clip / (norm + 1e-6f);
+    GPTX_TRY(ctx->ops->adamw(ctx->be, model->params, model->grads, opt->m, opt->v, opt->ranges,
+                             opt->nranges, &h));
+    opt->step = t;
+    model->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
+    return GPTX_OK;
+}
+
+int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr) {
+    GPTX_CHECK_NULL(opt);
+    if (!(lr >= 0.0f) || !isfinite(lr))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "lr is %g; must be finite and >= 0", (double)lr);
+    opt->opts.lr = lr;
+    return GPTX_OK;
+}
+
+int gptx_optimizer_get_lr(const gptx_optimizer *opt, float *lr) {
+    GPTX_CHECK_NULL(opt);
+    GPTX_CHECK_NULL(lr);
+    *lr = opt->opts.lr;
+    return GPTX_OK;
+}
+
+int gptx_optimizer_get_step(const gptx_optimizer *opt, int64_t *step) {
+    GPTX_CHECK_NULL(opt);
+    GPTX_CHECK_NULL(step);
+    *step = opt->step;
+    return GPTX_OK;
+}

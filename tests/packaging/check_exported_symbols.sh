@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# check_exported_symbols.sh <libgptx.so> <header dir or header>...
+#
+# Fails unless
+#   * every dynamic symbol defined by the library starts with gptx_ (the
+#     version node symbol GPTX_0 is ignored) and carries a GPTX_* version,
+#   * the exported gptx_* symbols are exactly the names declared GPTX_API in
+#     the public headers (a header dir means all its *.h), both ways, and
+#   * the SONAME is libgptx.so.0 (override with GPTX_EXPECTED_SONAME).
+# Tools: NM [nm], READELF [readelf].
+set -euo pipefail
+
+if [ $# -lt 2 ]; then
+    echo "usage: $0 <libgptx.so> <include/gptx dir or header>..." >&2
+    exit 2
+fi
+lib=$1
+shift
+NM=${NM:-nm}
+READELF=${READELF:-readelf}
+expected_soname=${GPTX_EXPECTED_SONAME:-libgptx.so.0}
+status=0
+problem() { printf 'exported_symbols: FAIL: %s\n' "$*" >&2; status=1; }
+
+[ -f "$lib" ] || { echo "exported_symbols: no such library: $lib" >&2; exit 1; }
+
+headers=()
+for arg in "$@"; do
+    if [ -d "$arg" ]; then
+        for h in "$arg"/*.h; do
+            [ -e "$h" ] && headers+=("$h")
+        done
+    else
+        headers+=("$arg")
+    fi
+done
+[ ${#headers[@]} -gt 0 ] || { echo "exported_symbols: no headers given" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ---- names declared GPTX_API in the headers --------------------------------
+# Join backslash continuations, drop preprocessor lines and comments, then cut
+# the text into declarations at ; { } so that a declaration spanning several
+# lines becomes one line. A function's name is the identifier right before its
+# first '('; a variable's (no '(') is its last gptx_ identifier.
+declared_api() {
+    local h
+    for h in "$@"; do
+        cat "$h"
+        echo
+    done |
+        sed -e ':a' -e '/\\$/{N' -e 's/\\\n//' -e 'ba' -e '}' |
+        sed -e '/^[[:space:]]*#/d' |
+        sed -e '/\/\*\|\*\//!s://.*$::' |
+        tr '\n' ' ' |
+        sed -e 's:/\*\([^*]\|\*\+[^*/]\)*\*\+/: :g' |
+        tr ';{}' '\n\n\n' |
+        grep -w 'GPTX_API' |
+        sed -n -e 's/^[^(]*\<\(gptx_[a-z0-9_]*\)[[:space:]]*(.*$/\1/p' \
+               -e 't' \
+               -e 's/^[^(]*\<\(gptx_[a-z0-9_]*\)[[:space:]]*\(\[[^]]*\][[:space:]]*\)*$/\1/p' |
+        LC_ALL=C sort -u
+}
+declared_api "${headers[@]}" >"$tmp/declared"
+if [ ! -s "$tmp/declared" ]; then
+    echo "exported_symbols: found no GPTX_API declarations in: ${headers[*]}" >&2
+    exit 1
+fi
+
+# ---- names the library exports ---------------------------------------------
+# nm -D prints "<value> <type> <name>[@@VERSION]"; the version node shows as an
+# absolute symbol "GPTX_0".
+"$NM" -D --defined-only "$lib" >"$tmp/nm" || { echo "exported_symbols: $NM failed" >&2; exit 1; }
+: >"$tmp/exported"
+: >"$tmp/foreign"
+: >"$tmp/unversioned"
+while read -r _value type sym; do
+    [ -n "${sym:-}" ] || continue
+    name=${sym%%@*}
+    version=
+    case $sym in *@*) version=${sym##*@} ;; esac
+    if [ "$type" = A ] && [[ $name =~ ^GPTX_[0-9.]+$ ]]; then
+        continue # version node
+    fi
+    if [[ $name != gptx_* ]]; then
+        echo "$type $sym" >>"$tmp/foreign"
+        continue
+    fi
+    [[ $version == GPTX_* ]] || echo "$type $sym" >>"$tmp/unversioned"
+    echo "$name" >>"$tmp/exported"
+done <"$tmp/nm"
+LC_ALL=C sort -u -o "$tmp/exported" "$tmp/exported"
+
+if [ -s "$tmp/foreign" ]; then
+    problem "$lib exports symbols outside the gptx_ namespace (check lib/gptx.map):"
+    sed 's/^/    /' "$tmp/foreign" >&2
+fi
+if [ -s "$tmp/unversioned" ]; then
+    problem "exported symbols without a GPTX_* symbol version (is lib/gptx.map applied?):"
+    sed 's/^/    /' "$tmp/unversioned" >&2
+fi
+
+LC_ALL=C comm -23 "$tmp/declared" "$tmp/exported" >"$tmp/missing"
+LC_ALL=C comm -13 "$tmp/declared" "$tmp/exported" >"$tmp/unexpected"
+if [ -s "$tmp/missing" ]; then
+    problem "declared GPTX_API in the headers but not exported by $lib:"
+    sed 's/^/    - /' "$tmp/missing" >&2
+fi
+if [ -s "$tmp/unexpected" ]; then
+    problem "exported by $lib but not declared GPTX_API in the headers:"
+    sed 's/^/    + /' "$tmp/unexpected" >&2
+fi
+
+# ---- SONAME ----------------------------------------------------------------
+soname=$("$READELF" -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\].*/\1/p')
+if [ "$soname" != "$expected_soname" ]; then
+    problem "SONAME of $lib is '${soname}', expected '$expected_soname'"
+fi
+
+echo "exported_symbols: $(wc -l <"$tmp/declared") declared, $(wc -l <"$tmp/exported") exported, SONAME ${soname:-none}"
+if [ $status -eq 0 ]; then
+    echo "exported_symbols: ok"
+fi
+exit $status

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# install_downstream.sh <build dir> <work dir>
+#
+# Installs the gptx build in <build dir> into <work dir>/prefix, then builds
+# and runs tests/packaging/downstream/main.c against the installed copy:
+#   1. cc + pkg-config (gptx.pc), shared library, run with LD_LIBRARY_PATH;
+#   2. CMake package, find_package(gptx 0.1 REQUIRED CONFIG) -> gptx::gptx;
+#   3. CMake package -> gptx::gptx_static.
+# <work dir> is deleted first.
+#
+# Environment (set by tests/packaging/CMakeLists.txt; defaults in brackets):
+#   CMAKE [cmake]  CC [cc]  CXX [c++, optional header check]
+#   GPTX_CONFIG            build configuration for cmake --install --config
+#   GPTX_VERSION           expected package version (checked if set)
+#   GPTX_DOWNSTREAM_CFLAGS extra compile+link flags (sanitizer builds)
+#   CMAKE_GENERATOR        generator for the downstream CMake builds
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 <gptx build dir> <work dir>" >&2
+    exit 2
+fi
+build_dir=$(cd "$1" && pwd)
+work=$2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+src="$here/downstream"
+CMAKE=${CMAKE:-cmake}
+CC=${CC:-cc}
+CXX=${CXX:-c++}
+PKG_CONFIG=${PKG_CONFIG:-pkg-config}
+read -r -a extra_flags <<<"${GPTX_DOWNSTREAM_CFLAGS:-}"
+
+step() { printf '\n=== %s\n' "$*"; }
+fail() { printf 'install_downstream: FAIL: %s\n' "$*" >&2; exit 1; }
+same_file() { [ -n "$1" ] && [ "$(readlink -f "$1")" = "$(readlink -f "$2")" ]; }
+
+rm -rf "$work"
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+prefix="$work/prefix"
+
+step "cmake --install $build_dir --prefix $prefix"
+install_args=(--install "$build_dir" --prefix "$prefix")
+if [ -n "${GPTX_CONFIG:-}" ]; then
+    install_args+=(--config "$GPTX_CONFIG")
+fi
+"$CMAKE" "${install_args[@]}" || fail "cmake --install failed"
+
+# ---- what got installed ----------------------------------------------------
+pc=$(find "$prefix" -name gptx.pc -type f -print -quit)
+[ -n "$pc" ] || fail "gptx.pc was not installed"
+pcdir=$(dirname "$pc")
+libdir=$(cd "$pcdir/.." && pwd)
+for f in "$prefix/include/gptx/gptx.h" "$libdir/libgptx.so" "$libdir/libgptx.so.0" \
+         "$libdir/libgptx.a" "$libdir/cmake/gptx/gptxConfig.cmake" \
+         "$libdir/cmake/gptx/gptxConfigVersion.cmake" "$libdir/cmake/gptx/gptxTargets.cmake"; do
+    [ -e "$f" ] || fail "missing installed file $f"
+done
+if readelf -d "$libdir/libgptx.so.0" | grep -E 'R(UN)?PATH' | grep -qF "$build_dir"; then
+    fail "installed libgptx.so.0 still has an RPATH into the build tree"
+fi
+echo "installed into $prefix (libdir $libdir)"
+
+# ---- 1. pkg-config ---------------------------------------------------------
+step "pkg-config build"
+export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+pc_version=$("$PKG_CONFIG" --modversion gptx) || fail "pkg-config cannot read gptx.pc"
+pc_prefix=$("$PKG_CONFIG" --variable=prefix gptx)
+echo "gptx.pc: version $pc_version, prefix $pc_prefix"
+[ "$pc_prefix" = "$prefix" ] || fail "gptx.pc has prefix=$pc_prefix, expected $prefix"
+if [ -n "${GPTX_VERSION:-}" ] && [ "$pc_version" != "$GPTX_VERSION" ]; then
+    fail "gptx.pc has Version $pc_version, expected $GPTX_VERSION"
+fi
+"$PKG_CONFIG" --static --libs gptx | grep -q -- '-lopenblas' ||
+    fail "pkg-config --static --libs gptx lacks -lopenblas"
+read -r -a pc_cflags <<<"$("$PKG_CONFIG" --cflags gptx)"
+read -r -a pc_libs <<<"$("$PKG_CONFIG" --libs gptx)"
+(
+    set -x
+    "$CC" -std=c11 -Wall -Wextra -Wpedantic -Werror "${extra_flags[@]}" "${pc_cflags[@]}" \
+        "$src/main.c" -o "$work/app_pkgconfig" "${pc_libs[@]}"
+) || fail "building against gptx.pc failed"
+if command -v "$CXX" >/dev/null 2>&1; then
+    # The public header must also be usable from C++.
+    printf '#include <gptx/gptx.h>\nint main() { return gptx_version() == nullptr; }\n' |
+        "$CXX" -x c++ -std=c++11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only \
+            "${pc_cflags[@]}" - || fail "gptx.h does not compile as C++"
+fi
+readelf -d "$work/app_pkgconfig" | grep -q 'NEEDED.*\[libgptx\.so\.0\]' ||
+    fail "app_pkgconfig does not depend on libgptx.so.0"
+resolved=$(LD_LIBRARY_PATH="$libdir" ldd "$work/app_pkgconfig" | awk '$1 == "libgptx.so.0" { print $3 }')
+same_file "$resolved" "$libdir/libgptx.so.0" ||
+    fail "app_pkgconfig loads libgptx.so.0 from '$resolved', not from $libdir"
+LD_LIBRARY_PATH="$libdir" "$work/app_pkgconfig" || fail "app_pkgconfig failed"
+
+# ---- 2./3. CMake package ---------------------------------------------------
+cmake_build() { # <name> <static ON|OFF>
+    local name=$1 static=$2 bdir="$work/$1"
+    step "CMake package build: $name (GPTX_DOWNSTREAM_STATIC=$static)"
+    "$CMAKE" -S "$src" -B "$bdir" \
+        -DCMAKE_PREFIX_PATH="$prefix" \
+        -DGPTX_EXPECTED_PREFIX="$prefix" \
+        -DGPTX_DOWNSTREAM_STATIC="$static" \
+        -DCMAKE_C_COMPILER="$CC" \
+        -DCMAKE_C_FLAGS="${GPTX_DOWNSTREAM_CFLAGS:-}" \
+        -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+        -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF ||
+        fail "configuring the downstream CMake project ($name) failed"
+    "$CMAKE" --build "$bdir" --verbose || fail "building the downstream CMake project ($name) failed"
+    if [ "$static" = ON ]; then
+        if readelf -d "$bdir/app" | grep -q 'NEEDED.*libgptx'; then
+            fail "$name: app links libgptx.so although gptx::gptx_static was requested"
+        fi
+    else
+        readelf -d "$bdir/app" | grep -q 'NEEDED.*\[libgptx\.so\.0\]' ||
+            fail "$name: app does not depend on libgptx.so.0"
+        # No LD_LIBRARY_PATH: CMake's build RPATH must point into the prefix.
+        resolved=$(ldd "$bdir/app" | awk '$1 == "libgptx.so.0" { print $3 }')
+        same_file "$resolved" "$libdir/libgptx.so.0" ||
+            fail "$name: app loads libgptx.so.0 from '$resolved', not from $libdir"
+    fi
+    "$bdir/app" || fail "$name: app failed"
+}
+cmake_build cmake_shared OFF
+cmake_build cmake_static ON
+
+step "install_downstream: all passed"
