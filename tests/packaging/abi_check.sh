@@ -53,9 +53,16 @@ fi
 # live (no paths, no source locations) and of the DT_NEEDED list (which
 # changes with sanitizers), so identical code gives an identical dump.
 dump_abi() { # <out file>
-    "$ABIDW" --headers-dir "$headers" --drop-private-types \
+    "$ABIDW" --headers-dir "$headers" --drop-private-types --drop-undefined-syms \
         --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed \
         --no-architecture --out-file "$1" "$lib"
+    # Translation units are named by absolute source path: make them relative
+    # to the source tree (<root>/include/gptx -> <root>) so the record does not
+    # depend on where the tree is checked out (abidiff ignores these paths).
+    local root esc
+    root=$(cd "$headers/../.." && pwd -P)
+    esc=$(printf '%s' "$root/" | sed 's/[][\\.*^$|&]/\\&/g')
+    sed -i "s|path='$esc|path='|" "$1"
 }
 
 if [ "$update" = 1 ]; then
@@ -97,9 +104,13 @@ fi
 
 echo "abi_check: FAIL: the ABI of $lib differs from $record (abidiff exit $rc)" >&2
 if [ $((rc & 8)) -ne 0 ]; then
-    echo "abi_check: the change is INCOMPATIBLE: it breaks binaries built against libgptx.so.0" >&2
+    echo "abi_check: the change is INCOMPATIBLE (e.g. a removed function): it breaks" \
+        "binaries built against libgptx.so.0" >&2
 elif [ $((rc & 4)) -ne 0 ]; then
-    echo "abi_check: the change is compatible (e.g. an added function) but not yet recorded" >&2
+    echo "abi_check: the ABI changed: read the report below. Changed layouts or signatures of" \
+        "public types/functions break existing binaries (needs a SONAME bump); additions" \
+        "(new functions, fields appended after struct_size-checked ones) are compatible" \
+        "but must be recorded" >&2
 else
     echo "abi_check: abidiff itself failed" >&2
 fi

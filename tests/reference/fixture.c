@@ -230,7 +230,7 @@ int fixture_load(const char *path, fixture *out, char *err, size_t errlen)
         else
             e->i32 = data;
         for (size_t k = 0; k < numel; k++) {
-            uint32_t v;
+            uint32_t v = 0;
             (void)take_u32(&c, &v); /* size checked above */
             if (dtype == FIXTURE_F32)
                 memcpy(&e->f32[k], &v, 4);

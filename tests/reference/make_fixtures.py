@@ -39,6 +39,7 @@ VERSION = 1
 DT_F32 = 0
 DT_I32 = 1
 N_STEPS = 10
+WIDE_STD = 0.08
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, "fixtures")
@@ -93,13 +94,18 @@ def param_specs(cfg):
 def init_params(cfg, gen):
     """Random initial parameters, rounded to float32, held as float64 tensors.
 
-    Weights (incl. padded vocabulary rows) N(0, 0.02); biases N(0, 0.02);
-    LayerNorm weight 1 + N(0, 0.1), LayerNorm bias N(0, 0.02)."""
+    Weights (incl. padded vocabulary rows) N(0, 0.02), except attn.c_attn and
+    mlp.c_fc weights N(0, WIDE_STD) so that the attention is not uniform and
+    the GELU works outside its nearly linear range (an erf GELU, for example,
+    fails the test); biases N(0, 0.02); LayerNorm weight 1 + N(0, 0.1),
+    LayerNorm bias N(0, 0.02)."""
     params = {}
     for name, shape in param_specs(cfg):
         z = torch.randn(shape, generator=gen, dtype=torch.float64)
         if ("ln_" in name) and name.endswith(".weight"):
             t = 1.0 + 0.1 * z
+        elif name.endswith("c_attn.weight") or name.endswith("c_fc.weight"):
+            t = WIDE_STD * z
         else:
             t = 0.02 * z
         params[name] = t.to(torch.float32).to(torch.float64)
@@ -254,25 +260,38 @@ def numpy_forward(cfg, P, inputs, targets):
 # Error metrics: identical to the C test's criteria (see README "Tolerances")
 # --------------------------------------------------------------------------
 
-def metrics(ref, got):
+def metrics(cfg, ref, got):
+    """(logits max abs, loss rel, grad max|d|/max|g| per tensor, step-loss rel,
+    final rel outside the key bias, final err/tol, final per-tensor norm rel):
+    what test_reference.c prints."""
     la = ref["logits"].numpy()
     lb = got["logits"].double().numpy()
     fin = np.isfinite(la)
     assert np.array_equal(fin, np.isfinite(lb))
     logits_abs = float(np.abs(la[fin] - lb[fin]).max())
     loss_rel = abs(float(ref["loss"]) - float(got["loss"])) / abs(float(ref["loss"]))
-    grad_norm = 0.0
+    grad_rel = 0.0
     for n, g in ref["grads"].items():
         g = g.numpy()
         d = np.abs(g - got["grads"][n].double().numpy()).max()
-        grad_norm = max(grad_norm, d / max(1.0, np.abs(g).max()))
+        grad_rel = max(grad_rel, d / max(np.abs(g).max(), 1e-6))
     step_rel = max(abs(a - b) / abs(a) for a, b in zip(ref["step_losses"], got["step_losses"]))
-    final_rel = 0.0
+    lr, C = f32(cfg["lr"]), cfg["C"]
+    final_rel = final_ratio = final_norm = 0.0
     for n, p in ref["final"].items():
         p = p.numpy()
-        d = np.abs(p - got["final"][n].double().numpy()) / np.maximum(np.abs(p), 1e-2)
-        final_rel = max(final_rel, float(d.max()))
-    return logits_abs, loss_rel, grad_norm, step_rel, final_rel
+        d = np.abs(p - got["final"][n].double().numpy())
+        tol = 1e-4 * np.maximum(np.abs(p), 1e-2) + 2e-2 * lr
+        rel = d / np.maximum(np.abs(p), 1e-2)
+        keep = np.ones(p.shape, dtype=bool)
+        if n.endswith(".attn.c_attn.bias"):
+            tol[C:2 * C] = 0.1 * lr * N_STEPS
+            rel[C:2 * C] = 0.0
+            keep[C:2 * C] = False
+        final_rel = max(final_rel, float(rel.max()))
+        final_ratio = max(final_ratio, float((d / tol).max()))
+        final_norm = max(final_norm, float(np.linalg.norm(d[keep]) / np.linalg.norm(p[keep])))
+    return logits_abs, loss_rel, grad_rel, step_rel, final_rel, final_ratio, final_norm
 
 
 # --------------------------------------------------------------------------
@@ -366,15 +385,17 @@ def build(cfg, check):
         print("  numpy fp64 forward:   logits max|d| %.3e  loss rel %.3e" % (
             np.abs(la[fin] - np_logits[fin]).max(), abs(np_loss - float(ref["loss"])) / np_loss))
         got = run_pipeline(cfg, init, inputs, targets, torch.float32)
-        print("  torch fp32 vs fp64:   logits %.3e  loss rel %.3e  grad %.3e  "
-              "step loss rel %.3e  final rel %.3e" % metrics(ref, got))
+        print("  torch fp32 vs fp64:   logits %.2e  loss rel %.2e  grad %.2e  "
+              "step-loss rel %.2e  final rel %.2e  (err/tol %.3f)  final norm rel %.2e"
+              % metrics(cfg, ref, got))
         # Rounding the fp64 results to fp32 (what is stored) must be negligible.
         st = {"logits": ref["logits"].float(), "loss": ref["loss"].float(),
               "grads": {n: g.float() for n, g in ref["grads"].items()},
               "step_losses": [f32(x) for x in ref["step_losses"]],
               "final": {n: p.float() for n, p in ref["final"].items()}}
-        print("  stored fp32 rounding: logits %.3e  loss rel %.3e  grad %.3e  "
-              "step loss rel %.3e  final rel %.3e" % metrics(ref, st))
+        print("  stored fp32 rounding: logits %.2e  loss rel %.2e  grad %.2e  "
+              "step-loss rel %.2e  final rel %.2e  (err/tol %.3f)  final norm rel %.2e"
+              % metrics(cfg, ref, st))
 
 
 def main():

@@ -1,0 +1,425 @@
+/*
+ * gptx-bench-train: throughput of full training steps on the CPU backend.
+ *
+ * One timed step = gptx_model_zero_grad + gptx_model_forward (with targets)
+ * + gptx_model_backward(1.0f) + gptx_optimizer_step (AdamW, default options:
+ * global-norm clipping at 1.0, weight decay on matrices). The token batch is a
+ * fixed pseudo-random one (xorshift64*, fixed seed) already in host memory, so
+ * no data loading is timed.
+ *
+ * The first step is reported on its own ("cold"): it allocates the
+ * activation buffer and touches every page for the first time. It counts as
+ * the first of the --warmup untimed steps. After warm-up, --steps steps are
+ * timed one by one with clock_gettime(CLOCK_MONOTONIC); the median, minimum
+ * and maximum are reported, together with the median time of each phase.
+ *
+ * Model FLOPs per token (fwd + bwd), the usual "6N + attention" estimate:
+ *   6 * P_mat + 6 * n_layer * T * n_embd
+ * where P_mat is the number of elements of every weight matrix that takes
+ * part in a matrix product: per layer attn.c_attn (3C x C), attn.c_proj
+ * (C x C), mlp.c_fc (4C x C), mlp.c_proj (C x 4C), plus the output head
+ * (padded_vocab x C; with a tied head that is wte, counted once). wpe, and
+ * with an untied head wte, are lookups, not products, and are not counted;
+ * neither are biases, LayerNorm, GELU, softmax or the optimizer.
+ * The attention term 6*L*T*C is causal QK^T and AV (2*2*T*C per token
+ * forward when not masked, halved by the causal mask, times 3 for fwd+bwd).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "gptx/gptx.h"
+
+typedef struct {
+    const char *config;
+    int batch, seq, layers, heads, width, vocab, padded_vocab;
+    int threads, warmup, steps;
+    const char *json;
+    uint64_t seed;
+} bench_args;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: gptx-bench-train [--config small|gpt2-124M-short] [--threads N]\n"
+            "                        [--warmup N] [--steps N] [--batch B] [--seq T]\n"
+            "                        [--layers L] [--heads H] [--width C] [--vocab V]\n"
+            "                        [--padded-vocab Vp] [--seed S] [--json FILE]\n"
+            "\n"
+            "  --config   small:           V 50257 (Vp 50304), T 256, L 4,  H 4,  C 256, B 4 (default)\n"
+            "             gpt2-124M-short: V 50257 (Vp 50304), T 256, L 12, H 12, C 768, B 2\n"
+            "  --threads  context num_threads (0 = all online cores; default 0)\n"
+            "  --warmup   untimed steps before timing, the cold first step included (default 2, min 1)\n"
+            "  --steps    timed steps (default 10)\n"
+            "  --json     also write the results as JSON to FILE\n");
+}
+
+static int parse_int(const char *flag, const char *s, int min, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !end || *end || v < min || v > 1000000000L) {
+        fprintf(stderr, "gptx-bench-train: %s expects an integer >= %d, got '%s'\n", flag, min, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int apply_config(bench_args *a, const char *name) {
+    if (strcmp(name, "small") == 0) {
+        a->vocab = 50257, a->padded_vocab = 50304, a->seq = 256;
+        a->layers = 4, a->heads = 4, a->width = 256, a->batch = 4;
+    } else if (strcmp(name, "gpt2-124M-short") == 0) {
+        a->vocab = 50257, a->padded_vocab = 50304, a->seq = 256;
+        a->layers = 12, a->heads = 12, a->width = 768, a->batch = 2;
+    } else {
+        fprintf(stderr, "gptx-bench-train: unknown --config '%s' (small, gpt2-124M-short)\n", name);
+        return -1;
+    }
+    a->config = name;
+    return 0;
+}
+
+static int parse_args(bench_args *a, int argc, char **argv) {
+    /* the preset first, so explicit overrides win whatever their position */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "gptx-bench-train: --config needs a value\n");
+                return -1;
+            }
+            if (apply_config(a, argv[++i]) != 0) return -1;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "gptx-bench-train: unknown or incomplete option '%s'\n", f);
+            usage(stderr);
+            return -1;
+        }
+        const char *v = argv[++i];
+        int rc = 0;
+        if (strcmp(f, "--config") == 0) continue; /* handled above */
+        else if (strcmp(f, "--threads") == 0) rc = parse_int(f, v, 0, &a->threads);
+        else if (strcmp(f, "--warmup") == 0) rc = parse_int(f, v, 0, &a->warmup);
+        else if (strcmp(f, "--steps") == 0) rc = parse_int(f, v, 1, &a->steps);
+        else if (strcmp(f, "--batch") == 0) rc = parse_int(f, v, 1, &a->batch);
+        else if (strcmp(f, "--seq") == 0) rc = parse_int(f, v, 1, &a->seq);
+        else if (strcmp(f, "--layers") == 0) rc = parse_int(f, v, 1, &a->layers);
+        else if (strcmp(f, "--heads") == 0) rc = parse_int(f, v, 1, &a->heads);
+        else if (strcmp(f, "--width") == 0) rc = parse_int(f, v, 1, &a->width);
+        else if (strcmp(f, "--vocab") == 0) rc = parse_int(f, v, 1, &a->vocab);
+        else if (strcmp(f, "--padded-vocab") == 0) rc = parse_int(f, v, 0, &a->padded_vocab);
+        else if (strcmp(f, "--json") == 0) a->json = v;
+        else if (strcmp(f, "--seed") == 0) a->seed = strtoull(v, NULL, 0);
+        else {
+            fprintf(stderr, "gptx-bench-train: unknown option '%s'\n", f);
+            usage(stderr);
+            return -1;
+        }
+        if (rc != 0) return -1;
+    }
+    if (a->warmup < 1) a->warmup = 1; /* the cold step always runs and is never timed */
+    if (a->padded_vocab == 0) a->padded_vocab = a->vocab;
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* median of n values (sorts a copy) */
+static double median(const double *v, int n) {
+    double *s = malloc((size_t)n * sizeof *s);
+    if (!s) return NAN;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    free(s);
+    return m;
+}
+
+static double vmin(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+    return m;
+}
+
+static double vmax(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++) m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+#define CHECK(call)                                                                      \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        if (rc_ != GPTX_OK) {                                                            \
+            fprintf(stderr, "gptx-bench-train: %s failed: %s (%d): %s\n", #call,         \
+                    gptx_status_name(rc_), rc_, gptx_last_error());                       \
+            goto fail;                                                                   \
+        }                                                                                \
+    } while (0)
+
+enum { PH_ZERO, PH_FWD, PH_BWD, PH_OPT, PH_N };
+static const char *phase_names[PH_N] = {"zero_grad", "forward", "backward", "optimizer"};
+
+/* One training step; ph (if not NULL) receives the time of each phase. */
+static int train_step(gptx_model *model, gptx_optimizer *opt, gptx_context *ctx,
+                      const int32_t *inp, const int32_t *tgt, int B, int T, float *loss,
+                      double ph[PH_N]) {
+    double t0 = now_s();
+    int rc = gptx_model_zero_grad(model);
+    if (rc != GPTX_OK) return rc;
+    double t1 = now_s();
+    rc = gptx_model_forward(model, inp, tgt, B, T, loss);
+    if (rc != GPTX_OK) return rc;
+    double t2 = now_s();
+    rc = gptx_model_backward(model, 1.0f);
+    if (rc != GPTX_OK) return rc;
+    double t3 = now_s();
+    rc = gptx_optimizer_step(opt, model, NULL);
+    if (rc != GPTX_OK) return rc;
+    rc = gptx_context_synchronize(ctx);
+    if (rc != GPTX_OK) return rc;
+    double t4 = now_s();
+    if (ph) {
+        ph[PH_ZERO] = t1 - t0;
+        ph[PH_FWD] = t2 - t1;
+        ph[PH_BWD] = t3 - t2;
+        ph[PH_OPT] = t4 - t3;
+    }
+    return GPTX_OK;
+}
+
+/* Number of elements of the weight matrices used in matrix products (see top). */
+static int count_matmul_params(const gptx_model *model, double *out) {
+    int n = gptx_model_num_tensors(model);
+    if (n < 0) return n;
+    int lm_head = -1, rc;
+    rc = gptx_model_find_tensor(model, "lm_head.weight", &lm_head);
+    int untied = rc == GPTX_OK;
+    gptx_clear_error();
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        gptx_tensor_info info;
+        gptx_tensor_info_init(&info);
+        rc = gptx_model_tensor_info(model, i, &info);
+        if (rc != GPTX_OK) return rc;
+        if (info.ndim != 2) continue;
+        if (strcmp(info.name, "wpe.weight") == 0) continue;
+        if (untied && strcmp(info.name, "wte.weight") == 0) continue;
+        sum += (double)info.numel;
+    }
+    *out = sum;
+    return GPTX_OK;
+}
+
+int main(int argc, char **argv) {
+    bench_args a = {0};
+    apply_config(&a, "small");
+    a.threads = 0;
+    a.warmup = 2;
+    a.steps = 10;
+    a.seed = 1234;
+    if (parse_args(&a, argc, argv) != 0) return 2;
+    int B = a.batch, T = a.seq;
+    int explicit_shape = 0;
+    {
+        bench_args ref = {0};
+        apply_config(&ref, a.config);
+        explicit_shape = ref.batch != a.batch || ref.seq != a.seq || ref.layers != a.layers ||
+                         ref.heads != a.heads || ref.width != a.width || ref.vocab != a.vocab ||
+                         ref.padded_vocab != a.padded_vocab;
+    }
+
+    int status = 1;
+    gptx_context *ctx = NULL;
+    gptx_model *model = NULL;
+    gptx_optimizer *opt = NULL;
+    int32_t *inp = NULL, *tgt = NULL;
+    double *steps = NULL, *phases[PH_N] = {NULL};
+
+    gptx_context_options copts;
+    gptx_context_options_init(&copts);
+    copts.backend = GPTX_BACKEND_CPU;
+    copts.num_threads = a.threads;
+    CHECK(gptx_context_create(&ctx, &copts));
+
+    gptx_model_config cfg;
+    gptx_model_config_init(&cfg);
+    cfg.vocab_size = a.vocab;
+    cfg.padded_vocab_size = a.padded_vocab;
+    cfg.context_length = T;
+    cfg.n_layer = a.layers;
+    cfg.n_head = a.heads;
+    cfg.n_embd = a.width;
+    cfg.qkv_bias = 1;
+    cfg.tied_head = 1;
+    cfg.mask_padded_logits = 1;
+    CHECK(gptx_model_create(&model, ctx, &cfg));
+    CHECK(gptx_model_init_random(model, 42));
+    gptx_adamw_options aopts;
+    gptx_adamw_options_init(&aopts);
+    CHECK(gptx_optimizer_create(&opt, model, &aopts));
+
+    /* fixed data: xorshift64* tokens; the target of a position is the next
+     * token of the same stream (as a language-model batch would be) */
+    size_t BT = (size_t)B * T;
+    inp = malloc(BT * sizeof *inp);
+    tgt = malloc(BT * sizeof *tgt);
+    steps = malloc((size_t)a.steps * sizeof *steps);
+    for (int p = 0; p < PH_N; p++) phases[p] = malloc((size_t)a.steps * sizeof(double));
+    if (!inp || !tgt || !steps || !phases[0] || !phases[1] || !phases[2] || !phases[3]) {
+        fprintf(stderr, "gptx-bench-train: out of host memory\n");
+        goto fail;
+    }
+    uint64_t x = a.seed ? a.seed : 0x9E3779B97F4A7C15ull;
+    int32_t prev = 0;
+    for (size_t i = 0; i <= BT; i++) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        int32_t tok = (int32_t)(((x * 0x2545F4914F6CDD1Dull) >> 33) % (uint64_t)a.vocab);
+        if (i > 0) {
+            inp[i - 1] = prev;
+            tgt[i - 1] = tok;
+        }
+        prev = tok;
+    }
+
+    double pmat = 0.0;
+    CHECK(count_matmul_params(model, &pmat));
+    double flops_per_token = 6.0 * pmat + 6.0 * (double)a.layers * T * a.width;
+    double flops_per_step = flops_per_token * (double)BT;
+
+    printf("gptx-bench-train (gptx %s, backend %s, features 0x%x)\n", gptx_version(),
+           gptx_context_backend_name(ctx), gptx_features());
+    printf("config      : %s%s: vocab %d (padded %d), T %d (context_length %d), layers %d, "
+           "heads %d, width %d, batch %d; tied head, qkv bias, masked padded logits\n",
+           a.config, explicit_shape ? " (with overrides)" : "", a.vocab, a.padded_vocab, T, T,
+           a.layers, a.heads, a.width, B);
+    printf("parameters  : %zu total, %.0f in weight matrices used by matmuls (lm_head/wte once, "
+           "no wpe)\n",
+           gptx_model_num_parameters(model), pmat);
+    printf("threads     : %d (context num_threads; OpenBLAS follows it)\n",
+           gptx_context_num_threads(ctx));
+    printf("steps       : %d warm-up (cold first step included), %d timed\n", a.warmup, a.steps);
+    printf("timing scope: training steps only: zero_grad+forward+backward+AdamW, data already in "
+           "host memory\n");
+    printf("model FLOPs : 6*%.0f + 6*%d*%d*%d = %.4g per token, %.4g per step\n", pmat, a.layers, T,
+           a.width, flops_per_token, flops_per_step);
+    fflush(stdout);
+
+    float loss0 = 0.0f, loss = 0.0f;
+    double cold_ph[PH_N];
+    double t0 = now_s();
+    CHECK(train_step(model, opt, ctx, inp, tgt, B, T, &loss0, cold_ph));
+    double cold = now_s() - t0;
+    printf("cold step   : %.4f s (forward %.4f, backward %.4f; includes activation allocation "
+           "and first touch)\n",
+           cold, cold_ph[PH_FWD], cold_ph[PH_BWD]);
+    fflush(stdout);
+    for (int i = 1; i < a.warmup; i++) CHECK(train_step(model, opt, ctx, inp, tgt, B, T, &loss, NULL));
+    for (int i = 0; i < a.steps; i++) {
+        double ph[PH_N];
+        double s0 = now_s();
+        CHECK(train_step(model, opt, ctx, inp, tgt, B, T, &loss, ph));
+        steps[i] = now_s() - s0;
+        for (int p = 0; p < PH_N; p++) phases[p][i] = ph[p];
+    }
+
+    double med = median(steps, a.steps), mn = vmin(steps, a.steps), mx = vmax(steps, a.steps);
+    double tok_s = (double)BT / med;
+    double gflops = flops_per_step / med * 1e-9;
+    gptx_memory_stats mem;
+    gptx_memory_stats_init(&mem);
+    CHECK(gptx_context_memory(ctx, &mem));
+    struct rusage ru;
+    long maxrss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+    double ph_med[PH_N];
+    for (int p = 0; p < PH_N; p++) ph_med[p] = median(phases[p], a.steps);
+
+    printf("steady state: median %.4f s/step (min %.4f, max %.4f) over %d steps\n", med, mn, mx,
+           a.steps);
+    printf("  phases (median): ");
+    for (int p = 0; p < PH_N; p++)
+        printf("%s %.4f s (%.1f%%)%s", phase_names[p], ph_med[p], 100.0 * ph_med[p] / med,
+               p + 1 < PH_N ? ", " : "\n");
+    printf("throughput  : %.1f tokens/s, %.2f model GFLOP/s\n", tok_s, gflops);
+    printf("loss        : %.4f (first step) -> %.4f (last step)\n", (double)loss0, (double)loss);
+    printf("memory      : allocated %.1f MiB, reserved %.1f MiB, peak %.1f MiB "
+           "(gptx_context_memory: library buffers only); process max RSS %.1f MiB\n",
+           mem.allocated / 1048576.0, mem.reserved / 1048576.0, mem.peak / 1048576.0,
+           maxrss_kib / 1024.0);
+
+    if (a.json) {
+        FILE *f = fopen(a.json, "w");
+        if (!f) {
+            fprintf(stderr, "gptx-bench-train: cannot write %s: %s\n", a.json, strerror(errno));
+            goto fail;
+        }
+        fprintf(f, "{\n  \"implementation\": \"gptx\",\n  \"version\": \"%s\",\n", gptx_version());
+        fprintf(f, "  \"config\": \"%s\",\n  \"overrides\": %s,\n", a.config,
+                explicit_shape ? "true" : "false");
+        fprintf(f,
+                "  \"vocab\": %d, \"padded_vocab\": %d, \"seq\": %d, \"layers\": %d, \"heads\": %d, "
+                "\"width\": %d, \"batch\": %d,\n",
+                a.vocab, a.padded_vocab, T, a.layers, a.heads, a.width, B);
+        fprintf(f, "  \"threads\": %d, \"warmup\": %d, \"steps\": %d,\n",
+                gptx_context_num_threads(ctx), a.warmup, a.steps);
+        fprintf(f, "  \"parameters\": %zu, \"matmul_parameters\": %.0f,\n",
+                gptx_model_num_parameters(model), pmat);
+        fprintf(f, "  \"flops_per_token\": %.0f, \"flops_per_step\": %.0f,\n", flops_per_token,
+                flops_per_step);
+        fprintf(f, "  \"cold_step_s\": %.6f,\n", cold);
+        fprintf(f, "  \"step_median_s\": %.6f, \"step_min_s\": %.6f, \"step_max_s\": %.6f,\n", med,
+                mn, mx);
+        fprintf(f, "  \"step_times_s\": [");
+        for (int i = 0; i < a.steps; i++) fprintf(f, "%s%.6f", i ? ", " : "", steps[i]);
+        fprintf(f, "],\n  \"phase_median_s\": {");
+        for (int p = 0; p < PH_N; p++)
+            fprintf(f, "%s\"%s\": %.6f", p ? ", " : "", phase_names[p], ph_med[p]);
+        fprintf(f, "},\n");
+        fprintf(f, "  \"tokens_per_s\": %.3f, \"gflops\": %.4f,\n", tok_s, gflops);
+        fprintf(f, "  \"loss_first\": %.6f, \"loss_last\": %.6f,\n", (double)loss0, (double)loss);
+        fprintf(f,
+                "  \"mem_allocated_bytes\": %llu, \"mem_reserved_bytes\": %llu, "
+                "\"mem_peak_bytes\": %llu, \"max_rss_bytes\": %lld\n}\n",
+                (unsigned long long)mem.allocated, (unsigned long long)mem.reserved,
+                (unsigned long long)mem.peak, (long long)maxrss_kib * 1024);
+        if (fclose(f) != 0) {
+            fprintf(stderr, "gptx-bench-train: writing %s failed\n", a.json);
+            goto fail;
+        }
+    }
+    status = 0;
+fail:
+    gptx_optimizer_destroy(opt);
+    gptx_model_destroy(model);
+    gptx_context_destroy(ctx);
+    free(inp);
+    free(tgt);
+    free(steps);
+    for (int p = 0; p < PH_N; p++) free(phases[p]);
+    return status;
+}

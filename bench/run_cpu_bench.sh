@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# CPU benchmark suite: OpenBLAS sgemm reference, then gptx and PyTorch training
+# steps on the small and gpt2-124M-short configs, same thread count for all.
+# Prints each tool's output and a Markdown summary at the end. About 5-10
+# minutes on 2 cores. See docs/benchmarks.md.
+#
+#   bench/run_cpu_bench.sh                 # build dir build-bench, 2 threads
+#   BUILD_DIR=build THREADS=4 bench/run_cpu_bench.sh
+#
+# Environment: BUILD_DIR (default <repo>/build-bench; must contain
+# bench/gptx-bench-train and bench/gptx-bench-sgemm), THREADS (default 2),
+# PYTHON (default /usr/bin/python3, needs torch), OUT_DIR (default a temp dir;
+# the JSON results are kept there), SKIP_TORCH=1 to run gptx only,
+# SMALL_WARMUP/SMALL_STEPS (2/10), BIG_WARMUP/BIG_STEPS (1/5).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+BUILD_DIR="${BUILD_DIR:-$root/build-bench}"
+THREADS="${THREADS:-2}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+OUT_DIR="${OUT_DIR:-$(mktemp -d /tmp/gptx-bench.XXXXXX)}"
+SMALL_WARMUP="${SMALL_WARMUP:-2}" SMALL_STEPS="${SMALL_STEPS:-10}"
+BIG_WARMUP="${BIG_WARMUP:-1}" BIG_STEPS="${BIG_STEPS:-5}"
+mkdir -p "$OUT_DIR"
+
+train="$BUILD_DIR/bench/gptx-bench-train"
+sgemm="$BUILD_DIR/bench/gptx-bench-sgemm"
+for exe in "$train" "$sgemm"; do
+  if [[ ! -x "$exe" ]]; then
+    echo "run_cpu_bench.sh: $exe not found; build first:" >&2
+    echo "  cmake -S $root -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release -DGPTX_BUILD_TESTS=OFF" >&2
+    echo "  cmake --build $BUILD_DIR -j2" >&2
+    exit 1
+  fi
+done
+
+# the same thread count for every library on both sides
+export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
+
+echo "== machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) online CPUs; load: $(uptime | sed 's/.*load average: //')"
+echo "== threads: $THREADS; results in $OUT_DIR"
+echo
+
+run() { # name, command...
+  local name="$1"; shift
+  echo "== $name: $*"
+  "$@"
+  echo
+}
+
+run sgemm "$sgemm" --threads "$THREADS" --n 2048 --warmup 3 --reps 10 --json "$OUT_DIR/sgemm.json"
+run "gptx small" "$train" --config small --threads "$THREADS" \
+  --warmup "$SMALL_WARMUP" --steps "$SMALL_STEPS" --json "$OUT_DIR/gptx-small.json"
+if [[ "${SKIP_TORCH:-0}" != 1 ]]; then
+  run "torch small" "$PYTHON" "$here/torch_bench_train.py" --config small --threads "$THREADS" \
+    --warmup "$SMALL_WARMUP" --steps "$SMALL_STEPS" --json "$OUT_DIR/torch-small.json"
+fi
+run "gptx gpt2-124M-short" "$train" --config gpt2-124M-short --threads "$THREADS" \
+  --warmup "$BIG_WARMUP" --steps "$BIG_STEPS" --json "$OUT_DIR/gptx-gpt2-124M-short.json"
+if [[ "${SKIP_TORCH:-0}" != 1 ]]; then
+  run "torch gpt2-124M-short" "$PYTHON" "$here/torch_bench_train.py" --config gpt2-124M-short \
+    --threads "$THREADS" --warmup "$BIG_WARMUP" --steps "$BIG_STEPS" \
+    --json "$OUT_DIR/torch-gpt2-124M-short.json"
+fi
+
+# Markdown summary from the JSON files (python3 standard library only)
+"$PYTHON" - "$OUT_DIR" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+def load(name):
+    p = os.path.join(d, name + ".json")
+    return json.load(open(p)) if os.path.exists(p) else None
+sg = load("sgemm")
+rate = sg["gflops"]
+print(f"## CPU benchmark summary ({sg['threads']} threads)\n")
+print(f"OpenBLAS sgemm 2048^3: **{rate:.1f} GFLOP/s** (median of {sg['reps']}).\n")
+print("| config | gptx tokens/s | gptx GFLOP/s | % of sgemm | torch tokens/s | torch GFLOP/s "
+      "| gptx/torch | gptx median step | gptx cold first step | gptx peak memory (library) "
+      "| gptx max RSS | torch max RSS |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+MiB = 2.0 ** 20
+for cfg in ("small", "gpt2-124M-short"):
+    g, t = load("gptx-" + cfg), load("torch-" + cfg)
+    if g is None:
+        continue
+    ttok = f"{t['tokens_per_s']:.0f}" if t else "-"
+    tgf = f"{t['gflops']:.1f}" if t else "-"
+    ratio = f"{g['tokens_per_s'] / t['tokens_per_s']:.2f}x" if t else "-"
+    trss = f"{t['max_rss_bytes'] / MiB:.0f} MiB" if t else "-"
+    print(f"| {cfg} (B{g['batch']} T{g['seq']}) | {g['tokens_per_s']:.0f} | {g['gflops']:.1f} "
+          f"| {100 * g['gflops'] / rate:.0f} % | {ttok} | {tgf} | {ratio} "
+          f"| {g['step_median_s']:.3f} s | {g['cold_step_s']:.3f} s "
+          f"| {g['mem_peak_bytes'] / MiB:.0f} MiB | {g['max_rss_bytes'] / MiB:.0f} MiB | {trss} |")
+print()
+for cfg in ("small", "gpt2-124M-short"):
+    g = load("gptx-" + cfg)
+    if g is None:
+        continue
+    ph = g["phase_median_s"]
+    parts = ", ".join(f"{k} {v:.3f} s ({100 * v / g['step_median_s']:.0f} %)" for k, v in ph.items())
+    print(f"- gptx {cfg} step phases (medians): {parts}")
+EOF

@@ -1,0 +1,55 @@
+/* Minimal test harness: CHECK records a failure and keeps going, so one run
+ * reports every broken expectation; check_exit() turns them into the exit code. */
+#ifndef GPTX_TEST_CHECK_H
+#define GPTX_TEST_CHECK_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "gptx/gptx.h"
+
+static int check_failures = 0;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            check_failures++;                                                        \
+        }                                                                            \
+    } while (0)
+
+/* Expects a gptx call to return `want`; prints the library's message otherwise. */
+#define CHECK_STATUS(call, want)                                                          \
+    do {                                                                                  \
+        int check_rc_ = (call);                                                           \
+        if (check_rc_ != (want)) {                                                        \
+            fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, __LINE__, \
+                    #call, gptx_status_name(check_rc_), gptx_status_name(want),           \
+                    gptx_last_error());                                                   \
+            check_failures++;                                                             \
+        }                                                                                 \
+    } while (0)
+
+#define CHECK_OK(call) CHECK_STATUS(call, GPTX_OK)
+
+/* Stops the test when a set-up step fails (nothing after it can work). */
+#define REQUIRE_OK(call)                                                            \
+    do {                                                                            \
+        int require_rc_ = (call);                                                   \
+        if (require_rc_ != GPTX_OK) {                                               \
+            fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
+                    gptx_status_name(require_rc_), gptx_last_error());              \
+            return 1;                                                               \
+        }                                                                           \
+    } while (0)
+
+static inline int check_exit(const char *name) {
+    if (check_failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, check_failures);
+        return 1;
+    }
+    printf("%s: all checks passed\n", name);
+    return 0;
+}
+
+#endif
