@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # abi_check.sh [--update] <libgptx.so> <include/gptx dir> <recorded .abi>
 #
-# Check mode (default): dumps the ABI of <libgptx.so> restricted to the types
-# and functions of the public headers with abidw and compares it with the
-# recorded ABI (abi/libgptx.so.0.abi) with abidiff. Any reported change fails;
-# if the change is intended, refresh the record (cmake --build <build> --target
-# abi-update) and commit it.
-# Update mode (--update): rewrites <recorded .abi> from <libgptx.so>.
+# Check mode (default) compares two abidw dumps with their records (abidiff):
+#  1. <recorded .abi> (abi/libgptx.so.0.abi): the ABI of <libgptx.so> -- its
+#     exported functions and the public types they reach -- read from the
+#     library's DWARF, restricted to the public headers (--headers-dir).
+#  2. <dir of recorded .abi>/gptx_public_types.abi: every type the public
+#     headers typedef (gptx_status, gptx_backend_kind, ... ), dumped from a tiny
+#     library compiled here with one function that takes them all. The API
+#     passes enums as `int`, so (1) alone would not see, e.g., a renumbered
+#     GPTX_ERR_* value.
+# Any reported change fails; if it is intended, refresh the records with
+# `cmake --build <build> --target abi-update` and commit them.
+# Update mode (--update) rewrites both records.
 #
 # The ABI is read from DWARF: without debug info (e.g. a Release build) the
 # check cannot say anything and is skipped (exit 77), as it is when abidw or
 # abidiff are missing -- unless GPTX_ABI_CHECK_STRICT=1, then both fail.
-# Tools: ABIDW [abidw], ABIDIFF [abidiff], READELF [readelf].
+# Tools: ABIDW [abidw], ABIDIFF [abidiff], READELF [readelf], CC [cc].
 set -euo pipefail
 
 update=0
@@ -29,6 +35,7 @@ record=$3
 ABIDW=${ABIDW:-abidw}
 ABIDIFF=${ABIDIFF:-abidiff}
 READELF=${READELF:-readelf}
+CC=${CC:-cc}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 skip() {
@@ -42,39 +49,96 @@ skip() {
 
 [ -f "$lib" ] || { echo "abi_check: no such library: $lib" >&2; exit 1; }
 [ -d "$headers" ] || { echo "abi_check: no such header dir: $headers" >&2; exit 1; }
-for tool in "$ABIDW" "$ABIDIFF"; do
-    command -v "$tool" >/dev/null 2>&1 || skip "$tool not found (install abigail-tools)"
+headers=$(cd "$headers" && pwd)
+include_root=$(cd "$headers/.." && pwd)
+source_root=$(cd "$headers/../.." && pwd)
+types_record="$(dirname "$record")/gptx_public_types.abi"
+for tool in "$ABIDW" "$ABIDIFF" "$CC"; do
+    command -v "$tool" >/dev/null 2>&1 || skip "$tool not found (abidw/abidiff: install abigail-tools)"
 done
 if ! "$READELF" -S --wide "$lib" | grep -q '[[:space:]]\.debug_info[[:space:]]'; then
     skip "$lib has no DWARF debug info (build with CMAKE_BUILD_TYPE=RelWithDebInfo or Debug)"
 fi
 
-# Options that keep the dump independent of where the tree and the build
-# live (no paths, no source locations) and of the DT_NEEDED list (which
-# changes with sanitizers), so identical code gives an identical dump.
-dump_abi() { # <out file>
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# abidw with options that keep the dump independent of where the tree and the
+# build live (no corpus/compilation paths, no source locations) and of the
+# DT_NEEDED list (which changes with sanitizers); only exported interfaces
+# and the public types they use (private types stay declaration-only).
+dump_abi() { # <elf> <out file>
     "$ABIDW" --headers-dir "$headers" --drop-private-types --drop-undefined-syms \
         --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed \
-        --no-architecture --out-file "$1" "$lib"
-    # Translation units are named by absolute source path: make them relative
-    # to the source tree (<root>/include/gptx -> <root>) so the record does not
-    # depend on where the tree is checked out (abidiff ignores these paths).
+        --no-architecture --out-file "$2" "$1"
+    # Translation units are named by absolute source path; make them relative
+    # to the source tree so the record does not depend on the checkout path
+    # (abidiff ignores these names anyway).
     local root esc
-    root=$(cd "$headers/../.." && pwd -P)
-    esc=$(printf '%s' "$root/" | sed 's/[][\\.*^$|&]/\\&/g')
-    sed -i "s|path='$esc|path='|" "$1"
+    for root in "$source_root" "$(cd "$source_root" && pwd -P)"; do
+        esc=$(printf '%s' "$root/" | sed 's/[][\\.*^$|&]/\\&/g')
+        sed -i "s|path='$esc|path='|" "$2"
+    done
+}
+
+# Names the public headers typedef (last identifier of each typedef, with the
+# bodies of struct/enum definitions removed; (*name) for function pointers).
+public_typedefs() {
+    local h
+    for h in "$headers"/*.h; do
+        cat "$h"
+        echo
+    done |
+        sed -e ':a' -e '/\\$/{N' -e 's/\\\n//' -e 'ba' -e '}' |
+        sed -e '/^[[:space:]]*#[[:space:]]*ifdef[[:space:]]*__cplusplus/,/^[[:space:]]*#[[:space:]]*endif/d' |
+        sed -e '/^[[:space:]]*#/d' |
+        sed -e '/\/\*\|\*\//!s://.*$::' |
+        tr '\n' ' ' |
+        sed -e 's:/\*\([^*]\|\*\+[^*/]\)*\*\+/: :g' \
+            -e ':b' -e 's/{[^{}]*}/ /g' -e 'tb' |
+        tr ';' '\n' |
+        grep -w typedef |
+        sed -n -e 's/.*(\*[[:space:]]*\(gptx_[a-z0-9_]*\)[[:space:]]*).*/\1/p' -e 't' \
+               -e 's/.*\<\(gptx_[a-z0-9_]*\)[[:space:]]*$/\1/p' |
+        LC_ALL=C sort -u
+}
+
+# A shared library with one function per public type, taking a pointer to
+# it, so abidw records all of them with their members and enumerators (a new
+# type shows up as an added function probe_<name>).
+dump_public_types() { # <out file>
+    local names n h
+    names=$(public_typedefs) || true
+    [ -n "$names" ] || { echo "abi_check: no typedefs found in $headers" >&2; exit 1; }
+    {
+        echo "/* generated by tests/packaging/abi_check.sh */"
+        for h in "$headers"/*.h; do
+            echo "#include <gptx/$(basename "$h")>"
+        done
+        for n in $names; do
+            printf 'GPTX_API void probe_%s(%s *p);\n' "$n" "$n"
+            printf 'void probe_%s(%s *p) { (void)p; }\n' "$n" "$n"
+        done
+    } >"$tmp/gptx_public_types.c"
+    (cd "$tmp" && "$CC" -std=c11 -g -O0 -fPIC -shared -fvisibility=hidden \
+        -I"$include_root" gptx_public_types.c -o libgptx_public_types.so) ||
+        { echo "abi_check: compiling the public-types probe failed" >&2; exit 1; }
+    dump_abi "$tmp/libgptx_public_types.so" "$1"
 }
 
 if [ "$update" = 1 ]; then
     mkdir -p "$(dirname "$record")"
-    dump_abi "$record.tmp"
-    mv "$record.tmp" "$record"
+    dump_abi "$lib" "$tmp/lib.abi"
+    dump_public_types "$tmp/types.abi"
+    cp "$tmp/lib.abi" "$record"
+    cp "$tmp/types.abi" "$types_record"
     echo "abi_check: wrote $record from $lib"
+    echo "abi_check: wrote $types_record from the public headers in $headers"
     exit 0
 fi
 
 refresh_hint() {
-    echo "If the change is intended, refresh the record and commit it:" >&2
+    echo "If the change is intended, refresh the records and commit them:" >&2
     if [ -n "${GPTX_BUILD_DIR:-}" ]; then
         echo "    cmake --build ${GPTX_BUILD_DIR} --target abi-update" >&2
     else
@@ -83,39 +147,44 @@ refresh_hint() {
     echo "or  $here/abi_check.sh --update $lib $headers $record" >&2
 }
 
-if [ ! -f "$record" ]; then
-    echo "abi_check: FAIL: no recorded ABI at $record" >&2
+compare() { # <what> <record> <current dump>
+    local what=$1 rec=$2 cur=$3 rc
+    if [ ! -f "$rec" ]; then
+        echo "abi_check: FAIL: no recorded ABI at $rec" >&2
+        return 1
+    fi
+    set +e
+    "$ABIDIFF" --no-default-suppression "$rec" "$cur" >"$tmp/diff" 2>&1
+    rc=$?
+    set -e
+    if [ $rc -eq 0 ]; then
+        echo "abi_check: ok, $what matches $rec"
+        return 0
+    fi
+    echo "abi_check: FAIL: $what differs from $rec (abidiff exit $rc)" >&2
+    if [ $((rc & 8)) -ne 0 ]; then
+        echo "abi_check: the change is INCOMPATIBLE (e.g. a removed function): it breaks" \
+            "binaries built against libgptx.so.0" >&2
+    elif [ $((rc & 4)) -ne 0 ]; then
+        echo "abi_check: the ABI changed: read the report below. Changed layouts, values or" \
+            "signatures of public types/functions break existing binaries (needs a SONAME" \
+            "bump); additions (new functions, new enumerators, fields appended to" \
+            "struct_size-versioned options) are compatible but must be recorded" >&2
+    else
+        echo "abi_check: abidiff itself failed" >&2
+    fi
+    echo "----- abidiff $rec <current> -----" >&2
+    cat "$tmp/diff" >&2
+    echo "-----" >&2
+    return 1
+}
+
+status=0
+dump_abi "$lib" "$tmp/lib.abi"
+compare "the ABI of $lib" "$record" "$tmp/lib.abi" || status=1
+dump_public_types "$tmp/types.abi"
+compare "the types of the public headers" "$types_record" "$tmp/types.abi" || status=1
+if [ $status -ne 0 ]; then
     refresh_hint
-    exit 1
 fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-dump_abi "$tmp/current.abi"
-
-set +e
-"$ABIDIFF" --no-default-suppression "$record" "$tmp/current.abi" >"$tmp/diff" 2>&1
-rc=$?
-set -e
-if [ $rc -eq 0 ]; then
-    echo "abi_check: ok, the ABI of $lib matches $record"
-    exit 0
-fi
-
-echo "abi_check: FAIL: the ABI of $lib differs from $record (abidiff exit $rc)" >&2
-if [ $((rc & 8)) -ne 0 ]; then
-    echo "abi_check: the change is INCOMPATIBLE (e.g. a removed function): it breaks" \
-        "binaries built against libgptx.so.0" >&2
-elif [ $((rc & 4)) -ne 0 ]; then
-    echo "abi_check: the ABI changed: read the report below. Changed layouts or signatures of" \
-        "public types/functions break existing binaries (needs a SONAME bump); additions" \
-        "(new functions, fields appended after struct_size-checked ones) are compatible" \
-        "but must be recorded" >&2
-else
-    echo "abi_check: abidiff itself failed" >&2
-fi
-echo "----- abidiff $record <current> -----" >&2
-cat "$tmp/diff" >&2
-echo "-------------------------------------" >&2
-refresh_hint
-exit 1
+exit $status

@@ -44,6 +44,7 @@ trap 'rm -rf "$tmp"' EXIT
 # the text into declarations at ; { } so that a declaration spanning several
 # lines becomes one line. A function's name is the identifier right before its
 # first '('; a variable's (no '(') is its last gptx_ identifier.
+# shellcheck disable=SC2020 # tr maps each of ; { } to a newline
 declared_api() {
     local h
     for h in "$@"; do
