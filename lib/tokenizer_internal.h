@@ -1,0 +1,21 @@
+/* Tokenizer internals reachable from tests (tests/tokenizer/). */
+#ifndef GPTX_TOKENIZER_INTERNAL_H
+#define GPTX_TOKENIZER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gptx/gptx.h"
+
+/* Pieces up to this many bytes use the quadratic merge loop (tiktoken's);
+ * longer ones a heap, so a megabyte of letters without a space stays
+ * O(n log n). Both give identical ids. */
+#define TOK_SMALL_PIECE 128
+
+/* Byte-pair encodes one piece of n >= 1 bytes into out (room for n ids)
+ * without the whole-piece lookup; *count receives the number of ids.
+ * `large` picks the algorithm regardless of n (tests compare the two). */
+int tok_bpe_piece(const gptx_tokenizer *tok, const unsigned char *piece, size_t n, int large,
+                  int32_t *out, size_t *count);
+
+#endif
