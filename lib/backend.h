@@ -102,6 +102,11 @@ typedef struct gptx_backend_ops {
     /* One fused AdamW pass over every range of params/grads/m/v. */
     int (*adamw)(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                  const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
+
+    /* OPTIONAL (may be NULL, e.g. CPU: callers fall back to malloc/free):
+     * page-locked host memory for fast asynchronous uploads (data loader batches). */
+    int (*host_alloc_pinned)(gptx_backend *be, size_t bytes, void **ptr);
+    void (*host_free_pinned)(gptx_backend *be, void *ptr);
 } gptx_backend_ops;
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void);

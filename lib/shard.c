@@ -1,0 +1,273 @@
+/* llm.c token shards: a 1024-byte header of 256 little-endian int32
+ * ([0] magic 20240520, [1] version 1, [2] token count, rest 0), then the
+ * tokens as little-endian uint16. Writes are atomic; reads verify everything. */
+#include "shard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "errors.h"
+
+#define HEADER_WORDS 256
+#define CHUNK_TOKENS 32768 /* tokens converted per write() */
+
+static void put_le32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static uint32_t get_le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* write() until done: it may write less than asked. */
+static int write_all(int fd, const unsigned char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Makes the rename durable. Some file systems cannot fsync a directory
+ * (EINVAL); the data itself is already on disk then, so that is not an error. */
+static int fsync_parent_dir(const char *path, int *err) {
+    const char *slash = strrchr(path, '/');
+    char *dir;
+    if (!slash) {
+        dir = malloc(2);
+        if (dir) strcpy(dir, ".");
+    } else {
+        size_t len = slash == path ? 1 : (size_t)(slash - path); /* "/x" -> "/" */
+        dir = malloc(len + 1);
+        if (dir) {
+            memcpy(dir, path, len);
+            dir[len] = '\0';
+        }
+    }
+    if (!dir) {
+        *err = ENOMEM;
+        return -1;
+    }
+    int fd = open(dir, O_RDONLY);
+    free(dir);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    int rc = fsync(fd);
+    *err = errno;
+    close(fd);
+    if (rc != 0 && (*err == EINVAL || *err == EROFS)) rc = 0;
+    return rc;
+}
+
+int gptx_shard_write(const char *path, const int32_t *tokens, size_t n) {
+    GPTX_CHECK_NULL(path);
+    if (path[0] == '\0') return GPTX_FAIL(GPTX_ERR_INVALID, "path is empty");
+    if (n > 0 && !tokens) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'tokens' is NULL (n = %zu)", n);
+    if (n > (size_t)INT32_MAX)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "n is %zu; a shard holds at most %d tokens", n, INT32_MAX);
+    /* Validate everything before creating a file, so a bad id never leaves a trace. */
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] > GPTX_SHARD_MAX_ID)
+            return GPTX_FAIL(GPTX_ERR_TOKEN_RANGE,
+                             "tokens[%zu] is %d; shard ids must be in [0, %d] (uint16)", i,
+                             (int)tokens[i], GPTX_SHARD_MAX_ID);
+
+    /* "<path>.tmp.<pid>" sits in the same directory, so rename() is atomic. */
+    size_t tmp_cap = strlen(path) + 32;
+    char *tmp = malloc(tmp_cap);
+    if (!tmp) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
+    /* CHUNK_TOKENS * 2 bytes also hold the 1024-byte header */
+    unsigned char *buf = malloc(CHUNK_TOKENS * 2);
+    if (!buf) {
+        free(tmp);
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    }
+
+    int rc = GPTX_OK;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) {
+        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+        goto done;
+    }
+    memset(buf, 0, GPTX_SHARD_HEADER_BYTES);
+    put_le32(buf + 0, GPTX_SHARD_MAGIC);
+    put_le32(buf + 4, GPTX_SHARD_VERSION);
+    put_le32(buf + 8, (uint32_t)n);
+    if (write_all(fd, buf, GPTX_SHARD_HEADER_BYTES) != 0) {
+        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i += CHUNK_TOKENS) {
+        size_t m = n - i < CHUNK_TOKENS ? n - i : CHUNK_TOKENS;
+        for (size_t j = 0; j < m; j++) {
+            uint32_t v = (uint32_t)tokens[i + j];
+            buf[2 * j] = (unsigned char)v;
+            buf[2 * j + 1] = (unsigned char)(v >> 8);
+        }
+        if (write_all(fd, buf, 2 * m) != 0) {
+            rc = GPTX_FAIL(GPTX_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+            goto fail;
+        }
+    }
+    if (fsync(fd) != 0) {
+        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot fsync '%s': %s", tmp, strerror(errno));
+        goto fail;
+    }
+    int close_rc = close(fd);
+    fd = -1;
+    if (close_rc != 0) {
+        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot close '%s': %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (rename(tmp, path) != 0) {
+        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        goto fail;
+    }
+    int err = 0;
+    if (fsync_parent_dir(path, &err) != 0)
+        rc = GPTX_FAIL(GPTX_ERR_IO, "wrote '%s' but cannot fsync its directory: %s", path,
+                       strerror(err));
+    goto done;
+
+fail:
+    if (fd >= 0) close(fd);
+    unlink(tmp); /* the old file at path (if any) was never touched */
+done:
+    free(buf);
+    free(tmp);
+    return rc;
+}
+
+/* Names what a file with this first header word probably is, for errors. */
+static const char *describe_magic(const unsigned char *head, size_t len) {
+    uint32_t w = get_le32(head);
+    switch (w) {
+    case 20240326u: return "an llm.c model checkpoint (magic 20240326)";
+    case 20240327u: return "an llm.c debug state file (magic 20240327)";
+    case 20240328u: return "an llm.c tokenizer file (magic 20240328)";
+    case 20240527u: return "an llm.c training state file (magic 20240527)";
+    default: break;
+    }
+    if (head[0] == 0 && head[1] == 0x35 && head[2] == 0x4b && head[3] == 0x01)
+        return "a big-endian llm.c shard (byte-swapped magic)";
+    /* safetensors: u64 header length, then a JSON object */
+    if (len >= 10 && head[8] == '{') return "a safetensors file";
+    size_t printable = 0;
+    for (size_t i = 0; i < len && i < 64; i++)
+        if ((head[i] >= 0x20 && head[i] < 0x7f) || head[i] == '\n' || head[i] == '\r' ||
+            head[i] == '\t')
+            printable++;
+    if (len > 0 && printable == (len < 64 ? len : 64)) return "a text file";
+    return "not an llm.c shard";
+}
+
+int gptx_shard_read(const char *path, int32_t **tokens, size_t *n) {
+    GPTX_CHECK_NULL(tokens);
+    *tokens = NULL;
+    GPTX_CHECK_NULL(n);
+    *n = 0;
+    GPTX_CHECK_NULL(path);
+    if (path[0] == '\0') return GPTX_FAIL(GPTX_ERR_INVALID, "path is empty");
+
+    FILE *f = fopen(path, "rb");
+    if (!f) return GPTX_FAIL(GPTX_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    int rc = GPTX_OK;
+    int32_t *out = NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = GPTX_FAIL(GPTX_ERR_IO, "'%s' is not a regular file", path);
+        goto done;
+    }
+    unsigned char head[GPTX_SHARD_HEADER_BYTES];
+    size_t got = fread(head, 1, sizeof head, f);
+    if (got < sizeof head && ferror(f)) {
+        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        goto done;
+    }
+    long long size = (long long)st.st_size;
+    if (got >= 4 && get_le32(head) != GPTX_SHARD_MAGIC) {
+        rc = GPTX_FAIL(GPTX_ERR_FORMAT,
+                       "'%s' has magic %u and looks like %s; expected an llm.c token shard "
+                       "(magic %u)",
+                       path, get_le32(head), describe_magic(head, got), GPTX_SHARD_MAGIC);
+        goto done;
+    }
+    if (got < sizeof head) {
+        rc = GPTX_FAIL(GPTX_ERR_FORMAT,
+                       "'%s' is %lld bytes, shorter than the %d-byte shard header (truncated)",
+                       path, size, GPTX_SHARD_HEADER_BYTES);
+        goto done;
+    }
+    uint32_t version = get_le32(head + 4);
+    if (version != GPTX_SHARD_VERSION) {
+        rc = GPTX_FAIL(GPTX_ERR_FORMAT,
+                       "'%s' is shard version %u%s; supported: version %d (uint16 tokens)", path,
+                       version, version == 2 ? " (llm.c's uint32 tokens)" : "",
+                       GPTX_SHARD_VERSION);
+        goto done;
+    }
+    int32_t count = (int32_t)get_le32(head + 8);
+    if (count < 0) {
+        rc = GPTX_FAIL(GPTX_ERR_FORMAT, "'%s' has a negative token count %d in its header", path,
+                       (int)count);
+        goto done;
+    }
+    long long expected = GPTX_SHARD_HEADER_BYTES + 2LL * count;
+    if (size != expected) {
+        rc = GPTX_FAIL(GPTX_ERR_FORMAT,
+                       "'%s' is %lld bytes but its header says %d tokens, i.e. %lld bytes (%s)",
+                       path, size, (int)count, expected,
+                       size < expected ? "truncated" : "trailing data");
+        goto done;
+    }
+    size_t cnt = (size_t)count;
+    out = malloc(cnt ? cnt * sizeof *out : 1);
+    if (!out) {
+        rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate %zu tokens for '%s'", cnt, path);
+        goto done;
+    }
+    /* Read the uint16 tokens into the upper half of the int32 buffer and widen
+     * in place, front to back: element i is written to bytes [4i, 4i+4), which
+     * never reach a not-yet-read element (at 2*cnt + 2j for j > i). */
+    unsigned char *raw = (unsigned char *)out + 2 * cnt;
+    if (fread(raw, 2, cnt, f) != cnt) {
+        if (ferror(f))
+            rc = GPTX_FAIL(GPTX_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        else
+            rc = GPTX_FAIL(GPTX_ERR_FORMAT, "'%s' ended early (the file changed while read)", path);
+        goto done;
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        int32_t v = (int32_t)((uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8);
+        out[i] = v;
+    }
+    *tokens = out;
+    *n = cnt;
+    out = NULL;
+done:
+    free(out);
+    fclose(f);
+    return rc;
+}
+
+void gptx_free(void *ptr) { free(ptr); }
