@@ -290,6 +290,43 @@ static int check_ids(const char *what, const int32_t *ids, size_t n, int vocab, 
     return GPTX_OK;
 }
 
+/* Embedding and every transformer block for the ids already uploaded to
+ * m->inputs: (B, T) ids -> residual stream (B*T, C), returned in *out. */
+static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
+    const gptx_backend_ops *ops = OPS(m);
+    gptx_backend *be = BE(m);
+    const gptx_layout *L = &m->layout;
+    int C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+    size_t BTC = (size_t)N * C;
+    float eps = m->cfg.layernorm_eps;
+    GPTX_TRY(ops->embedding_forward(be, m->encoded, m->inputs, PARAM(m, L->wte), PARAM(m, L->wpe), B,
+                                    T, C)); // -> (BT, C)
+    const float *residual = m->encoded;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const gptx_layer_params *p = &L->layers[l];
+        gptx_layer_acts *a = &m->acts[l];
+        GPTX_TRY(ops->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
+                                        PARAM(m, p->ln1_w), PARAM(m, p->ln1_b), N, C, eps));
+        GPTX_TRY(ops->matmul_forward(be, a->qkv, a->ln1, PARAM(m, p->qkv_w),
+                                     PARAM_OR_NULL(m, p->qkv_b), N, C, 3 * C)); // (BT, 3C)
+        GPTX_TRY(ops->attention_forward(be, a->atty, a->att_lse, a->qkv, B, T, C, NH)); // (BT, C)
+        GPTX_TRY(ops->matmul_forward(be, a->attproj, a->atty, PARAM(m, p->attn_proj_w),
+                                     PARAM(m, p->attn_proj_b), N, C, C));
+        GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BTC));
+        GPTX_TRY(ops->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
+                                        PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
+        GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b), N, C,
+                                     4 * C)); // (BT, 4C)
+        GPTX_TRY(ops->gelu_forward(be, a->fch_gelu, a->fch, BTC * 4));
+        GPTX_TRY(ops->matmul_forward(be, a->fcproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
+                                     PARAM(m, p->fc_proj_b), N, 4 * C, C)); // (BT, C)
+        GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BTC));
+        residual = a->residual3;
+    }
+    *out = residual;
+    return GPTX_OK;
+}
+
 int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                        float *loss) {
     GPTX_CHECK_NULL(m);
@@ -312,36 +349,14 @@ int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targ
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
     const gptx_layout *L = &m->layout;
-    int C = m->cfg.n_embd, NH = m->cfg.n_head, V = m->cfg.vocab_size;
+    int C = m->cfg.n_embd, V = m->cfg.vocab_size;
     int Vp = m->cfg.padded_vocab_size, N = (int)BT;
     float eps = m->cfg.layernorm_eps;
 
     GPTX_TRY(ops->upload_i32(be, m->inputs, inputs, BT));
     if (targets) GPTX_TRY(ops->upload_i32(be, m->targets, targets, BT));
-    GPTX_TRY(ops->embedding_forward(be, m->encoded, m->inputs, PARAM(m, L->wte), PARAM(m, L->wpe), B,
-                                    T, C)); // -> (BT, C)
-    const float *residual = m->encoded;
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        const gptx_layer_params *p = &L->layers[l];
-        gptx_layer_acts *a = &m->acts[l];
-        GPTX_TRY(ops->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
-                                        PARAM(m, p->ln1_w), PARAM(m, p->ln1_b), N, C, eps));
-        GPTX_TRY(ops->matmul_forward(be, a->qkv, a->ln1, PARAM(m, p->qkv_w),
-                                     PARAM_OR_NULL(m, p->qkv_b), N, C, 3 * C)); // (BT, 3C)
-        GPTX_TRY(ops->attention_forward(be, a->atty, a->att_lse, a->qkv, B, T, C, NH)); // (BT, C)
-        GPTX_TRY(ops->matmul_forward(be, a->attproj, a->atty, PARAM(m, p->attn_proj_w),
-                                     PARAM(m, p->attn_proj_b), N, C, C));
-        GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BT * (size_t)C));
-        GPTX_TRY(ops->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
-                                        PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
-        GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b), N, C,
-                                     4 * C)); // (BT, 4C)
-        GPTX_TRY(ops->gelu_forward(be, a->fch_gelu, a->fch, BT * 4 * (size_t)C));
-        GPTX_TRY(ops->matmul_forward(be, a->fcproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
-                                     PARAM(m, p->fc_proj_b), N, 4 * C, C)); // (BT, C)
-        GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BT * (size_t)C));
-        residual = a->residual3;
-    }
+    const float *residual = NULL;
+    GPTX_TRY(transformer_forward(m, B, T, &residual));
     GPTX_TRY(ops->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual,
                                     PARAM(m, L->lnf_w), PARAM(m, L->lnf_b), N, C, eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, N, C,
@@ -364,6 +379,51 @@ int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targ
     }
     m->phase = GPTX_PHASE_FORWARD;
     return GPTX_OK;
+}
+
+/* ---- generation: logits of the last position only ---------------------------- */
+
+/* The same transformer as gptx_model_forward, for one row of T tokens, then
+ * ln_f and lm_head on the last position alone (generation needs no other row:
+ * lm_head is most of the cost for small models, (T, C) @ (C, Vp)). */
+int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, int T_reserve,
+                                   float *host_logits) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(inputs);
+    GPTX_CHECK_NULL(host_logits);
+    int Tmax = m->cfg.context_length;
+    if (T <= 0 || T > Tmax)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "T is %d; must be in [1, context length %d]", T, Tmax);
+    GPTX_TRY(check_ids("inputs", inputs, (size_t)T, m->cfg.vocab_size, 0, NULL));
+
+    /* the activations are about to hold this call's data: no forward pass
+     * remains for backward or get_logits */
+    m->phase = GPTX_PHASE_NONE;
+    /* sized once for the longest context the caller will need, so a context
+     * that grows by one token per call does not reallocate every time */
+    int reserve = T_reserve < T ? T : (T_reserve > Tmax ? Tmax : T_reserve);
+    if (!m->act_buf || (size_t)reserve > (size_t)m->act_B * m->act_T)
+        GPTX_TRY(ensure_activations(m, 1, reserve));
+    GPTX_TRY(ensure_activations(m, 1, T)); /* re-carves the views for (1, T) */
+
+    const gptx_backend_ops *ops = OPS(m);
+    gptx_backend *be = BE(m);
+    const gptx_layout *L = &m->layout;
+    int C = m->cfg.n_embd, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
+    size_t last = (size_t)(T - 1) * C;
+    float eps = m->cfg.layernorm_eps;
+
+    GPTX_TRY(ops->upload_i32(be, m->inputs, inputs, (size_t)T));
+    const float *residual = NULL;
+    GPTX_TRY(transformer_forward(m, 1, T, &residual));
+    /* last row only: (1, C) -> ln_f -> (1, Vp) logits in row 0 of the buffer */
+    GPTX_TRY(ops->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual + last,
+                                    PARAM(m, L->lnf_w), PARAM(m, L->lnf_b), 1, C, eps));
+    GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, 1, C, Vp));
+    /* masks the padded columns exactly as the full forward pass does */
+    GPTX_TRY(ops->crossentropy_forward(be, NULL, m->loss_lse, m->logits, NULL, 1, V, Vp,
+                                       m->cfg.mask_padded_logits));
+    return ops->download_f32(be, host_logits, m->logits, (size_t)Vp);
 }
 
 /* ---- backward --------------------------------------------------------------- */

@@ -77,4 +77,14 @@ struct gptx_model {
     float loss;
 };
 
+/* For generation: runs the model on one row of T tokens (B = 1, T in
+ * [1, context_length], ids checked) and writes the padded_vocab_size logits of
+ * the last position only to host_logits, masked like gptx_model_forward's.
+ * Activations are sized for max(T, T_reserve) rows (capped at the context
+ * length) so a context growing by one token per call allocates once.
+ * Leaves the model with no forward pass (get_logits and backward fail until
+ * the next gptx_model_forward). */
+int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, int T_reserve,
+                                   float *host_logits);
+
 #endif

@@ -1,0 +1,268 @@
+/* gptx_generate against a reference loop over the public API (full forward
+ * on the cropped context, logits of the last row, the sampler), its argument
+ * checks, the last-position forward against the full one, and that the model
+ * is usable (and honest about its logits) afterwards. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model.h"
+#include "test_util.h"
+
+static void check_message_mentions(const char *needle) {
+    if (!strstr(gptx_last_error(), needle)) {
+        fprintf(stderr, "message '%s' does not mention '%s'\n", gptx_last_error(), needle);
+        check_failures++;
+    }
+}
+
+static gptx_sampler *make_sampler(float temperature, int top_k, float top_p, uint64_t seed) {
+    gptx_sampler_options o;
+    gptx_sampler_options_init(&o);
+    o.temperature = temperature;
+    o.top_k = top_k;
+    o.top_p = top_p;
+    o.seed = seed;
+    gptx_sampler *s = NULL;
+    if (gptx_sampler_create(&s, &o) != GPTX_OK) {
+        fprintf(stderr, "gptx_sampler_create: %s\n", gptx_last_error());
+        check_failures++;
+    }
+    return s;
+}
+
+/* What gptx_generate promises, spelled out with the public API. */
+static int reference_generate(gptx_model *m, gptx_sampler *s, const int32_t *prompt, int n_prompt,
+                              int n_new, int32_t *out) {
+    gptx_model_config c;
+    gptx_model_config_init(&c);
+    int rc0 = gptx_model_get_config(m, &c);
+    if (rc0 != GPTX_OK) return rc0;
+    int L = c.context_length, Vp = c.padded_vocab_size;
+    int total = n_prompt + n_new;
+    int32_t *seq = malloc((size_t)total * sizeof *seq);
+    float *logits = malloc((size_t)L * Vp * sizeof *logits);
+    int rc = seq && logits ? GPTX_OK : GPTX_ERR_NO_MEMORY;
+    if (rc == GPTX_OK) memcpy(seq, prompt, (size_t)n_prompt * sizeof *seq);
+    for (int i = 0; i < n_new && rc == GPTX_OK; i++) {
+        int len = n_prompt + i, T = len < L ? len : L;
+        rc = gptx_model_forward(m, seq + (len - T), NULL, 1, T, NULL);
+        if (rc == GPTX_OK) rc = gptx_model_get_logits(m, logits, (size_t)T * Vp);
+        if (rc == GPTX_OK)
+            rc = gptx_sampler_sample(s, logits + (size_t)(T - 1) * Vp, Vp, c.vocab_size, &seq[len]);
+        if (rc == GPTX_OK) out[i] = seq[len];
+    }
+    free(seq);
+    free(logits);
+    return rc;
+}
+
+static void compare_with_reference(gptx_model *m, float temperature, int top_k, float top_p,
+                                   int n_prompt, int n_new, const char *label) {
+    int32_t prompt[64], got[64], want[64];
+    fill_tokens(prompt, (size_t)n_prompt, 50, 77u + (uint32_t)n_prompt);
+    gptx_sampler *a = make_sampler(temperature, top_k, top_p, 31337);
+    gptx_sampler *b = make_sampler(temperature, top_k, top_p, 31337);
+    CHECK_OK(gptx_generate(m, a, prompt, n_prompt, n_new, got));
+    CHECK_OK(reference_generate(m, b, prompt, n_prompt, n_new, want));
+    int same = 1, distinct = 0;
+    for (int i = 0; i < n_new; i++) {
+        same &= got[i] == want[i];
+        distinct += i > 0 && got[i] != got[i - 1];
+        CHECK(got[i] >= 0 && got[i] < 50);
+    }
+    if (!same) {
+        fprintf(stderr, "%s: generate differs from the reference loop\n", label);
+        check_failures++;
+    }
+    gptx_sampler_state sa, sb;
+    CHECK_OK(gptx_sampler_get_state(a, &sa));
+    CHECK_OK(gptx_sampler_get_state(b, &sb));
+    CHECK(sa.counter == (uint64_t)n_new && sb.counter == (uint64_t)n_new);
+    printf("%s: %d tokens, %d changes between neighbours\n", label, n_new, distinct);
+    gptx_sampler_destroy(a);
+    gptx_sampler_destroy(b);
+}
+
+/* A few AdamW steps on a repeating sequence, so greedy decoding has clear
+ * winners rather than the near-ties of a freshly initialised model. */
+static int train_a_little(gptx_model *m) {
+    gptx_optimizer *opt = NULL;
+    gptx_adamw_options o;
+    gptx_adamw_options_init(&o);
+    o.lr = 1e-2f;
+    int rc = gptx_optimizer_create(&opt, m, &o);
+    if (rc != GPTX_OK) return rc;
+    int32_t seq[4 * 17];
+    for (int i = 0; i < 4 * 17; i++) seq[i] = (int32_t)((i * 7) % 50);
+    int32_t in[4 * 16], tg[4 * 16];
+    for (int b = 0; b < 4; b++)
+        for (int t = 0; t < 16; t++) {
+            in[b * 16 + t] = seq[b * 17 + t];
+            tg[b * 16 + t] = seq[b * 17 + t + 1];
+        }
+    for (int step = 0; step < 30 && rc == GPTX_OK; step++) {
+        rc = gptx_model_zero_grad(m);
+        if (rc == GPTX_OK) rc = gptx_model_forward(m, in, tg, 4, 16, NULL);
+        if (rc == GPTX_OK) rc = gptx_model_backward(m, 1.0f);
+        if (rc == GPTX_OK) rc = gptx_optimizer_step(opt, m, NULL);
+    }
+    gptx_optimizer_destroy(opt);
+    return rc;
+}
+
+static void test_matches_reference(gptx_model *m) {
+    compare_with_reference(m, 0.0f, 0, 1.0f, 3, 10, "greedy");
+    compare_with_reference(m, 1.0f, 0, 1.0f, 3, 10, "T=1");
+    /* prompt + new > context length 16: the window slides */
+    compare_with_reference(m, 0.0f, 0, 1.0f, 5, 30, "greedy, cropped");
+    compare_with_reference(m, 1.0f, 0, 1.0f, 5, 30, "T=1, cropped");
+    compare_with_reference(m, 0.8f, 5, 0.9f, 5, 30, "T=0.8 top-k 5 top-p 0.9, cropped");
+    /* the prompt alone exceeds the context: its last 16 tokens are used */
+    compare_with_reference(m, 1.0f, 0, 1.0f, 40, 6, "T=1, long prompt");
+    compare_with_reference(m, 0.0f, 0, 1.0f, 1, 1, "greedy, one token");
+}
+
+static void test_errors(gptx_model *m) {
+    gptx_sampler *s = make_sampler(1.0f, 0, 1.0f, 1);
+    int32_t prompt[4] = {1, 2, 3, 4}, out[4] = {-7, -7, -7, -7};
+    CHECK_STATUS(gptx_generate(NULL, s, prompt, 4, 2, out), GPTX_ERR_NULL);
+    CHECK_STATUS(gptx_generate(m, NULL, prompt, 4, 2, out), GPTX_ERR_NULL);
+    CHECK_STATUS(gptx_generate(m, s, NULL, 4, 2, out), GPTX_ERR_NULL);
+    CHECK_STATUS(gptx_generate(m, s, prompt, 4, 2, NULL), GPTX_ERR_NULL);
+    CHECK_STATUS(gptx_generate(m, s, prompt, 0, 2, out), GPTX_ERR_INVALID);
+    check_message_mentions("n_prompt is 0");
+    CHECK_STATUS(gptx_generate(m, s, prompt, 4, -1, out), GPTX_ERR_INVALID);
+    check_message_mentions("n_new is -1");
+    prompt[2] = 50;
+    CHECK_STATUS(gptx_generate(m, s, prompt, 4, 2, out), GPTX_ERR_TOKEN_RANGE);
+    check_message_mentions("prompt[2] is 50");
+    prompt[2] = -1;
+    CHECK_STATUS(gptx_generate(m, s, prompt, 4, 2, out), GPTX_ERR_TOKEN_RANGE);
+    check_message_mentions("prompt[2] is -1");
+    prompt[2] = 3;
+    CHECK(out[0] == -7 && out[1] == -7);
+    gptx_sampler_state st;
+    CHECK_OK(gptx_sampler_get_state(s, &st));
+    CHECK(st.counter == 0); /* rejected calls draw nothing */
+    CHECK_OK(gptx_generate(m, s, prompt, 4, 0, NULL)); /* nothing to do */
+    CHECK_OK(gptx_generate(m, s, prompt, 4, 0, out));
+    CHECK(out[0] == -7);
+    gptx_sampler_destroy(s);
+}
+
+/* The last-position path against the full forward pass, and the model's
+ * state afterwards. */
+static void test_last_logits(gptx_model *m) {
+    enum { T = 12, Vp = 64 };
+    int32_t ids[T];
+    fill_tokens(ids, T, 50, 5);
+    float *full = malloc((size_t)T * Vp * sizeof *full), last[Vp];
+    if (!full) {
+        CHECK(0);
+        return;
+    }
+    CHECK_OK(gptx_model_forward(m, ids, NULL, 1, T, NULL));
+    CHECK_OK(gptx_model_get_logits(m, full, (size_t)T * Vp));
+    CHECK_OK(gptx_model_forward_last_logits(m, ids, T, 0, last));
+    double worst = 0.0;
+    for (int j = 0; j < Vp; j++) {
+        float a = full[(size_t)(T - 1) * Vp + j], b = last[j];
+        if (j >= 50) {
+            CHECK(isinf(b) && b < 0); /* masked like the full pass */
+            continue;
+        }
+        double d = fabs((double)a - (double)b);
+        if (d > worst) worst = d;
+    }
+    printf("last-position logits vs full forward: max |diff| %.3g\n", worst);
+    CHECK(worst <= 1e-5);
+    /* no forward pass stands any more: get_logits and backward refuse */
+    CHECK_STATUS(gptx_model_get_logits(m, full, (size_t)T * Vp), GPTX_ERR_STATE);
+    CHECK_STATUS(gptx_model_backward(m, 1.0f), GPTX_ERR_STATE);
+    /* argument checks of the internal entry point */
+    CHECK_STATUS(gptx_model_forward_last_logits(m, ids, 0, 0, last), GPTX_ERR_SHAPE);
+    CHECK_STATUS(gptx_model_forward_last_logits(m, ids, 17, 0, last), GPTX_ERR_SHAPE);
+    ids[3] = 99;
+    CHECK_STATUS(gptx_model_forward_last_logits(m, ids, T, 0, last), GPTX_ERR_TOKEN_RANGE);
+    ids[3] = 1;
+
+    /* after generate, a batched training step still works (the activations
+     * are re-carved for the larger batch) */
+    gptx_sampler *s = make_sampler(1.0f, 0, 1.0f, 3);
+    int32_t out[8];
+    CHECK_OK(gptx_generate(m, s, ids, T, 8, out));
+    CHECK_STATUS(gptx_model_get_logits(m, full, (size_t)T * Vp), GPTX_ERR_STATE);
+    int32_t in[2 * 16], tg[2 * 16];
+    fill_tokens(in, 32, 50, 8);
+    fill_tokens(tg, 32, 50, 9);
+    float loss = 0.0f;
+    CHECK_OK(gptx_model_forward(m, in, tg, 2, 16, &loss));
+    CHECK(isfinite(loss) && loss > 0.0f);
+    CHECK_OK(gptx_model_backward(m, 1.0f));
+    gptx_sampler_destroy(s);
+    free(full);
+}
+
+/* Unmasked padding whose logits are the largest: still never generated. */
+static void test_unmasked_padding(gptx_context *ctx) {
+    gptx_model_config c = small_config();
+    c.mask_padded_logits = 0;
+    gptx_model *m = NULL;
+    if (gptx_model_create(&m, ctx, &c) != GPTX_OK || gptx_model_init_random(m, 4) != GPTX_OK) {
+        CHECK(0);
+        gptx_model_destroy(m);
+        return;
+    }
+    /* padded rows of the tied wte/lm_head = 5 x the mean of the real rows'
+     * direction: their logits dominate every position */
+    size_t C = 16, n = 64 * C;
+    float *wte = malloc(n * sizeof *wte);
+    if (!wte) {
+        CHECK(0);
+        gptx_model_destroy(m);
+        return;
+    }
+    CHECK_OK(gptx_model_get_parameter(m, "wte.weight", wte, n));
+    float ln_b[16];
+    for (size_t k = 0; k < C; k++) ln_b[k] = 1.0f; /* ln_f output ~ +1 in every channel */
+    CHECK_OK(gptx_model_set_parameter(m, "ln_f.bias", ln_b, C));
+    for (size_t r = 50; r < 64; r++)
+        for (size_t k = 0; k < C; k++) wte[r * C + k] = 10.0f;
+    CHECK_OK(gptx_model_set_parameter(m, "wte.weight", wte, n));
+    int32_t prompt[3] = {1, 2, 3}, out[20];
+    /* the full forward confirms a padded column wins the unrestricted argmax */
+    float logits[3 * 64];
+    CHECK_OK(gptx_model_forward(m, prompt, NULL, 1, 3, NULL));
+    CHECK_OK(gptx_model_get_logits(m, logits, 3 * 64));
+    int best = 0;
+    for (int j = 1; j < 64; j++)
+        if (logits[2 * 64 + j] > logits[2 * 64 + best]) best = j;
+    CHECK(best >= 50);
+    for (int greedy = 0; greedy < 2; greedy++) {
+        gptx_sampler *s = make_sampler(greedy ? 0.0f : 1.0f, 0, 1.0f, 8);
+        CHECK_OK(gptx_generate(m, s, prompt, 3, 20, out));
+        for (int i = 0; i < 20; i++) CHECK(out[i] >= 0 && out[i] < 50);
+        gptx_sampler_destroy(s);
+    }
+    free(wte);
+    gptx_model_destroy(m);
+}
+
+int main(void) {
+    gptx_context *ctx = NULL;
+    REQUIRE_OK(make_cpu_context(&ctx, 2));
+    gptx_model_config c = small_config();
+    gptx_model *m = NULL;
+    REQUIRE_OK(gptx_model_create(&m, ctx, &c));
+    REQUIRE_OK(gptx_model_init_random(m, 42));
+    REQUIRE_OK(train_a_little(m));
+    test_matches_reference(m);
+    test_errors(m);
+    test_last_logits(m);
+    test_unmasked_padding(ctx);
+    gptx_model_destroy(m);
+    gptx_context_destroy(ctx);
+    return check_exit("test_generate");
+}
