@@ -5,16 +5,9 @@
 
 #include "errors.h"
 #include "model.h"
+#include "optimizer.h"
 #include "options.h"
 
-struct gptx_optimizer {
-    gptx_model *model; /* the only model this optimizer may update */
-    gptx_adamw_options opts;
-    float *m, *v;      /* first and second moments, nparams each */
-    gptx_param_range *ranges;
-    int nranges;
-    int64_t step;
-};
 
 void gptx_adamw_options_init(gptx_adamw_options *o) {
     if (!o) return;

@@ -1,0 +1,153 @@
+/* Temp file + fsync + rename + directory fsync (see atomic_file.h). */
+#include "atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "errors.h"
+
+static _Atomic int64_t fail_after = -1;
+
+void gptx_afile_fail_after_for_testing(int64_t bytes) { atomic_store(&fail_after, bytes); }
+
+static void release(gptx_afile *f) {
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    free(f->path);
+    free(f->tmp_path);
+    f->path = f->tmp_path = NULL;
+}
+
+void gptx_afile_abort(gptx_afile *f) {
+    if (!f) return;
+    if (f->fd >= 0 && f->tmp_path) {
+        close(f->fd);
+        f->fd = -1;
+        unlink(f->tmp_path);
+    }
+    release(f);
+}
+
+int gptx_afile_open(gptx_afile *f, const char *path) {
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    if (!path || !path[0]) return GPTX_FAIL(GPTX_ERR_INVALID, "path is empty");
+    size_t n = strlen(path);
+    f->path = malloc(n + 1);
+    f->tmp_path = malloc(n + 32);
+    if (!f->path || !f->tmp_path) {
+        release(f);
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    }
+    memcpy(f->path, path, n + 1);
+    /* same directory as the target, so rename() never crosses file systems */
+    snprintf(f->tmp_path, n + 32, "%s.tmp.%ld", path, (long)getpid());
+    f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
+        int e = errno;
+        release(f);
+        return GPTX_FAIL(GPTX_ERR_IO, "cannot create '%s.tmp.%ld': %s", path, (long)getpid(),
+                         strerror(e));
+    }
+    return GPTX_OK;
+}
+
+int gptx_afile_write(gptx_afile *f, const void *data, size_t n) {
+    if (f->fd < 0) return GPTX_FAIL(GPTX_ERR_STATE, "the file is not open");
+    const unsigned char *p = data;
+    size_t todo = n;
+    int64_t limit = atomic_load(&fail_after);
+    int simulate = 0;
+    if (limit >= 0 && f->written + n > (uint64_t)limit) {
+        todo = f->written >= (uint64_t)limit ? 0 : (size_t)((uint64_t)limit - f->written);
+        simulate = 1;
+    }
+    while (todo > 0) {
+        ssize_t w = write(f->fd, p, todo);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            int rc = GPTX_FAIL(GPTX_ERR_IO, "writing '%s' failed after %llu bytes: %s", f->tmp_path,
+                               (unsigned long long)f->written, strerror(e));
+            gptx_afile_abort(f);
+            return rc;
+        }
+        p += w;
+        todo -= (size_t)w;
+        f->written += (uint64_t)w;
+    }
+    if (simulate) {
+        int rc = GPTX_FAIL(GPTX_ERR_IO, "writing '%s' failed after %llu bytes: %s (test hook)",
+                           f->tmp_path, (unsigned long long)f->written, strerror(ENOSPC));
+        gptx_afile_abort(f);
+        return rc;
+    }
+    return GPTX_OK;
+}
+
+/* The directory entry of the rename must reach the disk too. */
+static int fsync_parent_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir;
+    if (!slash) {
+        dir = malloc(2);
+        if (dir) memcpy(dir, ".", 2);
+    } else {
+        size_t n = slash == path ? 1 : (size_t)(slash - path);
+        dir = malloc(n + 1);
+        if (dir) {
+            memcpy(dir, path, n);
+            dir[n] = '\0';
+        }
+    }
+    if (!dir) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    int rc = GPTX_OK;
+    if (fd < 0) {
+        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot open directory '%s' to sync it: %s", dir,
+                       strerror(errno));
+    } else {
+        /* some file systems cannot sync directories; the rename is done anyway */
+        if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP && errno != EROFS)
+            rc = GPTX_FAIL(GPTX_ERR_IO, "fsync of directory '%s' failed: %s", dir, strerror(errno));
+        close(fd);
+    }
+    free(dir);
+    return rc;
+}
+
+int gptx_afile_commit(gptx_afile *f) {
+    if (f->fd < 0) {
+        release(f);
+        return GPTX_FAIL(GPTX_ERR_STATE, "the file is not open");
+    }
+    if (fsync(f->fd) != 0) {
+        int rc = GPTX_FAIL(GPTX_ERR_IO, "fsync of '%s' failed: %s", f->tmp_path, strerror(errno));
+        gptx_afile_abort(f);
+        return rc;
+    }
+    int fd = f->fd;
+    f->fd = -1;
+    if (close(fd) != 0) {
+        int rc = GPTX_FAIL(GPTX_ERR_IO, "closing '%s' failed: %s", f->tmp_path, strerror(errno));
+        unlink(f->tmp_path);
+        release(f);
+        return rc;
+    }
+    if (rename(f->tmp_path, f->path) != 0) {
+        int rc = GPTX_FAIL(GPTX_ERR_IO, "cannot rename '%s' to '%s': %s", f->tmp_path, f->path,
+                           strerror(errno));
+        unlink(f->tmp_path);
+        release(f);
+        return rc;
+    }
+    int rc = fsync_parent_dir(f->path);
+    release(f);
+    return rc;
+}

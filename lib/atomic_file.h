@@ -1,0 +1,33 @@
+/* Atomic file replacement: the data goes to "<path>.tmp.<pid>" in the same
+ * directory, is fsync'ed, then renamed over <path> and the directory is
+ * fsync'ed. A reader sees either the old file or the complete new one; a
+ * failure at any point removes the temp file and keeps the old file. */
+#ifndef GPTX_ATOMIC_FILE_H
+#define GPTX_ATOMIC_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gptx_afile {
+    int fd;         /* temp file, -1 when closed */
+    char *path;     /* final name */
+    char *tmp_path; /* "<path>.tmp.<pid>" */
+    uint64_t written;
+} gptx_afile;
+
+/* Creates the temp file. On failure nothing is left behind. */
+int gptx_afile_open(gptx_afile *f, const char *path);
+/* Appends n bytes. On failure the temp file is removed (f is closed). */
+int gptx_afile_write(gptx_afile *f, const void *data, size_t n);
+/* fsync, rename over the final name, fsync the directory. Always closes f;
+ * on failure the temp file is removed and the previous file is untouched. */
+int gptx_afile_commit(gptx_afile *f);
+/* Closes f and removes the temp file (no-op when already closed). */
+void gptx_afile_abort(gptx_afile *f);
+
+/* Test hook: the write that would take the total of bytes written past
+ * `bytes` fails with GPTX_ERR_IO after writing the bytes up to it (a full
+ * disk, simulated). -1 turns it off. Process-wide; for tests only. */
+void gptx_afile_fail_after_for_testing(int64_t bytes);
+
+#endif
