@@ -77,7 +77,7 @@ install(FILES
 # prefix actually installed to (cmake --install --prefix ... included); DESTDIR
 # is honoured by file(INSTALL).
 if(NOT DEFINED GPTX_PC_LIBS_PRIVATE)
-  set(GPTX_PC_LIBS_PRIVATE "-lopenblas -lpthread -lm")
+  set(GPTX_PC_LIBS_PRIVATE "-lopenblas -ljansson -lpcre2-8 -lpthread -lm")
 endif()
 foreach(_gptx_kind LIBDIR INCLUDEDIR)
   if(IS_ABSOLUTE "${CMAKE_INSTALL_${_gptx_kind}}")

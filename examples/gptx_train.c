@@ -1,10 +1,8 @@
 /*
- * gptx-train: the example trainer. With no arguments it trains a small GPT on
- * the bundled data/the-verdict.txt on the CPU and prints a sample
- * continuation of "Every effort moves you".
- *
- * Tokens are bytes (vocabulary 256) in this version; every flag is listed by
- * --help.
+ * gptx-train: the project's main job. With no arguments it trains a tiny GPT
+ * on the bundled data/the-verdict.txt (GPT-2 BPE tokens) on the CPU and
+ * prints a sample continuation of "Every effort moves you".
+ * `gptx-train --help` lists every flag.
  */
 #include <errno.h>
 #include <math.h>
@@ -14,129 +12,18 @@
 #include <time.h>
 
 #include "gptx/gptx.h"
+#include "train/train_options.h"
+#include "train/train_report.h"
 
-#ifndef GPTX_DATA_DIR
-#define GPTX_DATA_DIR "data"
-#endif
-
-typedef struct {
-    const char *data;
-    const char *preset;
-    int steps, batch, seq, threads, eval_every, eval_batches, sample_tokens;
-    int layers, heads, width;
-    float lr, weight_decay, grad_clip, val_fraction;
-    int warmup;
-    unsigned long long seed;
-    const char *prompt;
-} train_args;
-
-static void usage(void) {
-    printf("usage: gptx-train [options]\n"
-           "  --data FILE        text to train on (default %s/the-verdict.txt)\n"
-           "  --preset NAME      tiny (default) | small\n"
-           "  --layers N --heads N --width N   override the preset's sizes\n"
-           "  --steps N          optimizer steps (default 600)\n"
-           "  --batch N          rows per batch (default 8)\n"
-           "  --seq N            tokens per row = context length (default 64)\n"
-           "  --lr X             peak learning rate (default 3e-3)\n"
-           "  --warmup N         linear warm-up steps, then cosine decay to 10%% (default 20)\n"
-           "  --weight-decay X   AdamW weight decay on matrices (default 0.1)\n"
-           "  --grad-clip X      global-norm clip, 0 = off (default 1.0)\n"
-           "  --val-fraction X   tail of the text held out for validation (default 0.1)\n"
-           "  --eval-every N     validation interval in steps (default 50)\n"
-           "  --eval-batches N   batches per validation (default 4)\n"
-           "  --sample-tokens N  tokens to generate at the end (default 200)\n"
-           "  --prompt TEXT      prompt for the sample (default \"Every effort moves you\")\n"
-           "  --threads N        CPU threads, 0 = all cores (default 0)\n"
-           "  --seed N           random seed (default 1337)\n",
-           GPTX_DATA_DIR);
-}
-
-static int parse_args(int argc, char **argv, train_args *a) {
-    *a = (train_args){.data = GPTX_DATA_DIR "/the-verdict.txt", .preset = "tiny", .steps = 600,
-                      .batch = 8, .seq = 64, .threads = 0, .eval_every = 50, .eval_batches = 4,
-                      .sample_tokens = 200, .lr = 3e-3f, .weight_decay = 0.1f, .grad_clip = 1.0f,
-                      .val_fraction = 0.1f, .warmup = 20, .seed = 1337,
-                      .prompt = "Every effort moves you"};
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            usage();
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-train: %s needs a value (see --help)\n", k);
-            return -1;
-        }
-        const char *v = argv[++i];
-        char *end = NULL;
-        errno = 0;
-        double num = strtod(v, &end);
-        int numeric = end && *end == '\0' && errno == 0;
-#define INT_FLAG(name, field)                                                        \
-    if (!strcmp(k, name)) {                                                          \
-        if (!numeric || num != (int)num) goto bad;                                   \
-        a->field = (int)num;                                                         \
-        continue;                                                                    \
-    }
-#define FLOAT_FLAG(name, field)                                                      \
-    if (!strcmp(k, name)) {                                                          \
-        if (!numeric) goto bad;                                                      \
-        a->field = (float)num;                                                       \
-        continue;                                                                    \
-    }
-        INT_FLAG("--steps", steps) INT_FLAG("--batch", batch) INT_FLAG("--seq", seq)
-        INT_FLAG("--threads", threads) INT_FLAG("--eval-every", eval_every)
-        INT_FLAG("--eval-batches", eval_batches) INT_FLAG("--sample-tokens", sample_tokens)
-        INT_FLAG("--layers", layers) INT_FLAG("--heads", heads) INT_FLAG("--width", width)
-        INT_FLAG("--warmup", warmup)
-        FLOAT_FLAG("--lr", lr) FLOAT_FLAG("--weight-decay", weight_decay)
-        FLOAT_FLAG("--grad-clip", grad_clip) FLOAT_FLAG("--val-fraction", val_fraction)
-        if (!strcmp(k, "--data")) { a->data = v; continue; }
-        if (!strcmp(k, "--preset")) { a->preset = v; continue; }
-        if (!strcmp(k, "--prompt")) { a->prompt = v; continue; }
-        if (!strcmp(k, "--seed")) {
-            if (!numeric || num < 0) goto bad;
-            a->seed = (unsigned long long)num;
-            continue;
-        }
-        fprintf(stderr, "gptx-train: unknown option %s (see --help)\n", k);
-        return -1;
-    bad:
-        fprintf(stderr, "gptx-train: bad value '%s' for %s\n", v, k);
-        return -1;
-    }
-#undef INT_FLAG
-#undef FLOAT_FLAG
-    if (a->steps < 1 || a->batch < 1 || a->seq < 2 || a->eval_every < 1 || a->eval_batches < 1 ||
-        a->sample_tokens < 0 || a->warmup < 0 || !(a->val_fraction > 0 && a->val_fraction < 1)) {
-        fprintf(stderr, "gptx-train: sizes must be positive and --val-fraction in (0, 1)\n");
-        return -1;
-    }
-    return 0;
-}
-
-static unsigned char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "gptx-train: cannot open %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            unsigned char *nb = realloc(buf, cap *= 2);
-            if (!nb) { free(buf); buf = NULL; }
-            else buf = nb;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
+#define TRY(call)                                                                            \
+    do {                                                                                     \
+        int rc_ = (call);                                                                    \
+        if (rc_ != GPTX_OK) {                                                                \
+            fprintf(stderr, "\ngptx-train: %s\n  (%s from %s)\n", gptx_last_error(),         \
+                    gptx_status_name(rc_), #call);                                           \
+            goto done;                                                                       \
+        }                                                                                    \
+    } while (0)
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -144,187 +31,379 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* xorshift64*: the example's own batch sampler and token sampler. */
-static unsigned long long rng_next(unsigned long long *s) {
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
+/* Learning rate for optimizer step `step` (0-based) of `total`. */
+static float lr_at(const train_options *o, int64_t step, int64_t total) {
+    if (step < o->warmup) return o->lr * (float)(step + 1) / (float)o->warmup;
+    if (o->schedule == SCHEDULE_CONSTANT) return o->lr;
+    double span = (double)(total - o->warmup);
+    double progress = span > 1 ? (double)(step - o->warmup) / (span - 1) : 1.0;
+    double min_lr = o->lr * o->min_lr_frac;
+    double frac = o->schedule == SCHEDULE_COSINE ? 0.5 * (1.0 + cos(M_PI * progress)) : 1.0 - progress;
+    return (float)(min_lr + (o->lr - min_lr) * frac);
 }
 
-/* Random windows of seq+1 bytes from tokens[lo, hi). */
-static void make_batch(const unsigned char *text, size_t lo, size_t hi, int B, int T,
-                       unsigned long long *rng, int32_t *in, int32_t *tg) {
-    for (int b = 0; b < B; b++) {
-        size_t start = lo + (size_t)(rng_next(rng) % (hi - lo - (size_t)T));
-        for (int t = 0; t < T; t++) {
-            in[b * T + t] = text[start + t];
-            tg[b * T + t] = text[start + t + 1];
-        }
+/* Reads a whole file; NULL with a message on failure. */
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "gptx-train: cannot open --text %s: %s\n", path, strerror(errno));
+        return NULL;
     }
+    char *buf = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n == cap) {
+            char *nb = realloc(buf, cap = cap ? cap * 2 : 1 << 16);
+            if (!nb) { free(buf); fclose(f); return NULL; }
+            buf = nb;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    *len = n;
+    return buf;
 }
 
-static float lr_at(const train_args *a, int step) {
-    if (step < a->warmup) return a->lr * (float)(step + 1) / (float)a->warmup;
-    float progress = (float)(step - a->warmup) / (float)(a->steps - a->warmup > 1 ? a->steps - a->warmup : 1);
-    return a->lr * (0.1f + 0.9f * 0.5f * (1.0f + cosf(3.14159265f * progress)));
+/* Splits "a,b,c" into an array of strings (one allocation each). */
+static int split_paths(const char *list, char ***out) {
+    int n = 1;
+    for (const char *p = list; *p; p++) n += *p == ',';
+    char **paths = calloc((size_t)n, sizeof *paths);
+    const char *start = list;
+    for (int i = 0; i < n && paths; i++) {
+        const char *end = strchr(start, ',');
+        size_t len = end ? (size_t)(end - start) : strlen(start);
+        paths[i] = strndup(start, len);
+        start = end ? end + 1 : start + len;
+    }
+    *out = paths;
+    return n;
 }
 
-#define TRY(call)                                                                             \
-    do {                                                                                      \
-        int rc_ = (call);                                                                     \
-        if (rc_ != GPTX_OK) {                                                                 \
-            fprintf(stderr, "gptx-train: %s failed: %s: %s\n", #call, gptx_status_name(rc_),  \
-                    gptx_last_error());                                                       \
-            goto done;                                                                        \
-        }                                                                                     \
-    } while (0)
+static void free_paths(char **paths, int n) {
+    for (int i = 0; paths && i < n; i++) free(paths[i]);
+    free(paths);
+}
+
+/* Token-weighted mean loss over up to n_batches validation batches, always
+ * from the start of the validation data. */
+static int evaluate(gptx_model *model, gptx_dataloader *val, int n_batches, int T, double *loss,
+                    int64_t *tokens) {
+    gptx_dataloader_state start = {0, 0, 0};
+    gptx_dataloader_state st;
+    int rc = gptx_dataloader_get_state(val, &st);
+    if (rc) return rc;
+    start.seed = st.seed;
+    if ((rc = gptx_dataloader_set_state(val, &start))) return rc;
+    gptx_dataloader_info info;
+    gptx_dataloader_info_init(&info);
+    if ((rc = gptx_dataloader_info_get(val, &info))) return rc;
+    if (info.batches_per_epoch < n_batches) n_batches = (int)info.batches_per_epoch;
+    double sum = 0;
+    int64_t count = 0;
+    for (int i = 0; i < n_batches; i++) {
+        const int32_t *in, *tg;
+        int rows;
+        float l;
+        int64_t c;
+        if ((rc = gptx_dataloader_next(val, &in, &tg, &rows, NULL))) return rc;
+        if ((rc = gptx_model_forward(model, in, tg, rows, T, &l))) return rc;
+        if ((rc = gptx_model_num_loss_tokens(model, &c))) return rc;
+        sum += (double)l * (double)c;
+        count += c;
+    }
+    *loss = count ? sum / (double)count : NAN;
+    *tokens = count;
+    return GPTX_OK;
+}
+
+static int sample(gptx_model *model, gptx_sampler *sampler, gptx_tokenizer *tok,
+                  const train_options *o, train_report *rep, int64_t step) {
+    size_t plen = strlen(o->prompt), n_ids = 0;
+    int32_t *ids = malloc((plen + 1) * sizeof *ids);
+    int32_t *out = malloc(((size_t)o->sample_tokens + 1) * sizeof *out);
+    char *text = NULL;
+    int rc = !ids || !out ? GPTX_ERR_NO_MEMORY : GPTX_OK;
+    if (!rc) rc = gptx_tokenizer_encode(tok, o->prompt, plen, 0, ids, plen + 1, &n_ids);
+    if (!rc && n_ids == 0) {
+        ids[0] = gptx_tokenizer_eot_token(tok); /* an empty prompt starts from <|endoftext|> */
+        n_ids = 1;
+    }
+    if (!rc) rc = gptx_generate(model, sampler, ids, (int)n_ids, o->sample_tokens, out);
+    size_t need = 0;
+    if (!rc) {
+        rc = gptx_tokenizer_decode(tok, out, (size_t)o->sample_tokens, NULL, 0, &need);
+        if (rc == GPTX_ERR_SHAPE) rc = GPTX_OK; /* asked for the size */
+    }
+    if (!rc && !(text = malloc(need + 1))) rc = GPTX_ERR_NO_MEMORY;
+    if (!rc) rc = gptx_tokenizer_decode(tok, out, (size_t)o->sample_tokens, text, need, &need);
+    if (!rc) {
+        text[need] = '\0';
+        train_report_line(rep, "step %lld | sample: %s%s\n", (long long)step, o->prompt, text);
+    }
+    free(ids);
+    free(out);
+    free(text);
+    return rc;
+}
 
 int main(int argc, char **argv) {
-    train_args a;
-    if (parse_args(argc, argv, &a)) return 2;
-    int L = 4, H = 4, C = 128;
-    if (!strcmp(a.preset, "small")) { L = 6; H = 6; C = 192; }
-    else if (strcmp(a.preset, "tiny")) {
-        fprintf(stderr, "gptx-train: unknown preset '%s' (tiny, small)\n", a.preset);
+    train_options o;
+    int prc = train_options_parse(&o, argc, argv);
+    if (prc) return prc > 0 ? 0 : 2;
+
+    int L = 4, H = 4, C = 128, T = 64;
+    if (!strcmp(o.preset, "small")) { L = 6; H = 6; C = 384; T = 256; }
+    else if (!strcmp(o.preset, "gpt2-124M")) { L = 12; H = 12; C = 768; T = 1024; }
+    else if (strcmp(o.preset, "tiny")) {
+        fprintf(stderr, "gptx-train: --preset %s: expected tiny, small or gpt2-124M\n", o.preset);
         return 2;
     }
-    if (a.layers) L = a.layers;
-    if (a.heads) H = a.heads;
-    if (a.width) C = a.width;
-
-    size_t n = 0;
-    unsigned char *text = read_file(a.data, &n);
-    if (!text) return 1;
-    size_t split = (size_t)((double)n * (1.0 - a.val_fraction));
-    if (split < (size_t)a.seq + 2 || n - split < (size_t)a.seq + 2) {
-        fprintf(stderr, "gptx-train: %s has %zu bytes; too short for --seq %d\n", a.data, n, a.seq);
-        free(text);
-        return 1;
-    }
+    if (!strcmp(o.preset, "tiny")) T = 64;
+    if (o.layers) L = o.layers;
+    if (o.heads) H = o.heads;
+    if (o.width) C = o.width;
+    if (o.context) T = o.context;
 
     int status = 1;
     gptx_context *ctx = NULL;
+    gptx_tokenizer *tok = NULL;
+    gptx_dataloader *train = NULL, *val = NULL;
     gptx_model *model = NULL;
     gptx_optimizer *opt = NULL;
-    int32_t *in = malloc((size_t)a.batch * a.seq * sizeof *in);
-    int32_t *tg = malloc((size_t)a.batch * a.seq * sizeof *tg);
-    float *logits = NULL;
-    if (!in || !tg) goto done;
+    gptx_sampler *sampler = NULL;
+    gptx_timer *step_timer = NULL, *e2e_timer = NULL;
+    train_report rep = {0};
+    char *text = NULL;
+    int32_t *tokens = NULL;
+    char **train_paths = NULL, **val_paths = NULL;
+    int n_train_paths = 0, n_val_paths = 0;
+    double t_start = now_seconds();
 
     gptx_context_options co;
     gptx_context_options_init(&co);
-    co.backend = GPTX_BACKEND_CPU;
-    co.num_threads = a.threads;
+    co.backend = !strcmp(o.backend, "cuda") ? GPTX_BACKEND_CUDA
+                 : !strcmp(o.backend, "auto") ? GPTX_BACKEND_AUTO : GPTX_BACKEND_CPU;
+    co.num_threads = o.threads;
+    co.deterministic = 1;
     TRY(gptx_context_create(&ctx, &co));
+    TRY(gptx_tokenizer_load_gpt2(&tok, o.encoder, o.vocab));
+
+    gptx_dataloader_options lo;
+    gptx_dataloader_options_init(&lo);
+    lo.batch_size = o.batch;
+    lo.seq_len = T;
+    lo.seed = o.seed;
+    lo.vocab_size = o.vocab_size;
+    gptx_dataloader_options vo = lo;
+    lo.shuffle = 1;
+    lo.drop_last = 1;
+    lo.prefetch = 1;
+    vo.shuffle = 0;
+    vo.drop_last = 0;
+    vo.prefetch = 0;
+    const char *data_name;
+    if (o.train_shards) {
+        data_name = o.train_shards;
+        n_train_paths = split_paths(o.train_shards, &train_paths);
+        TRY(gptx_dataloader_create_from_files(&train, ctx, (const char *const *)train_paths,
+                                              n_train_paths, &lo));
+        if (o.val_shards) {
+            n_val_paths = split_paths(o.val_shards, &val_paths);
+            TRY(gptx_dataloader_create_from_files(&val, ctx, (const char *const *)val_paths,
+                                                  n_val_paths, &vo));
+        }
+    } else {
+        data_name = o.text;
+        size_t len = 0, n = 0;
+        if (!(text = read_text(o.text, &len))) goto done;
+        if (!(tokens = malloc((len + 1) * sizeof *tokens))) goto done;
+        TRY(gptx_tokenizer_encode(tok, text, len, 1, tokens, len + 1, &n));
+        size_t split = (size_t)((double)n * (1.0 - o.val_fraction));
+        if (split < (size_t)T + 1 || n - split < (size_t)T + 1) {
+            fprintf(stderr, "gptx-train: --text %s has %zu tokens; with --context %d and "
+                            "--val-fraction %g both splits need at least %d\n",
+                    o.text, n, T, (double)o.val_fraction, T + 1);
+            goto done;
+        }
+        TRY(gptx_dataloader_create_from_tokens(&train, ctx, tokens, split, &lo));
+        TRY(gptx_dataloader_create_from_tokens(&val, ctx, tokens + split, n - split, &vo));
+    }
+    gptx_dataloader_info ti;
+    gptx_dataloader_info_init(&ti);
+    TRY(gptx_dataloader_info_get(train, &ti));
+    int64_t total_steps = o.steps;
+    if (o.epochs) total_steps = (o.epochs * ti.batches_per_epoch + o.grad_accum - 1) / o.grad_accum;
+
     gptx_model_config mc;
     gptx_model_config_init(&mc);
-    mc.vocab_size = 256;
-    mc.padded_vocab_size = 256;
-    mc.context_length = a.seq;
+    mc.vocab_size = o.vocab_size;
+    mc.padded_vocab_size = o.padded_vocab;
+    mc.context_length = T;
     mc.n_layer = L;
     mc.n_head = H;
     mc.n_embd = C;
     TRY(gptx_model_create(&model, ctx, &mc));
-    TRY(gptx_model_init_random(model, a.seed));
+    TRY(gptx_model_init_random(model, o.seed));
     gptx_adamw_options ao;
     gptx_adamw_options_init(&ao);
-    ao.lr = a.lr;
-    ao.weight_decay = a.weight_decay;
-    ao.grad_clip = a.grad_clip;
+    ao.lr = o.lr;
+    ao.beta1 = o.beta1;
+    ao.beta2 = o.beta2;
+    ao.weight_decay = o.weight_decay;
+    ao.grad_clip = o.grad_clip;
     TRY(gptx_optimizer_create(&opt, model, &ao));
+    gptx_sampler_options so;
+    gptx_sampler_options_init(&so);
+    so.temperature = o.temperature;
+    so.top_k = o.top_k;
+    so.top_p = o.top_p;
+    so.seed = o.seed;
+    TRY(gptx_sampler_create(&sampler, &so));
 
-    printf("gptx-train %s | backend %s, %d threads\n", gptx_version(),
-           gptx_context_backend_name(ctx), gptx_context_num_threads(ctx));
-    printf("data %s: %zu bytes (train %zu, val %zu), byte tokens (vocab 256)\n", a.data, n, split,
-           n - split);
-    printf("model: %d layers, %d heads, width %d, context %d, %zu parameters\n", L, H, C, a.seq,
-           gptx_model_num_parameters(model));
-    printf("batch %d x %d tokens, %d steps, lr %g (warm-up %d, cosine to 10%%)\n", a.batch, a.seq,
-           a.steps, (double)a.lr, a.warmup);
-
-    unsigned long long rng = a.seed * 0x9E3779B97F4A7C15ull + 1;
-    double t_train = 0.0;
-    for (int step = 0; step <= a.steps; step++) {
-        if (step % a.eval_every == 0 || step == a.steps) {
-            unsigned long long vrng = 42; /* the same validation windows every time */
-            double vsum = 0.0;
-            for (int i = 0; i < a.eval_batches; i++) {
-                float vl;
-                make_batch(text, split, n, a.batch, a.seq, &vrng, in, tg);
-                TRY(gptx_model_forward(model, in, tg, a.batch, a.seq, &vl));
-                vsum += vl;
-            }
-            printf("step %4d | val loss %.4f\n", step, vsum / a.eval_batches);
-        }
-        if (step == a.steps) break;
-        double t0 = now_seconds();
-        float loss, norm, lr = lr_at(&a, step);
-        make_batch(text, 0, split, a.batch, a.seq, &rng, in, tg);
-        TRY(gptx_optimizer_set_lr(opt, lr));
-        TRY(gptx_model_zero_grad(model));
-        TRY(gptx_model_forward(model, in, tg, a.batch, a.seq, &loss));
-        TRY(gptx_model_backward(model, 1.0f));
-        TRY(gptx_optimizer_step(opt, model, &norm));
-        double dt = now_seconds() - t0;
-        t_train += dt;
-        if (step % 10 == 0 || step == a.steps - 1)
-            printf("step %4d | train loss %.4f | lr %.2e | grad norm %.3f | %.0f ms | %.0f tok/s\n",
-                   step, loss, (double)lr, (double)norm, dt * 1e3, a.batch * a.seq / dt);
-    }
-    printf("training steps only: %.1f s for %d steps, %.0f tok/s on average\n", t_train, a.steps,
-           (double)a.steps * a.batch * a.seq / t_train);
-
-    /* sample: top-k (k = 40, temperature 0.8) over the last position's logits */
-    size_t plen = strlen(a.prompt);
-    size_t total = plen + (size_t)a.sample_tokens;
-    int32_t *ctx_ids = malloc(total * sizeof *ctx_ids);
-    logits = malloc((size_t)a.seq * 256 * sizeof *logits);
-    if (!ctx_ids || !logits) { free(ctx_ids); goto done; }
-    for (size_t i = 0; i < plen; i++) ctx_ids[i] = (unsigned char)a.prompt[i];
-    printf("sample:\n%s", a.prompt);
-    unsigned long long srng = a.seed + 7;
-    for (size_t len = plen; len < total; len++) {
-        int T = len > (size_t)a.seq ? a.seq : (int)len;
-        const int32_t *window = ctx_ids + len - (size_t)T;
-        if (gptx_model_forward(model, window, NULL, 1, T, NULL) != GPTX_OK ||
-            gptx_model_get_logits(model, logits, (size_t)T * 256) != GPTX_OK) {
-            fprintf(stderr, "\ngptx-train: sampling failed: %s\n", gptx_last_error());
-            free(ctx_ids);
+    gptx_train_state ts;
+    gptx_train_state_init(&ts);
+    ts.optimizer = opt;
+    ts.sampler = sampler;
+    ts.train_loader = train;
+    ts.val_loader = NULL; /* validation always restarts from its first window */
+    int64_t step = 0, tokens_seen = 0;
+    if (o.resume) {
+        TRY(gptx_checkpoint_load(model, &ts, o.resume));
+        step = ts.lr_schedule_step;
+        tokens_seen = ts.tokens_seen;
+        if (step >= total_steps) {
+            fprintf(stderr, "gptx-train: --resume %s is at step %lld; --steps %lld is already "
+                            "reached\n", o.resume, (long long)step, (long long)total_steps);
             goto done;
         }
-        const float *row = logits + (size_t)(T - 1) * 256;
-        int top[40];
-        for (int k = 0; k < 40; k++) {
-            int best = -1;
-            for (int j = 0; j < 256; j++) {
-                int used = 0;
-                for (int q = 0; q < k; q++) used |= top[q] == j;
-                if (!used && (best < 0 || row[j] > row[best])) best = j;
-            }
-            top[k] = best;
-        }
-        double w[40], sum = 0;
-        for (int k = 0; k < 40; k++) sum += w[k] = exp((row[top[k]] - row[top[0]]) / 0.8);
-        double r = (double)(rng_next(&srng) >> 11) / 9007199254740992.0 * sum;
-        int pick = top[39];
-        for (int k = 0; k < 40; k++) {
-            if (r < w[k]) { pick = top[k]; break; }
-            r -= w[k];
-        }
-        ctx_ids[len] = pick;
-        putchar(pick);
     }
-    printf("\n");
-    free(ctx_ids);
+
+    if (train_report_open(&rep, o.out_dir, o.log_every)) goto done;
+    TRY(gptx_timer_create(&step_timer, ctx, GPTX_TIMER_TRAINING_STEPS));
+    TRY(gptx_timer_create(&e2e_timer, ctx, GPTX_TIMER_END_TO_END));
+    printf("gptx-train %s | backend %s, %d threads, precision %s\n", gptx_version(),
+           gptx_context_backend_name(ctx), gptx_context_num_threads(ctx), o.precision);
+    printf("data %s: %lld training tokens, %lld windows of %d+1, %lld batches/epoch%s\n", data_name,
+           (long long)ti.total_tokens, (long long)ti.total_windows, T,
+           (long long)ti.batches_per_epoch, val ? "" : " (no validation data)");
+    printf("model: %d layers, %d heads, width %d, context %d, vocab %d padded to %d, %zu parameters\n",
+           L, H, C, T, o.vocab_size, o.padded_vocab, gptx_model_num_parameters(model));
+    printf("optimizer: AdamW lr %g (%s after %d warm-up steps, to %g x), wd %g, clip %g | "
+           "%d x %d tokens x %d accumulation = %d tokens/step, %lld steps%s\n",
+           (double)o.lr, o.schedule == SCHEDULE_COSINE ? "cosine" : o.schedule == SCHEDULE_LINEAR ? "linear" : "constant",
+           o.warmup, (double)o.min_lr_frac, (double)o.weight_decay, (double)o.grad_clip, o.batch, T,
+           o.grad_accum, o.batch * T * o.grad_accum, (long long)total_steps,
+           o.resume ? " (resumed)" : "");
+    if (o.resume) printf("resumed from %s at step %lld\n", o.resume, (long long)step);
+
+    double val_loss = NAN;
+    int64_t val_tokens = 0;
+    float loss = NAN;
+    for (;; step++) {
+        int last = step == total_steps;
+        TRY(gptx_timer_start(e2e_timer));
+        if (val && (step % o.eval_every == 0 || last)) {
+            TRY(evaluate(model, val, o.eval_batches, T, &val_loss, &val_tokens));
+            train_report_val(&rep, step, tokens_seen, val_loss, val_tokens);
+        }
+        if (o.sample_every > 0 && step > 0 && step % o.sample_every == 0 && !last)
+            TRY(sample(model, sampler, tok, &o, &rep, step));
+        if (o.checkpoint_every >= 0 && step > 0 &&
+            ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || last)) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/checkpoint.safetensors", o.out_dir);
+            ts.lr_schedule_step = step;
+            ts.tokens_seen = tokens_seen;
+            TRY(gptx_checkpoint_save(model, &ts, path));
+            train_report_line(&rep, "step %lld | checkpoint %s\n", (long long)step, path);
+        }
+        if (last) {
+            TRY(gptx_timer_stop(e2e_timer, 0));
+            break;
+        }
+        /* one optimizer step: grad_accum micro-batches, then AdamW */
+        float lr = lr_at(&o, step, total_steps), norm = 0;
+        int K = o.grad_accum;
+        int64_t step_tokens = 0;
+        double loss_sum = 0;
+        TRY(gptx_optimizer_set_lr(opt, lr));
+        TRY(gptx_model_zero_grad(model));
+        double t0 = now_seconds();
+        for (int k = 0; k < K; k++) {
+            float l;
+            const int32_t *in, *tg;
+            int rows;
+            TRY(gptx_dataloader_next(train, &in, &tg, &rows, NULL));
+            if (k == 0) TRY(gptx_timer_start(step_timer)); /* data for the first micro-batch is ready */
+            TRY(gptx_model_forward(model, in, tg, rows, T, &l));
+            TRY(gptx_model_backward(model, 1.0f / (float)K));
+            loss_sum += l;
+            step_tokens += (int64_t)rows * T;
+        }
+        TRY(gptx_optimizer_step(opt, model, &norm));
+        TRY(gptx_timer_stop(step_timer, step_tokens));
+        double dt = now_seconds() - t0;
+        loss = (float)(loss_sum / K);
+        tokens_seen += step_tokens;
+        gptx_timer_report tr;
+        gptx_timer_report_init(&tr);
+        TRY(gptx_timer_get_report(step_timer, &tr));
+        double tps = tr.steady_seconds > 0 ? tr.steady_tokens_per_second : step_tokens / dt;
+        double step_s = tr.steady_seconds > 0 ? tr.steady_median_seconds : dt;
+        gptx_memory_stats ms;
+        gptx_memory_stats_init(&ms);
+        TRY(gptx_context_memory(ctx, &ms));
+        train_report_step(&rep, step + 1, total_steps, loss, lr, norm, tokens_seen, dt, tps,
+                          step_s * (double)(total_steps - step - 1), ms.peak);
+        TRY(gptx_timer_stop(e2e_timer, step_tokens));
+    }
+    if (o.sample_tokens > 0) TRY(sample(model, sampler, tok, &o, &rep, step));
+
+    char svg[4096];
+    snprintf(svg, sizeof svg, "%s/loss.svg", o.out_dir);
+    if (train_report_write_svg(&rep, svg) == 0)
+        train_report_line(&rep, "loss curve: %s, metrics: %s/metrics.jsonl\n", svg, o.out_dir);
+
+    gptx_timer_report tr, er;
+    gptx_timer_report_init(&tr);
+    gptx_timer_report_init(&er);
+    TRY(gptx_timer_get_report(step_timer, &tr));
+    TRY(gptx_timer_get_report(e2e_timer, &er));
+    gptx_memory_stats ms;
+    gptx_memory_stats_init(&ms);
+    TRY(gptx_context_memory(ctx, &ms));
+    train_report_line(&rep,
+        "timing, training steps only (forward+backward+AdamW, data ready): cold first step %.3f s; "
+        "steady %lld steps, median %.3f s, %.0f tokens/s\n",
+        tr.cold_seconds, (long long)(tr.intervals > 0 ? tr.intervals - 1 : 0),
+        tr.steady_median_seconds, tr.steady_tokens_per_second);
+    train_report_line(&rep,
+        "timing, end to end (steps, data, eval, sampling, checkpoints): cold %.3f s; steady %.1f s "
+        "over %lld intervals, %.0f tokens/s; whole run incl. set-up %.1f s\n",
+        er.cold_seconds, er.steady_seconds, (long long)(er.intervals > 0 ? er.intervals - 1 : 0),
+        er.steady_seconds > 0 ? (double)er.steady_tokens / er.steady_seconds : 0.0,
+        now_seconds() - t_start);
+    train_report_line(&rep,
+        "memory (library buffers): allocated %.1f MiB, reserved %.1f MiB, peak %.1f MiB\n",
+        ms.allocated / 1048576.0, ms.reserved / 1048576.0, ms.peak / 1048576.0);
+    train_report_line(&rep, "final: train loss %.4f, val loss %.4f\n", (double)loss, val_loss);
     status = 0;
 done:
-    free(logits);
-    free(in);
-    free(tg);
-    free(text);
+    train_report_close(&rep);
+    gptx_timer_destroy(step_timer);
+    gptx_timer_destroy(e2e_timer);
+    gptx_sampler_destroy(sampler);
     gptx_optimizer_destroy(opt);
     gptx_model_destroy(model);
+    gptx_dataloader_destroy(train);
+    gptx_dataloader_destroy(val);
+    gptx_tokenizer_destroy(tok);
     gptx_context_destroy(ctx);
+    free_paths(train_paths, n_train_paths);
+    free_paths(val_paths, n_val_paths);
+    free(tokens);
+    free(text);
     return status;
 }

@@ -250,6 +250,223 @@ GPTX_API int gptx_optimizer_get_lr(const gptx_optimizer *opt, float *lr);
 /* Number of updates applied so far. */
 GPTX_API int gptx_optimizer_get_step(const gptx_optimizer *opt, int64_t *step);
 
+/* ------------------------------------------------------------------------ */
+/* Tokenizer: GPT-2 byte-level BPE                                          */
+/* ------------------------------------------------------------------------ */
+
+typedef struct gptx_tokenizer gptx_tokenizer;
+
+/* Loads OpenAI's GPT-2 files (encoder.json, vocab.bpe). */
+GPTX_API int gptx_tokenizer_load_gpt2(gptx_tokenizer **out, const char *encoder_json_path,
+                                      const char *vocab_bpe_path);
+GPTX_API void gptx_tokenizer_destroy(gptx_tokenizer *tok);
+GPTX_API int gptx_tokenizer_vocab_size(const gptx_tokenizer *tok); /* 50257 for GPT-2 */
+GPTX_API int gptx_tokenizer_eot_token(const gptx_tokenizer *tok);  /* 50256 for GPT-2 */
+
+/* Encodes len bytes of text (any bytes: each maximal run of invalid UTF-8
+ * is BPE-encoded as a piece of its own, so decode(encode(x)) == x; see
+ * docs/tokenizer.md). With allow_special = 1, "<|endoftext|>" becomes the EOT
+ * token; with 0 it is ordinary text (tiktoken's encode_ordinary).
+ * A text of len bytes never needs more than len ids, so capacity >= len is
+ * always enough; with less, GPTX_ERR_SHAPE is returned and *n_ids holds the
+ * count needed. */
+GPTX_API int gptx_tokenizer_encode(const gptx_tokenizer *tok, const char *text, size_t len,
+                                   int allow_special, int32_t *ids, size_t capacity,
+                                   size_t *n_ids);
+/* Decodes ids to bytes (not NUL-terminated). With too small a capacity,
+ * GPTX_ERR_SHAPE is returned and *out_len holds the size needed. Joining the
+ * bytes of consecutive calls is lossless even when a call splits a UTF-8
+ * character. */
+GPTX_API int gptx_tokenizer_decode(const gptx_tokenizer *tok, const int32_t *ids, size_t n,
+                                   char *out, size_t capacity, size_t *out_len);
+/* The bytes of one token; *bytes stays owned by the tokenizer. */
+GPTX_API int gptx_tokenizer_token_bytes(const gptx_tokenizer *tok, int32_t id, const char **bytes,
+                                        size_t *len);
+
+/* ------------------------------------------------------------------------ */
+/* Token files (llm.c shard format) and the data loader                     */
+/* ------------------------------------------------------------------------ */
+
+/* llm.c shards: 256 int32 header (magic 20240520, version 1, token count),
+ * then uint16 tokens. Writes atomically (temp file, fsync, rename); ids must
+ * be in [0, 65535]. */
+GPTX_API int gptx_shard_write(const char *path, const int32_t *tokens, size_t n);
+/* Reads a whole shard; *tokens is malloc'ed (free with gptx_free). */
+GPTX_API int gptx_shard_read(const char *path, int32_t **tokens, size_t *n);
+/* Frees memory the library handed to the caller. */
+GPTX_API void gptx_free(void *ptr);
+
+typedef struct gptx_dataloader gptx_dataloader;
+
+typedef struct gptx_dataloader_options {
+    size_t struct_size; /* set by gptx_dataloader_options_init */
+    int batch_size;     /* B (default 4) */
+    int seq_len;        /* T (default 64); a window is T+1 tokens */
+    int stride;         /* tokens between window starts; 0 = T (non-overlapping) */
+    int shuffle;        /* 1 = new window order each epoch, from seed and epoch */
+    uint64_t seed;
+    int drop_last;      /* 1 = drop the last partial batch of an epoch (default 1) */
+    int rank;           /* data-parallel rank in [0, world_size) */
+    int world_size;     /* ranks sharing the data: each gets disjoint windows */
+    int vocab_size;     /* ids >= vocab_size are an error; 0 = no check */
+    int prefetch;       /* 1 = a background thread prepares the next batch */
+} gptx_dataloader_options;
+
+GPTX_API void gptx_dataloader_options_init(gptx_dataloader_options *opts);
+/* From llm.c shard files, read in the given order. ctx may be NULL; with a
+ * CUDA context the batch buffers are pinned host memory. */
+GPTX_API int gptx_dataloader_create_from_files(gptx_dataloader **out, gptx_context *ctx,
+                                               const char *const *paths, int n_paths,
+                                               const gptx_dataloader_options *opts);
+/* From tokens in memory (copied). */
+GPTX_API int gptx_dataloader_create_from_tokens(gptx_dataloader **out, gptx_context *ctx,
+                                                const int32_t *tokens, size_t n,
+                                                const gptx_dataloader_options *opts);
+GPTX_API void gptx_dataloader_destroy(gptx_dataloader *dl);
+
+typedef struct gptx_dataloader_info {
+    size_t struct_size;
+    int64_t total_tokens;       /* in all files */
+    int64_t total_windows;      /* windows of T+1 tokens in the data */
+    int64_t rank_windows;       /* windows this rank visits per epoch */
+    int64_t leftover_windows;   /* windows no rank visits (equal shares, no repeats) */
+    int64_t batches_per_epoch;  /* for this rank; the same on every rank */
+    int64_t last_batch_rows;    /* rows in the last batch (B unless drop_last = 0) */
+} gptx_dataloader_info;
+
+GPTX_API void gptx_dataloader_info_init(gptx_dataloader_info *info);
+GPTX_API int gptx_dataloader_info_get(const gptx_dataloader *dl, gptx_dataloader_info *info);
+
+/* Next batch: *inputs and *targets point to rows*T ids owned by the loader,
+ * valid until the next call. At the end of an epoch the next epoch starts
+ * (and reshuffles); *epoch (may be NULL) receives the batch's epoch. */
+GPTX_API int gptx_dataloader_next(gptx_dataloader *dl, const int32_t **inputs,
+                                  const int32_t **targets, int *rows, int64_t *epoch);
+
+/* Position for exact resume: the next batch returned after set_state is the
+ * batch that would have followed get_state. */
+typedef struct gptx_dataloader_state {
+    int64_t epoch;
+    int64_t batch; /* index of the next batch within the epoch */
+    uint64_t seed;
+} gptx_dataloader_state;
+
+GPTX_API int gptx_dataloader_get_state(const gptx_dataloader *dl, gptx_dataloader_state *state);
+GPTX_API int gptx_dataloader_set_state(gptx_dataloader *dl, const gptx_dataloader_state *state);
+
+/* ------------------------------------------------------------------------ */
+/* Sampler and generation                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct gptx_sampler gptx_sampler;
+
+typedef struct gptx_sampler_options {
+    size_t struct_size; /* set by gptx_sampler_options_init */
+    float temperature;  /* 0 = greedy (argmax); default 1 */
+    int top_k;          /* keep the k most likely tokens; 0 = off */
+    float top_p;        /* nucleus: smallest set with mass >= top_p; 1 = off */
+    uint64_t seed;
+    uint64_t stream;    /* independent sequences for the same seed */
+} gptx_sampler_options;
+
+GPTX_API void gptx_sampler_options_init(gptx_sampler_options *opts);
+GPTX_API int gptx_sampler_create(gptx_sampler **out, const gptx_sampler_options *opts);
+GPTX_API void gptx_sampler_destroy(gptx_sampler *s);
+/* Draws one token from a row of n_logits logits (n_logits may be the padded
+ * vocabulary); only ids < vocab_size are ever returned. Each call uses the
+ * next Philox counter: the same seed, stream and call order replay the same
+ * tokens on every backend. */
+GPTX_API int gptx_sampler_sample(gptx_sampler *s, const float *logits, int n_logits, int vocab_size,
+                                 int32_t *token);
+
+typedef struct gptx_sampler_state {
+    uint64_t seed;
+    uint64_t stream;
+    uint64_t counter; /* draws made so far */
+} gptx_sampler_state;
+
+GPTX_API int gptx_sampler_get_state(const gptx_sampler *s, gptx_sampler_state *state);
+GPTX_API int gptx_sampler_set_state(gptx_sampler *s, const gptx_sampler_state *state);
+
+/* Appends n_new sampled tokens to a prompt of n_prompt tokens: out receives
+ * n_new ids. The context is cropped to the model's context length. */
+GPTX_API int gptx_generate(gptx_model *model, gptx_sampler *sampler, const int32_t *prompt,
+                           int n_prompt, int n_new, int32_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Timer                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct gptx_timer gptx_timer;
+
+typedef enum gptx_timer_scope {
+    GPTX_TIMER_TRAINING_STEPS = 0, /* forward, backward, optimizer only */
+    GPTX_TIMER_END_TO_END = 1      /* also data, eval, sampling, checkpoints */
+} gptx_timer_scope;
+
+/* ctx may be NULL (host clock only); with a context, start and stop
+ * synchronize it so queued device work is inside the interval. */
+GPTX_API int gptx_timer_create(gptx_timer **out, gptx_context *ctx, int scope);
+GPTX_API void gptx_timer_destroy(gptx_timer *t);
+GPTX_API int gptx_timer_start(gptx_timer *t);
+/* Ends the interval started last; tokens = tokens processed in it. */
+GPTX_API int gptx_timer_stop(gptx_timer *t, int64_t tokens);
+
+typedef struct gptx_timer_report {
+    size_t struct_size;
+    int scope;                 /* gptx_timer_scope */
+    int64_t intervals;         /* all intervals, the cold one included */
+    double cold_seconds;       /* the first interval (set-up, allocation, first use) */
+    int64_t cold_tokens;
+    double steady_seconds;     /* sum over intervals 2..n */
+    int64_t steady_tokens;
+    double steady_median_seconds;
+    double steady_min_seconds;
+    double steady_max_seconds;
+    double steady_tokens_per_second; /* steady_tokens / steady_seconds */
+} gptx_timer_report;
+
+GPTX_API void gptx_timer_report_init(gptx_timer_report *r);
+GPTX_API int gptx_timer_get_report(const gptx_timer *t, gptx_timer_report *r);
+/* One interval by index (0 = cold). */
+GPTX_API int gptx_timer_interval(const gptx_timer *t, int64_t index, double *seconds,
+                                 int64_t *tokens);
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints (safetensors)                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Model weights with canonical names and gptx metadata; atomic write. */
+GPTX_API int gptx_model_save(const gptx_model *model, const char *path);
+/* Creates a model from a gptx safetensors file (its config is in the file). */
+GPTX_API int gptx_model_load(gptx_model **out, gptx_context *ctx, const char *path);
+/* Loads weights into an existing model; names, shapes and dtypes must match. */
+GPTX_API int gptx_model_load_weights(gptx_model *model, const char *path);
+/* Imports Hugging Face GPT-2 safetensors (Conv1D weights transposed, lm_head
+ * tied). cfg gives what the file cannot: padded vocab and masking. */
+GPTX_API int gptx_model_import_hf(gptx_model **out, gptx_context *ctx, const char *path,
+                                  const gptx_model_config *cfg);
+/* Imports llm.c's gpt2_124M.bin model format. */
+GPTX_API int gptx_model_import_llmc(gptx_model **out, gptx_context *ctx, const char *path);
+
+/* Everything needed to resume training exactly. Any pointer except model
+ * may be NULL; what is NULL is not saved (or not restored). lr_schedule_step
+ * is the trainer's schedule position. */
+typedef struct gptx_train_state {
+    size_t struct_size;
+    gptx_optimizer *optimizer;
+    gptx_sampler *sampler;
+    gptx_dataloader *train_loader;
+    gptx_dataloader *val_loader;
+    int64_t lr_schedule_step;
+    int64_t tokens_seen;
+} gptx_train_state;
+
+GPTX_API void gptx_train_state_init(gptx_train_state *st);
+GPTX_API int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st,
+                                  const char *path);
+GPTX_API int gptx_checkpoint_load(gptx_model *model, gptx_train_state *st, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

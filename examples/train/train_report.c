@@ -1,0 +1,185 @@
+#include "train_report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int train_report_open(train_report *r, const char *out_dir, int log_every) {
+    memset(r, 0, sizeof *r);
+    r->tty = isatty(STDOUT_FILENO);
+    r->log_every = log_every;
+    if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "gptx-train: cannot create %s: %s\n", out_dir, strerror(errno));
+        return -1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
+    r->metrics = fopen(path, "w");
+    if (!r->metrics) {
+        fprintf(stderr, "gptx-train: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void train_report_close(train_report *r) {
+    if (r->line_open) putchar('\n');
+    if (r->metrics) fclose(r->metrics);
+    free(r->train);
+    free(r->val);
+    memset(r, 0, sizeof *r);
+}
+
+static void push(train_point **a, size_t *n, size_t *cap, train_point p) {
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        train_point *na = realloc(*a, nc * sizeof *na);
+        if (!na) return; /* the curve loses points, the run goes on */
+        *a = na;
+        *cap = nc;
+    }
+    (*a)[(*n)++] = p;
+}
+
+static void format_duration(char *buf, size_t n, double s) {
+    if (!(s >= 0) || s > 360000) {
+        snprintf(buf, n, "--");
+    } else if (s >= 3600) {
+        snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    } else {
+        snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    }
+}
+
+void train_report_step(train_report *r, int64_t step, int64_t total, float loss, float lr,
+                       float grad_norm, int64_t tokens_seen, double step_seconds,
+                       double steady_tps, double eta, uint64_t mem_peak) {
+    push(&r->train, &r->n_train, &r->cap_train, (train_point){step, tokens_seen, loss});
+    fprintf(r->metrics,
+            "{\"step\": %lld, \"train_loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, "
+            "\"tokens_seen\": %lld, \"step_seconds\": %.6f, \"tokens_per_second\": %.1f, "
+            "\"memory_peak_bytes\": %llu}\n",
+            (long long)step, (double)loss, (double)lr, (double)grad_norm, (long long)tokens_seen,
+            step_seconds, steady_tps, (unsigned long long)mem_peak);
+    char eta_s[32];
+    format_duration(eta_s, sizeof eta_s, eta);
+    if (r->tty) {
+        printf("\r\033[Kstep %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s (training steps) | ETA %s",
+               (long long)step, (long long)total, (double)loss, (double)lr, steady_tps, eta_s);
+        fflush(stdout);
+        r->line_open = 1;
+    } else if (step % r->log_every == 0 || step == total || step == 1) {
+        printf("step %lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s (training "
+               "steps) | ETA %s\n",
+               (long long)step, (long long)total, (double)loss, (double)lr, (double)grad_norm,
+               steady_tps, eta_s);
+        fflush(stdout);
+    }
+}
+
+void train_report_line(train_report *r, const char *fmt, ...) {
+    if (r->line_open) {
+        putchar('\n');
+        r->line_open = 0;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double val_loss,
+                      int64_t val_tokens) {
+    push(&r->val, &r->n_val, &r->cap_val, (train_point){step, tokens_seen, val_loss});
+    fprintf(r->metrics,
+            "{\"step\": %lld, \"val_loss\": %.6f, \"val_tokens\": %lld, \"tokens_seen\": %lld}\n",
+            (long long)step, val_loss, (long long)val_tokens, (long long)tokens_seen);
+    fflush(r->metrics);
+    train_report_line(r, "step %lld | val loss %.4f (%lld tokens) | tokens seen %lld\n",
+                      (long long)step, val_loss, (long long)val_tokens, (long long)tokens_seen);
+}
+
+/* ---- SVG ---------------------------------------------------------------- */
+
+typedef struct {
+    double x0, x1, y0, y1; /* data ranges */
+    double left, top, width, height;
+} plot_frame;
+
+static double px(const plot_frame *f, double x) {
+    return f->left + (x - f->x0) / (f->x1 - f->x0) * f->width;
+}
+static double py(const plot_frame *f, double y) {
+    return f->top + f->height - (y - f->y0) / (f->y1 - f->y0) * f->height;
+}
+
+static void polyline(FILE *out, const plot_frame *f, const train_point *p, size_t n,
+                     const char *color, int dots) {
+    if (n == 0) return;
+    fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", color);
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "%.1f,%.1f ", px(f, (double)p[i].step), py(f, p[i].loss));
+    fprintf(out, "\"/>\n");
+    if (dots)
+        for (size_t i = 0; i < n; i++)
+            fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                    px(f, (double)p[i].step), py(f, p[i].loss), color);
+}
+
+int train_report_write_svg(const train_report *r, const char *path) {
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        fprintf(stderr, "gptx-train: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    plot_frame f = {0, 1, INFINITY, -INFINITY, 70, 50, 560, 300};
+    const train_point *sets[2] = {r->train, r->val};
+    size_t ns[2] = {r->n_train, r->n_val};
+    int64_t max_tokens = 0;
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < ns[s]; i++) {
+            if (sets[s][i].step > f.x1) f.x1 = (double)sets[s][i].step;
+            if (sets[s][i].tokens_seen > max_tokens) max_tokens = sets[s][i].tokens_seen;
+            if (isfinite(sets[s][i].loss)) {
+                f.y0 = fmin(f.y0, sets[s][i].loss);
+                f.y1 = fmax(f.y1, sets[s][i].loss);
+            }
+        }
+    if (!(f.y1 > f.y0)) { f.y0 = 0; f.y1 = 1; }
+    double pad = (f.y1 - f.y0) * 0.05;
+    f.y0 -= pad;
+    f.y1 += pad;
+    fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"680\" height=\"410\" "
+                 "font-family=\"sans-serif\" font-size=\"11\">\n"
+                 "<rect width=\"680\" height=\"410\" fill=\"white\"/>\n");
+    fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+                 "stroke=\"#888\"/>\n", f.left, f.top, f.width, f.height);
+    for (int i = 0; i <= 5; i++) {
+        double x = f.x0 + (f.x1 - f.x0) * i / 5, y = f.y0 + (f.y1 - f.y0) * i / 5;
+        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", px(&f, x),
+                f.top + f.height + 15, x);
+        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%.3g</text>\n",
+                px(&f, x), f.top - 6, (double)max_tokens * i / 5);
+        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", f.left - 5,
+                py(&f, y) + 4, y);
+        fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n",
+                f.left, f.left + f.width, py(&f, y), py(&f, y));
+    }
+    fprintf(out, "<text x=\"350\" y=\"395\" text-anchor=\"middle\">optimizer step</text>\n"
+                 "<text x=\"350\" y=\"25\" text-anchor=\"middle\" fill=\"#555\">tokens seen</text>\n"
+                 "<text x=\"18\" y=\"200\" transform=\"rotate(-90 18 200)\" "
+                 "text-anchor=\"middle\">cross-entropy loss</text>\n");
+    polyline(out, &f, r->train, r->n_train, "#1f77b4", 0);
+    polyline(out, &f, r->val, r->n_val, "#d62728", 1);
+    fprintf(out, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#1f77b4\">train loss</text>\n"
+                 "<text x=\"%.0f\" y=\"%.0f\" fill=\"#d62728\">val loss</text>\n</svg>\n",
+            f.left + f.width - 90, f.top + 15, f.left + f.width - 90, f.top + 30);
+    int rc = ferror(out) ? -1 : 0;
+    if (fclose(out) != 0) rc = -1;
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* gptx-train's output: the live progress line, the metrics file (JSON lines)
+ * and the loss-curve SVG. */
+#ifndef GPTX_TRAIN_REPORT_H
+#define GPTX_TRAIN_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct train_point {
+    int64_t step;
+    int64_t tokens_seen;
+    double loss;
+} train_point;
+
+typedef struct train_report {
+    int tty;          /* stdout is a terminal: one progress line, redrawn */
+    int log_every;    /* plain lines otherwise */
+    int line_open;    /* a progress line is on screen without a newline */
+    FILE *metrics;    /* JSON lines */
+    train_point *train, *val;
+    size_t n_train, n_val, cap_train, cap_val;
+} train_report;
+
+/* Opens out_dir/metrics.jsonl (creating out_dir). Returns 0 or -1 with a message. */
+int train_report_open(train_report *r, const char *out_dir, int log_every);
+void train_report_close(train_report *r);
+
+/* One optimizer step: progress line (terminal) or a plain line every log_every steps. */
+void train_report_step(train_report *r, int64_t step, int64_t total_steps, float loss,
+                       float lr, float grad_norm, int64_t tokens_seen, double step_seconds,
+                       double steady_tokens_per_second, double eta_seconds, uint64_t mem_peak);
+/* A validation result (printed on its own line). */
+void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double val_loss,
+                      int64_t val_tokens);
+/* Any other line: closes an open progress line first. */
+void train_report_line(train_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes the loss curves (train and val against steps, tokens seen on the top axis). */
+int train_report_write_svg(const train_report *r, const char *path);
+
+#endif
