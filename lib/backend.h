@@ -107,6 +107,32 @@ typedef struct gptx_backend_ops {
      * page-locked host memory for fast asynchronous uploads (data loader batches). */
     int (*host_alloc_pinned)(gptx_backend *be, size_t bytes, void **ptr);
     void (*host_free_pinned)(gptx_backend *be, void *ptr);
+
+    /* OPTIONAL kernel variants for ablation studies (NULL = the backend does
+     * not offer the variant; asking for it fails with GPTX_ERR_UNSUPPORTED).
+     * Same shapes and semantics as the fused entries above. */
+    /* att (B, NH, T, T) softmax probabilities kept for backward; mask (T, T)
+     * additive float causal mask (0 on and below the diagonal, -inf above) */
+    int (*attention_naive_forward)(gptx_backend *be, float *out, float *att, const float *mask,
+                                   const float *qkv, int B, int T, int C, int NH);
+    /* datt: (B, NH, T, T) scratch */
+    int (*attention_naive_backward)(gptx_backend *be, float *dqkv, float *datt, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C,
+                                    int NH);
+    int (*layernorm_forward_unfused)(gptx_backend *be, float *out, float *mean, float *rstd,
+                                     const float *inp, const float *w, const float *b, int N,
+                                     int C, float eps);
+    int (*layernorm_backward_unfused)(gptx_backend *be, float *dinp, float *dw, float *db,
+                                      const float *dout, const float *inp, const float *w,
+                                      const float *mean, const float *rstd, int N, int C);
+    int (*gelu_forward_unfused)(gptx_backend *be, float *out, const float *inp, size_t n);
+    int (*gelu_backward_unfused)(gptx_backend *be, float *dinp, const float *inp,
+                                 const float *dout, size_t n);
+    /* qkv (N, 3C) = [q | k | v] per row, from three (N, C) buffers, and back */
+    int (*qkv_interleave)(gptx_backend *be, float *qkv, const float *q, const float *k,
+                          const float *v, int N, int C);
+    int (*qkv_split)(gptx_backend *be, float *q, float *k, float *v, const float *qkv, int N,
+                     int C);
 } gptx_backend_ops;
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void);

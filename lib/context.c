@@ -14,6 +14,10 @@ void gptx_context_options_init(gptx_context_options *opts) {
     opts->device = 0;
     opts->num_threads = 0;
     opts->deterministic = 1;
+    opts->attention = GPTX_ATTENTION_FLASH;
+    opts->fused_qkv = 1;
+    opts->fused_norm_gelu = 1;
+    opts->fused_adamw = 1;
 }
 
 void gptx_memory_stats_init(gptx_memory_stats *stats) {
@@ -37,6 +41,13 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
     if (opts.num_threads < 0)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.num_threads is %d; must be >= 0",
                          opts.num_threads);
+    if (opts.attention != GPTX_ATTENTION_FLASH && opts.attention != GPTX_ATTENTION_NAIVE)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "options.attention is %d; expected GPTX_ATTENTION_*",
+                         opts.attention);
+    if ((opts.fused_qkv | opts.fused_norm_gelu | opts.fused_adamw) & ~1)
+        return GPTX_FAIL(GPTX_ERR_INVALID,
+                         "options.fused_qkv/fused_norm_gelu/fused_adamw are %d/%d/%d; expected 0 or 1",
+                         opts.fused_qkv, opts.fused_norm_gelu, opts.fused_adamw);
     if (opts.device < 0)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.device is %d; must be >= 0", opts.device);
 

@@ -72,6 +72,7 @@ static void free_activations(gptx_model *m) {
     free(m->acts);
     m->acts = NULL;
     m->act_B = m->act_T = 0;
+    m->act_floats = 0;
 }
 
 int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_config *cfg_in) {
@@ -85,10 +86,28 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
                                "gptx_model_config_init"));
     GPTX_TRY(validate_config(&cfg));
 
+    const gptx_backend_ops *ops = ctx->ops;
+    const gptx_context_options *co = &ctx->opts;
+    if ((co->attention == GPTX_ATTENTION_NAIVE &&
+         (!ops->attention_naive_forward || !ops->attention_naive_backward)) ||
+        (!co->fused_qkv && (!ops->qkv_interleave || !ops->qkv_split)) ||
+        (!co->fused_norm_gelu &&
+         (!ops->layernorm_forward_unfused || !ops->layernorm_backward_unfused ||
+          !ops->gelu_forward_unfused || !ops->gelu_backward_unfused)))
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "backend '%s' does not offer the kernel variant selected in the context "
+                         "options (attention %d, fused_qkv %d, fused_norm_gelu %d)",
+                         ops->name, co->attention, co->fused_qkv, co->fused_norm_gelu);
     gptx_model *m = calloc(1, sizeof *m);
     if (!m) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     m->ctx = ctx;
     m->cfg = cfg;
+    m->naive_attention = co->attention == GPTX_ATTENTION_NAIVE;
+    m->fused_qkv = co->fused_qkv;
+    m->ln_forward = co->fused_norm_gelu ? ops->layernorm_forward : ops->layernorm_forward_unfused;
+    m->ln_backward = co->fused_norm_gelu ? ops->layernorm_backward : ops->layernorm_backward_unfused;
+    m->gelu_fwd = co->fused_norm_gelu ? ops->gelu_forward : ops->gelu_forward_unfused;
+    m->gelu_bwd = co->fused_norm_gelu ? ops->gelu_backward : ops->gelu_backward_unfused;
     int rc = gptx_layout_build(&m->layout, &cfg);
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->params);
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->grads);
@@ -223,6 +242,17 @@ static size_t carve_activations(gptx_model *m, float *base, int B, int T) {
         TAKE(a->fch, 4 * BT * C);
         TAKE(a->fch_gelu, 4 * BT * C);
         TAKE(a->residual3, BT * C);
+        if (m->naive_attention) TAKE(a->att, BT * NH * (size_t)T);
+    }
+    if (m->naive_attention) {
+        TAKE(m->att_mask, (size_t)T * T);
+        TAKE(m->datt, BT * NH * (size_t)T);
+    }
+    if (!m->fused_qkv) {
+        TAKE(m->q, BT * C);
+        TAKE(m->k, BT * C);
+        TAKE(m->v, BT * C);
+        TAKE(m->dtmp, BT * C);
     }
     /* one projection output shared by every layer: only its sum with the
      * residual is needed later */
@@ -247,7 +277,9 @@ static size_t carve_activations(gptx_model *m, float *base, int B, int T) {
 }
 
 static int ensure_activations(gptx_model *m, int B, int T) {
-    if (m->act_buf && (size_t)B * T <= (size_t)m->act_B * m->act_T) {
+    size_t n = carve_activations(m, NULL, B, T);
+    m->att_mask_T = 0; /* views move: the naive-attention mask is rebuilt */
+    if (m->act_buf && n <= m->act_floats) {
         /* a smaller batch fits: re-carve the views for (B, T) */
         carve_activations(m, m->act_buf, B, T);
         return GPTX_OK;
@@ -255,7 +287,6 @@ static int ensure_activations(gptx_model *m, int B, int T) {
     free_activations(m);
     m->acts = calloc((size_t)m->cfg.n_layer, sizeof *m->acts);
     if (!m->acts) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    size_t n = carve_activations(m, NULL, B, T);
     int rc = OPS(m)->alloc(BE(m), n * sizeof(float), &m->act_buf);
     if (rc != GPTX_OK) {
         free(m->acts);
@@ -264,8 +295,23 @@ static int ensure_activations(gptx_model *m, int B, int T) {
     }
     m->act_B = B;
     m->act_T = T;
+    m->act_floats = n;
     carve_activations(m, m->act_buf, B, T);
     return GPTX_OK;
+}
+
+/* The additive causal mask of naive attention: 0 on and below the diagonal,
+ * -inf above, built on the host once per T. */
+static int ensure_attention_mask(gptx_model *m, int T) {
+    if (!m->naive_attention || m->att_mask_T == T) return GPTX_OK;
+    float *mask = malloc((size_t)T * T * sizeof *mask);
+    if (!mask) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) mask[(size_t)i * T + j] = j <= i ? 0.0f : -INFINITY;
+    int rc = OPS(m)->upload_f32(BE(m), m->att_mask, mask, (size_t)T * T);
+    free(mask);
+    if (rc == GPTX_OK) m->att_mask_T = T;
+    return rc;
 }
 
 /* ---- forward ---------------------------------------------------------------- */
@@ -290,13 +336,67 @@ static int check_ids(const char *what, const int32_t *ids, size_t n, int vocab, 
     return GPTX_OK;
 }
 
+/* qkv (BT, 3C) = ln1 @ c_attn^T (+ bias): one product, or three products of
+ * the weight's row blocks [Wq; Wk; Wv] plus a concat (the unfused variant). */
+static int qkv_forward(gptx_model *m, const gptx_layer_params *p, gptx_layer_acts *a, int N) {
+    const gptx_backend_ops *ops = OPS(m);
+    gptx_backend *be = BE(m);
+    int C = m->cfg.n_embd;
+    const float *w = PARAM(m, p->qkv_w), *bias = PARAM_OR_NULL(m, p->qkv_b);
+    if (m->fused_qkv) return ops->matmul_forward(be, a->qkv, a->ln1, w, bias, N, C, 3 * C);
+    float *dst[3] = {m->q, m->k, m->v};
+    for (int i = 0; i < 3; i++)
+        GPTX_TRY(ops->matmul_forward(be, dst[i], a->ln1, w + (size_t)i * C * C,
+                                     bias ? bias + (size_t)i * C : NULL, N, C, C)); // (BT, C)
+    return ops->qkv_interleave(be, a->qkv, m->q, m->k, m->v, N, C);
+}
+
+/* dln = dqkv @ c_attn (overwrites), weight and bias gradients accumulate. */
+static int qkv_backward(gptx_model *m, const gptx_layer_params *p, gptx_layer_acts *a, int N) {
+    const gptx_backend_ops *ops = OPS(m);
+    gptx_backend *be = BE(m);
+    int C = m->cfg.n_embd;
+    const float *w = PARAM(m, p->qkv_w);
+    float *dw = GRAD(m, p->qkv_w), *db = GRAD_OR_NULL(m, p->qkv_b);
+    if (m->fused_qkv)
+        return ops->matmul_backward(be, m->dln, dw, db, m->dqkv, a->ln1, w, N, C, 3 * C);
+    /* the forward q, k, v buffers are free again: reuse them for the gradients */
+    float *d[3] = {m->q, m->k, m->v};
+    GPTX_TRY(ops->qkv_split(be, d[0], d[1], d[2], m->dqkv, N, C));
+    for (int i = 0; i < 3; i++) {
+        float *dinp = i == 0 ? m->dln : m->dtmp;
+        GPTX_TRY(ops->matmul_backward(be, dinp, dw + (size_t)i * C * C,
+                                      db ? db + (size_t)i * C : NULL, d[i], a->ln1,
+                                      w + (size_t)i * C * C, N, C, C));
+        if (i > 0) GPTX_TRY(ops->residual_forward(be, m->dln, m->dln, m->dtmp, (size_t)N * C));
+    }
+    return GPTX_OK;
+}
+
+static int attention_forward(gptx_model *m, gptx_layer_acts *a, int B, int T) {
+    int C = m->cfg.n_embd, NH = m->cfg.n_head;
+    if (!m->naive_attention)
+        return OPS(m)->attention_forward(BE(m), a->atty, a->att_lse, a->qkv, B, T, C, NH);
+    GPTX_TRY(ensure_attention_mask(m, T));
+    return OPS(m)->attention_naive_forward(BE(m), a->atty, a->att, m->att_mask, a->qkv, B, T, C, NH);
+}
+
+static int attention_backward(gptx_model *m, gptx_layer_acts *a, int B, int T) {
+    int C = m->cfg.n_embd, NH = m->cfg.n_head;
+    if (!m->naive_attention)
+        return OPS(m)->attention_backward(BE(m), m->dqkv, m->datty, a->qkv, a->atty, a->att_lse, B,
+                                          T, C, NH);
+    return OPS(m)->attention_naive_backward(BE(m), m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T,
+                                            C, NH);
+}
+
 /* Embedding and every transformer block for the ids already uploaded to
  * m->inputs: (B, T) ids -> residual stream (B*T, C), returned in *out. */
 static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
     const gptx_layout *L = &m->layout;
-    int C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+    int C = m->cfg.n_embd, N = B * T;
     size_t BTC = (size_t)N * C;
     float eps = m->cfg.layernorm_eps;
     GPTX_TRY(ops->embedding_forward(be, m->encoded, m->inputs, PARAM(m, L->wte), PARAM(m, L->wpe), B,
@@ -305,19 +405,18 @@ static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gptx_layer_params *p = &L->layers[l];
         gptx_layer_acts *a = &m->acts[l];
-        GPTX_TRY(ops->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
+        GPTX_TRY(m->ln_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
                                         PARAM(m, p->ln1_w), PARAM(m, p->ln1_b), N, C, eps));
-        GPTX_TRY(ops->matmul_forward(be, a->qkv, a->ln1, PARAM(m, p->qkv_w),
-                                     PARAM_OR_NULL(m, p->qkv_b), N, C, 3 * C)); // (BT, 3C)
-        GPTX_TRY(ops->attention_forward(be, a->atty, a->att_lse, a->qkv, B, T, C, NH)); // (BT, C)
+        GPTX_TRY(qkv_forward(m, p, a, N));          // (BT, 3C)
+        GPTX_TRY(attention_forward(m, a, B, T));    // (BT, C)
         GPTX_TRY(ops->matmul_forward(be, a->attproj, a->atty, PARAM(m, p->attn_proj_w),
                                      PARAM(m, p->attn_proj_b), N, C, C));
         GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BTC));
-        GPTX_TRY(ops->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
+        GPTX_TRY(m->ln_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
                                         PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
         GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b), N, C,
                                      4 * C)); // (BT, 4C)
-        GPTX_TRY(ops->gelu_forward(be, a->fch_gelu, a->fch, BTC * 4));
+        GPTX_TRY(m->gelu_fwd(be, a->fch_gelu, a->fch, BTC * 4));
         GPTX_TRY(ops->matmul_forward(be, a->fcproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
                                      PARAM(m, p->fc_proj_b), N, 4 * C, C)); // (BT, C)
         GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BTC));
@@ -357,7 +456,7 @@ int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targ
     if (targets) GPTX_TRY(ops->upload_i32(be, m->targets, targets, BT));
     const float *residual = NULL;
     GPTX_TRY(transformer_forward(m, B, T, &residual));
-    GPTX_TRY(ops->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual,
+    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual,
                                     PARAM(m, L->lnf_w), PARAM(m, L->lnf_b), N, C, eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, N, C,
                                  Vp)); // (BT, Vp)
@@ -417,7 +516,7 @@ int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, 
     const float *residual = NULL;
     GPTX_TRY(transformer_forward(m, 1, T, &residual));
     /* last row only: (1, C) -> ln_f -> (1, Vp) logits in row 0 of the buffer */
-    GPTX_TRY(ops->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual + last,
+    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual + last,
                                     PARAM(m, L->lnf_w), PARAM(m, L->lnf_b), 1, C, eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, 1, C, Vp));
     /* masks the padded columns exactly as the full forward pass does */
@@ -440,7 +539,7 @@ int gptx_model_backward(gptx_model *m, float loss_scale) {
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
     const gptx_layout *L = &m->layout;
-    int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head;
+    int B = m->B, T = m->T, C = m->cfg.n_embd;
     int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size, N = B * T;
     size_t BTC = (size_t)N * C;
     float dloss = m->loss_tokens > 0 ? loss_scale / (float)m->loss_tokens : 0.0f;
@@ -451,7 +550,7 @@ int gptx_model_backward(gptx_model *m, float loss_scale) {
     GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, L->lm_head), NULL, m->logits, m->lnf,
                                   PARAM(m, L->lm_head), N, C, Vp));
     GPTX_TRY(ops->fill_f32(be, m->dresidual, 0.0f, BTC));
-    GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln,
+    GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln,
                                      last, PARAM(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C));
     for (int l = m->cfg.n_layer - 1; l >= 0; l--) {
         const gptx_layer_params *p = &L->layers[l];
@@ -460,20 +559,18 @@ int gptx_model_backward(gptx_model *m, float loss_scale) {
         /* residual3 = residual2 + fcproj: dfcproj = dresidual */
         GPTX_TRY(ops->matmul_backward(be, m->dfch_gelu, GRAD(m, p->fc_proj_w), GRAD(m, p->fc_proj_b),
                                       m->dresidual, a->fch_gelu, PARAM(m, p->fc_proj_w), N, 4 * C, C));
-        GPTX_TRY(ops->gelu_backward(be, m->dfch, a->fch, m->dfch_gelu, BTC * 4));
+        GPTX_TRY(m->gelu_bwd(be, m->dfch, a->fch, m->dfch_gelu, BTC * 4));
         GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->fc_w), GRAD(m, p->fc_b), m->dfch, a->ln2,
                                       PARAM(m, p->fc_w), N, C, 4 * C));
-        GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b),
+        GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b),
                                          m->dln, a->residual2, PARAM(m, p->ln2_w), a->ln2_mean,
                                          a->ln2_rstd, N, C));
         /* residual2 = residual + attproj: dattproj = dresidual */
         GPTX_TRY(ops->matmul_backward(be, m->datty, GRAD(m, p->attn_proj_w), GRAD(m, p->attn_proj_b),
                                       m->dresidual, a->atty, PARAM(m, p->attn_proj_w), N, C, C));
-        GPTX_TRY(ops->attention_backward(be, m->dqkv, m->datty, a->qkv, a->atty, a->att_lse, B, T, C,
-                                         NH));
-        GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->qkv_w), GRAD_OR_NULL(m, p->qkv_b),
-                                      m->dqkv, a->ln1, PARAM(m, p->qkv_w), N, C, 3 * C));
-        GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b),
+        GPTX_TRY(attention_backward(m, a, B, T));
+        GPTX_TRY(qkv_backward(m, p, a, N));
+        GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b),
                                          m->dln, residual, PARAM(m, p->ln1_w), a->ln1_mean,
                                          a->ln1_rstd, N, C));
     }

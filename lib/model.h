@@ -48,6 +48,7 @@ typedef struct gptx_layer_acts {
     float *ln2, *ln2_mean, *ln2_rstd; /* (BT, C), (BT), (BT) */
     float *fch, *fch_gelu;            /* (BT, 4C) */
     float *fcproj, *residual3;        /* (BT, C) */
+    float *att;                       /* (B, NH, T, T), naive attention only */
 } gptx_layer_acts;
 
 typedef enum { GPTX_PHASE_NONE, GPTX_PHASE_FORWARD, GPTX_PHASE_BACKWARD } gptx_phase;
@@ -60,6 +61,7 @@ struct gptx_model {
 
     /* activations, (re)allocated when B*T grows */
     int act_B, act_T;
+    size_t act_floats;
     void *act_buf;
     int32_t *inputs, *targets; /* (BT) device copies */
     float *encoded;            /* (BT, C) */
@@ -69,6 +71,19 @@ struct gptx_model {
     float *losses, *loss_lse;  /* (BT) */
     /* backward scratch */
     float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
+    /* kernel variants (context options), chosen once at model creation */
+    int naive_attention, fused_qkv;
+    int (*ln_forward)(gptx_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                      const float *w, const float *b, int N, int C, float eps);
+    int (*ln_backward)(gptx_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                       const float *inp, const float *w, const float *mean, const float *rstd,
+                       int N, int C);
+    int (*gelu_fwd)(gptx_backend *be, float *out, const float *inp, size_t n);
+    int (*gelu_bwd)(gptx_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+    float *att_mask;        /* (T, T) additive causal mask for naive attention */
+    int att_mask_T;         /* T the mask was built for */
+    float *datt;            /* (B, NH, T, T) naive attention backward scratch */
+    float *q, *k, *v, *dtmp; /* (BT, C) each, separate-QKV variant */
 
     int B, T;
     gptx_phase phase;

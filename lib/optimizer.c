@@ -120,8 +120,15 @@ int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm
     /* same rule as torch.nn.utils.clip_grad_norm_ */
     h.grad_scale = 1.0f;
     if (o->grad_clip > 0.0f && norm > o->grad_clip) h.grad_scale = o->grad_clip / (norm + 1e-6f);
-    GPTX_TRY(ctx->ops->adamw(ctx->be, model->params, model->grads, opt->m, opt->v, opt->ranges,
-                             opt->nranges, &h));
+    if (ctx->opts.fused_adamw) {
+        GPTX_TRY(ctx->ops->adamw(ctx->be, model->params, model->grads, opt->m, opt->v,
+                                 opt->ranges, opt->nranges, &h));
+    } else {
+        /* the unfused variant: one pass (one dispatch) per parameter tensor */
+        for (int r = 0; r < opt->nranges; r++)
+            GPTX_TRY(ctx->ops->adamw(ctx->be, model->params, model->grads, opt->m, opt->v,
+                                     &opt->ranges[r], 1, &h));
+    }
     opt->step = t;
     model->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
     return GPTX_OK;

@@ -135,6 +135,14 @@ static const gptx_backend_ops cpu_ops = {
     .sum_to_host = gptx_cpu_sum_to_host,
     .sum_squares_to_host = gptx_cpu_sum_squares_to_host,
     .adamw = gptx_cpu_adamw,
+    .attention_naive_forward = gptx_cpu_attention_naive_forward,
+    .attention_naive_backward = gptx_cpu_attention_naive_backward,
+    .layernorm_forward_unfused = gptx_cpu_layernorm_forward_unfused,
+    .layernorm_backward_unfused = gptx_cpu_layernorm_backward_unfused,
+    .gelu_forward_unfused = gptx_cpu_gelu_forward_unfused,
+    .gelu_backward_unfused = gptx_cpu_gelu_backward_unfused,
+    .qkv_interleave = gptx_cpu_qkv_interleave,
+    .qkv_split = gptx_cpu_qkv_split,
 };
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void) { return &cpu_ops; }

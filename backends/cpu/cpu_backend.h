@@ -60,6 +60,27 @@ int gptx_cpu_crossentropy_backward(gptx_backend *be, float *logits, const float 
                                    const int32_t *targets, int N, int V, int Vp, float dloss);
 int gptx_cpu_sum_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
 int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
+/* Re-applies the context's thread count to OpenBLAS (a process-wide setting). */
+void gptx_cpu_blas_threads(gptx_backend *be);
+/* Kernel variants for ablations (cpu_ops_unfused.c, cpu_attention_naive.c). */
+int gptx_cpu_attention_naive_forward(gptx_backend *be, float *out, float *att, const float *mask,
+                                     const float *qkv, int B, int T, int C, int NH);
+int gptx_cpu_attention_naive_backward(gptx_backend *be, float *dqkv, float *datt,
+                                      const float *dout, const float *qkv, const float *att,
+                                      int B, int T, int C, int NH);
+int gptx_cpu_layernorm_forward_unfused(gptx_backend *be, float *out, float *mean, float *rstd,
+                                       const float *inp, const float *w, const float *b, int N,
+                                       int C, float eps);
+int gptx_cpu_layernorm_backward_unfused(gptx_backend *be, float *dinp, float *dw, float *db,
+                                        const float *dout, const float *inp, const float *w,
+                                        const float *mean, const float *rstd, int N, int C);
+int gptx_cpu_gelu_forward_unfused(gptx_backend *be, float *out, const float *inp, size_t n);
+int gptx_cpu_gelu_backward_unfused(gptx_backend *be, float *dinp, const float *inp,
+                                   const float *dout, size_t n);
+int gptx_cpu_qkv_interleave(gptx_backend *be, float *qkv, const float *q, const float *k,
+                            const float *v, int N, int C);
+int gptx_cpu_qkv_split(gptx_backend *be, float *q, float *k, float *v, const float *qkv, int N,
+                       int C);
 int gptx_cpu_adamw(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                    const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
 

@@ -180,7 +180,7 @@ int gptx_cpu_layernorm_backward(gptx_backend *be, float *dinp, float *dw, float 
 
 /* ---- matmul --------------------------------------------------------------- */
 
-static void blas_threads(gptx_backend *be) {
+void gptx_cpu_blas_threads(gptx_backend *be) {
     if (openblas_get_num_threads() != be->nthreads) openblas_set_num_threads(be->nthreads);
 }
 
@@ -200,7 +200,7 @@ static void bias_fill_task(void *vp, int task) {
 
 int gptx_cpu_matmul_forward(gptx_backend *be, float *out, const float *inp, const float *w,
                             const float *bias, int N, int C, int OC) {
-    blas_threads(be);
+    gptx_cpu_blas_threads(be);
     float beta = 0.0f;
     if (bias) {
         bias_fill_args a = {out, bias, N, OC, gptx_cpu_ntasks(be, (size_t)N)};
@@ -233,7 +233,7 @@ static void dbias_task(void *vp, int task) {
 int gptx_cpu_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *dbias,
                              const float *dout, const float *inp, const float *w, int N, int C,
                              int OC) {
-    blas_threads(be);
+    gptx_cpu_blas_threads(be);
     if (dinp) {
         // (N, OC) @ (OC, C) -> (N, C)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
@@ -437,7 +437,7 @@ typedef struct {
     const gptx_param_range *ranges;
     int nranges;
     const gptx_adamw_hyper *h;
-    size_t total;
+    size_t start, total;
     int ntasks;
 } adamw_args;
 
@@ -447,6 +447,8 @@ static void adamw_task(void *vp, int task) {
     adamw_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->total, a->ntasks, task, &lo, &hi);
+    lo += a->start;
+    hi += a->start;
     const gptx_adamw_hyper *h = a->h;
     for (int r = 0; r < a->nranges; r++) {
         size_t r0 = a->ranges[r].offset, r1 = r0 + a->ranges[r].count;
@@ -468,13 +470,15 @@ static void adamw_task(void *vp, int task) {
 
 int gptx_cpu_adamw(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                    const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h) {
-    size_t total = 0;
+    /* the span the ranges cover, split evenly across tasks */
+    size_t start = SIZE_MAX, end = 0;
     for (int r = 0; r < nranges; r++) {
-        size_t end = ranges[r].offset + ranges[r].count;
-        if (end > total) total = end;
+        if (ranges[r].offset < start) start = ranges[r].offset;
+        if (ranges[r].offset + ranges[r].count > end) end = ranges[r].offset + ranges[r].count;
     }
-    adamw_args a = {params, grads, m, v, ranges, nranges, h, total,
-                    gptx_cpu_ntasks(be, (total + 16383) / 16384)};
+    if (nranges <= 0 || end <= start) return GPTX_OK;
+    adamw_args a = {params, grads, m, v, ranges, nranges, h, start, end - start,
+                    gptx_cpu_ntasks(be, (end - start + 16383) / 16384)};
     gptx_threadpool_run(be->pool, a.ntasks, adamw_task, &a);
     return GPTX_OK;
 }

@@ -101,7 +101,19 @@ typedef struct gptx_context_options {
     int device;           /* device ordinal (CUDA); ignored on CPU */
     int num_threads;      /* CPU worker threads incl. BLAS; 0 = number of online cores */
     int deterministic;    /* 1 = bitwise repeatable results (CPU: also across thread counts) */
+    /* Kernel variants, for ablation studies. Each computes the same function
+     * within the tolerances in docs/benchmarks.md; the defaults are the fast
+     * paths. */
+    int attention;        /* gptx_attention_impl (default GPTX_ATTENTION_FLASH) */
+    int fused_qkv;        /* 1 = one (3C, C) product; 0 = separate Q, K, V products + concat */
+    int fused_norm_gelu;  /* 1 = fused LayerNorm/GELU kernels; 0 = step-by-step passes */
+    int fused_adamw;      /* 1 = one AdamW pass over all parameters; 0 = one pass per tensor */
 } gptx_context_options;
+
+typedef enum gptx_attention_impl {
+    GPTX_ATTENTION_FLASH = 0, /* per-row log-sum-exp saved, probabilities recomputed */
+    GPTX_ATTENTION_NAIVE = 1  /* explicit (B, NH, T, T) probabilities and a float causal mask */
+} gptx_attention_impl;
 
 GPTX_API void gptx_context_options_init(gptx_context_options *opts);
 /* opts may be NULL for the defaults. */
