@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "errors.h"
 
 #define HEADER_WORDS 256
@@ -27,53 +28,6 @@ static uint32_t get_le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* write() until done: it may write less than asked. */
-static int write_all(int fd, const unsigned char *p, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Makes the rename durable. Some file systems cannot fsync a directory
- * (EINVAL); the data itself is already on disk then, so that is not an error. */
-static int fsync_parent_dir(const char *path, int *err) {
-    const char *slash = strrchr(path, '/');
-    char *dir;
-    if (!slash) {
-        dir = malloc(2);
-        if (dir) strcpy(dir, ".");
-    } else {
-        size_t len = slash == path ? 1 : (size_t)(slash - path); /* "/x" -> "/" */
-        dir = malloc(len + 1);
-        if (dir) {
-            memcpy(dir, path, len);
-            dir[len] = '\0';
-        }
-    }
-    if (!dir) {
-        *err = ENOMEM;
-        return -1;
-    }
-    int fd = open(dir, O_RDONLY);
-    free(dir);
-    if (fd < 0) {
-        *err = errno;
-        return -1;
-    }
-    int rc = fsync(fd);
-    *err = errno;
-    close(fd);
-    if (rc != 0 && (*err == EINVAL || *err == EROFS)) rc = 0;
-    return rc;
-}
-
 int gptx_shard_write(const char *path, const int32_t *tokens, size_t n) {
     GPTX_CHECK_NULL(path);
     if (path[0] == '\0') return GPTX_FAIL(GPTX_ERR_INVALID, "path is empty");
@@ -87,70 +41,32 @@ int gptx_shard_write(const char *path, const int32_t *tokens, size_t n) {
                              "tokens[%zu] is %d; shard ids must be in [0, %d] (uint16)", i,
                              (int)tokens[i], GPTX_SHARD_MAX_ID);
 
-    /* "<path>.tmp.<pid>" sits in the same directory, so rename() is atomic. */
-    size_t tmp_cap = strlen(path) + 32;
-    char *tmp = malloc(tmp_cap);
-    if (!tmp) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
     /* CHUNK_TOKENS * 2 bytes also hold the 1024-byte header */
     unsigned char *buf = malloc(CHUNK_TOKENS * 2);
-    if (!buf) {
-        free(tmp);
-        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    }
-
-    int rc = GPTX_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0) {
-        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
-        goto done;
+    if (!buf) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    gptx_afile f;
+    int rc = gptx_afile_open(&f, path);
+    if (rc != GPTX_OK) {
+        free(buf);
+        return rc;
     }
     memset(buf, 0, GPTX_SHARD_HEADER_BYTES);
     put_le32(buf + 0, GPTX_SHARD_MAGIC);
     put_le32(buf + 4, GPTX_SHARD_VERSION);
     put_le32(buf + 8, (uint32_t)n);
-    if (write_all(fd, buf, GPTX_SHARD_HEADER_BYTES) != 0) {
-        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-        goto fail;
-    }
-    for (size_t i = 0; i < n; i += CHUNK_TOKENS) {
+    rc = gptx_afile_write(&f, buf, GPTX_SHARD_HEADER_BYTES);
+    for (size_t i = 0; i < n && rc == GPTX_OK; i += CHUNK_TOKENS) {
         size_t m = n - i < CHUNK_TOKENS ? n - i : CHUNK_TOKENS;
         for (size_t j = 0; j < m; j++) {
             uint32_t v = (uint32_t)tokens[i + j];
             buf[2 * j] = (unsigned char)v;
             buf[2 * j + 1] = (unsigned char)(v >> 8);
         }
-        if (write_all(fd, buf, 2 * m) != 0) {
-            rc = GPTX_FAIL(GPTX_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-            goto fail;
-        }
+        rc = gptx_afile_write(&f, buf, 2 * m);
     }
-    if (fsync(fd) != 0) {
-        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot fsync '%s': %s", tmp, strerror(errno));
-        goto fail;
-    }
-    int close_rc = close(fd);
-    fd = -1;
-    if (close_rc != 0) {
-        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot close '%s': %s", tmp, strerror(errno));
-        goto fail;
-    }
-    if (rename(tmp, path) != 0) {
-        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        goto fail;
-    }
-    int err = 0;
-    if (fsync_parent_dir(path, &err) != 0)
-        rc = GPTX_FAIL(GPTX_ERR_IO, "wrote '%s' but cannot fsync its directory: %s", path,
-                       strerror(err));
-    goto done;
-
-fail:
-    if (fd >= 0) close(fd);
-    unlink(tmp); /* the old file at path (if any) was never touched */
-done:
+    /* a failed write has already removed the temp file; commit renames it */
+    if (rc == GPTX_OK) rc = gptx_afile_commit(&f);
     free(buf);
-    free(tmp);
     return rc;
 }
 
