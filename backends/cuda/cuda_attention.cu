@@ -1,0 +1,278 @@
+/* Causal self-attention, flash style, fp32: the forward pass keeps each
+ * query row's log-sum-exp (B, NH, T) -- the CPU backend's layout -- and the
+ * backward pass recomputes the probabilities from q, k and that statistic.
+ * No (B, NH, T, T) buffer and no float mask; no atomics (dK/dV and dQ come
+ * from two kernels that each own their outputs), so results are bitwise
+ * repeatable.
+ *
+ * Kept simple on purpose: one thread per query row (forward, dQ) or key row
+ * (dK/dV), the row's vectors in registers (HS: head size rounded up to 16,
+ * 32, 64 or 128, zero-padded), tiles of the other side staged in shared
+ * memory and read by all threads at once (broadcast). Each thread runs an
+ * online softmax over its row, rescaling its sums whenever the running
+ * maximum grows. */
+#include "cuda_internal.h"
+
+#define ROWS 64 /* rows (threads) per block */
+#define TILE 32 /* rows of the other side per shared-memory tile */
+
+/* Loads rows [r0, r0 + TILE) of one head's part (0 q, 1 k, 2 v) of qkv
+ * (b's (T, 3C) slab) into tile (TILE, HS), zero outside [0, T) x [0, hs). */
+template <int HS>
+static __device__ __forceinline__ void load_tile(float (*tile)[HS], const float *slab, int part,
+                                                 int r0, int T, int C, int h, int hs) {
+    for (int idx = threadIdx.x; idx < TILE * HS; idx += ROWS) {
+        int j = idx / HS, i = idx % HS, r = r0 + j;
+        tile[j][i] =
+            (r < T && i < hs) ? slab[(size_t)r * 3 * C + (size_t)part * C + h * hs + i] : 0.0f;
+    }
+}
+
+/* Grid (ceil(T / ROWS), B * NH); thread = query row t. */
+template <int HS>
+static __global__ void __launch_bounds__(ROWS)
+    k_attention_forward(float *out, float *lse, const float *qkv, int T, int C, int NH,
+                        float scale) {
+    __shared__ float ks[TILE][HS], vs[TILE][HS];
+    int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
+    int t0 = blockIdx.x * ROWS, t = t0 + threadIdx.x;
+    int valid = t < T;
+    const float *slab = qkv + (size_t)b * T * 3 * C;
+    float q[HS], o[HS];
+#pragma unroll
+    for (int i = 0; i < HS; i++) {
+        q[i] = valid && i < hs ? slab[(size_t)t * 3 * C + h * hs + i] : 0.0f;
+        o[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    int t_last = t0 + ROWS - 1 < T - 1 ? t0 + ROWS - 1 : T - 1; /* same for the whole block */
+    for (int s0 = 0; s0 <= t_last; s0 += TILE) {
+        __syncthreads(); /* the previous tile is consumed */
+        load_tile<HS>(ks, slab, 1, s0, T, C, h, hs);
+        load_tile<HS>(vs, slab, 2, s0, T, C, h, hs);
+        __syncthreads();
+        if (!valid || s0 > t) continue;
+        for (int j = 0; j < TILE && s0 + j <= t; j++) {
+            float d = 0.0f;
+#pragma unroll
+            for (int i = 0; i < HS; i++) d += q[i] * ks[j][i];
+            d *= scale;
+            if (d > m) {                  /* new running max: rescale what was summed so far */
+                float corr = expf(m - d); /* 0 for the first key (m = -inf) */
+                l *= corr;
+#pragma unroll
+                for (int i = 0; i < HS; i++) o[i] *= corr;
+                m = d;
+            }
+            float p = expf(d - m);
+            l += p;
+#pragma unroll
+            for (int i = 0; i < HS; i++) o[i] += p * vs[j][i];
+        }
+    }
+    if (valid) {
+        float inv = 1.0f / l;
+        float *dst = out + ((size_t)b * T + t) * C + h * hs;
+#pragma unroll
+        for (int i = 0; i < HS; i++)
+            if (i < hs) dst[i] = o[i] * inv;
+        lse[(size_t)bh * T + t] = m + logf(l);
+    }
+}
+
+/* Dsum[bh, t] = dout[b, t, head h] . out[b, t, head h] (= sum_s p_s dout.v_s). */
+static __global__ void k_attention_dsum(float *dsum, const float *dout, const float *out, int B,
+                                        int T, int C, int NH) {
+    int hs = C / NH;
+    size_t total = (size_t)B * NH * T;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t t = i % T, bh = i / T, b = bh / NH, h = bh % NH;
+        const float *d = dout + (b * T + t) * C + h * hs, *o = out + (b * T + t) * C + h * hs;
+        float s = 0.0f;
+        for (int k = 0; k < hs; k++) s += d[k] * o[k];
+        dsum[i] = s;
+    }
+}
+
+/* Grid (ceil(T / ROWS), B * NH); thread = key row s, over query rows t >= s:
+ *   p = exp(q_t . k_s * scale - lse_t);  dv_s += p dout_t;
+ *   ds = p (dout_t . v_s - Dsum_t) scale; dk_s += ds q_t. */
+template <int HS>
+static __global__ void __launch_bounds__(ROWS)
+    k_attention_backward_kv(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                            const float *dsum, int T, int C, int NH, float scale) {
+    __shared__ float qs[TILE][HS], ds_[TILE][HS], ls[TILE], dss[TILE];
+    int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
+    int s0 = blockIdx.x * ROWS, s = s0 + threadIdx.x;
+    int valid = s < T;
+    const float *slab = qkv + (size_t)b * T * 3 * C;
+    const float *dslab = dout + (size_t)b * T * C;
+    float k[HS], v[HS], dk[HS], dv[HS];
+#pragma unroll
+    for (int i = 0; i < HS; i++) {
+        k[i] = valid && i < hs ? slab[(size_t)s * 3 * C + C + h * hs + i] : 0.0f;
+        v[i] = valid && i < hs ? slab[(size_t)s * 3 * C + 2 * C + h * hs + i] : 0.0f;
+        dk[i] = dv[i] = 0.0f;
+    }
+    for (int q0 = s0; q0 < T; q0 += TILE) { /* queries before s0 see none of these keys */
+        __syncthreads();
+        load_tile<HS>(qs, slab, 0, q0, T, C, h, hs);
+        for (int idx = threadIdx.x; idx < TILE * HS; idx += ROWS) {
+            int j = idx / HS, i = idx % HS, r = q0 + j;
+            ds_[j][i] = (r < T && i < hs) ? dslab[(size_t)r * C + h * hs + i] : 0.0f;
+        }
+        for (int j = threadIdx.x; j < TILE; j += ROWS) {
+            int r = q0 + j;
+            ls[j] = r < T ? lse[(size_t)bh * T + r] : 0.0f;
+            dss[j] = r < T ? dsum[(size_t)bh * T + r] : 0.0f;
+        }
+        __syncthreads();
+        if (!valid) continue;
+        for (int j = 0; j < TILE; j++) {
+            int t = q0 + j;
+            if (t >= T || t < s) continue;
+            float qk = 0.0f, dpv = 0.0f;
+#pragma unroll
+            for (int i = 0; i < HS; i++) {
+                qk += qs[j][i] * k[i];
+                dpv += ds_[j][i] * v[i];
+            }
+            float p = expf(qk * scale - ls[j]);
+            float dsc = p * (dpv - dss[j]) * scale;
+#pragma unroll
+            for (int i = 0; i < HS; i++) {
+                dv[i] += p * ds_[j][i];
+                dk[i] += dsc * qs[j][i];
+            }
+        }
+    }
+    if (valid) {
+        float *dst = dqkv + ((size_t)b * T + s) * 3 * C + h * hs;
+#pragma unroll
+        for (int i = 0; i < HS; i++) {
+            if (i >= hs) continue;
+            dst[C + i] = dk[i];
+            dst[2 * C + i] = dv[i];
+        }
+    }
+}
+
+/* Grid (ceil(T / ROWS), B * NH); thread = query row t, over key rows s <= t:
+ *   dq_t += p (dout_t . v_s - Dsum_t) scale k_s. */
+template <int HS>
+static __global__ void __launch_bounds__(ROWS)
+    k_attention_backward_q(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                           const float *dsum, int T, int C, int NH, float scale) {
+    __shared__ float ks[TILE][HS], vs[TILE][HS];
+    int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
+    int t0 = blockIdx.x * ROWS, t = t0 + threadIdx.x;
+    int valid = t < T;
+    const float *slab = qkv + (size_t)b * T * 3 * C;
+    float q[HS], d[HS], dq[HS];
+#pragma unroll
+    for (int i = 0; i < HS; i++) {
+        q[i] = valid && i < hs ? slab[(size_t)t * 3 * C + h * hs + i] : 0.0f;
+        d[i] = valid && i < hs ? dout[((size_t)b * T + t) * C + h * hs + i] : 0.0f;
+        dq[i] = 0.0f;
+    }
+    float l = valid ? lse[(size_t)bh * T + t] : 0.0f;
+    float D = valid ? dsum[(size_t)bh * T + t] : 0.0f;
+    int t_last = t0 + ROWS - 1 < T - 1 ? t0 + ROWS - 1 : T - 1;
+    for (int s0 = 0; s0 <= t_last; s0 += TILE) {
+        __syncthreads();
+        load_tile<HS>(ks, slab, 1, s0, T, C, h, hs);
+        load_tile<HS>(vs, slab, 2, s0, T, C, h, hs);
+        __syncthreads();
+        if (!valid || s0 > t) continue;
+        for (int j = 0; j < TILE; j++) {
+            if (s0 + j > t) break;
+            float qk = 0.0f, dpv = 0.0f;
+#pragma unroll
+            for (int i = 0; i < HS; i++) {
+                qk += q[i] * ks[j][i];
+                dpv += d[i] * vs[j][i];
+            }
+            float p = expf(qk * scale - l);
+            float dsc = p * (dpv - D) * scale;
+#pragma unroll
+            for (int i = 0; i < HS; i++) dq[i] += dsc * ks[j][i];
+        }
+    }
+    if (valid) {
+        float *dst = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+#pragma unroll
+        for (int i = 0; i < HS; i++)
+            if (i < hs) dst[i] = dq[i];
+    }
+}
+
+/* The padded head size the kernels are instantiated for; 0 = unsupported. */
+static int padded_head_size(int hs) {
+    return hs <= 16 ? 16 : hs <= 32 ? 32 : hs <= 64 ? 64 : hs <= 128 ? 128 : 0;
+}
+
+static int check_shape(int B, int T, int C, int NH, int *HS) {
+    if (B <= 0 || T <= 0 || NH <= 0 || C <= 0 || C % NH != 0)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "attention shape B %d T %d C %d NH %d", B, T, C, NH);
+    *HS = padded_head_size(C / NH);
+    if (!*HS)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "attention head size %d; the CUDA kernels support at most 128", C / NH);
+    if ((size_t)B * NH > 65535)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "B * NH = %lld is above 65535", (long long)B * NH);
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_attention_forward(gptx_backend *be, float *out, float *lse,
+                                             const float *qkv, int B, int T, int C, int NH) {
+    int HS = 0;
+    GPTX_TRY(check_shape(B, T, C, NH, &HS));
+    GPTX_TRY(gptx_cuda_enter(be));
+    float scale = 1.0f / sqrtf((float)(C / NH));
+    dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * NH));
+#define LAUNCH_FWD(H)                                                                              \
+    GPTX_LAUNCH(k_attention_forward<H>, grid, ROWS, be->compute, out, lse, qkv, T, C, NH, scale)
+    switch (HS) {
+    case 16: LAUNCH_FWD(16); break;
+    case 32: LAUNCH_FWD(32); break;
+    case 64: LAUNCH_FWD(64); break;
+    default: LAUNCH_FWD(128); break;
+    }
+#undef LAUNCH_FWD
+    GPTX_CUDA_LAUNCHED("attention_forward");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
+                                              const float *qkv, const float *out, const float *lse,
+                                              int B, int T, int C, int NH) {
+    int HS = 0;
+    GPTX_TRY(check_shape(B, T, C, NH, &HS));
+    GPTX_TRY(gptx_cuda_enter(be));
+    float scale = 1.0f / sqrtf((float)(C / NH));
+    size_t rows = (size_t)B * NH * T;
+    void *dev = NULL;
+    GPTX_TRY(gptx_cuda_scratch(be, rows * sizeof(float), &dev));
+    float *dsum = (float *)dev;
+    GPTX_LAUNCH(k_attention_dsum, gptx_cuda_blocks(rows, 256), 256, be->compute, dsum, dout, out, B,
+                T, C, NH);
+    GPTX_CUDA_LAUNCHED("attention_dsum");
+    dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * NH));
+#define LAUNCH_BWD(H)                                                                              \
+    do {                                                                                           \
+        GPTX_LAUNCH(k_attention_backward_kv<H>, grid, ROWS, be->compute, dqkv, dout, qkv, lse,     \
+                    dsum, T, C, NH, scale);                                                        \
+        GPTX_LAUNCH(k_attention_backward_q<H>, grid, ROWS, be->compute, dqkv, dout, qkv, lse,      \
+                    dsum, T, C, NH, scale);                                                        \
+    } while (0)
+    switch (HS) {
+    case 16: LAUNCH_BWD(16); break;
+    case 32: LAUNCH_BWD(32); break;
+    case 64: LAUNCH_BWD(64); break;
+    default: LAUNCH_BWD(128); break;
+    }
+#undef LAUNCH_BWD
+    GPTX_CUDA_LAUNCHED("attention_backward");
+    return GPTX_OK;
+}

@@ -1,0 +1,397 @@
+/* CUDA backend: lifetime, the caching allocator, host <-> device copies and
+ * the fixed-order reductions to the host.
+ *
+ * Streams: every kernel runs on one compute stream, so device buffers need
+ * no further ordering among kernels. Uploads run on a copy stream: it first
+ * waits for the compute stream (a buffer may still be read by queued
+ * kernels), copies from pinned staging buffers, and the compute stream then
+ * waits for the copy. The host returns as soon as the copy is queued, so it
+ * can prepare the next batch while the device computes. Downloads wait for
+ * the device (the caller reads the result at once). */
+#include "cuda_internal.h"
+
+#define STAGE_BYTES ((size_t)4 << 20)         /* one upload staging buffer */
+#define LT_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt workspace */
+#define REDUCE_CHUNK 65536                    /* elements per block of a sum */
+#define REDUCE_THREADS 256
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+GPTX_CUDA_FN int gptx_cuda_enter(gptx_backend *be) {
+    if (be->ndevices > 1) GPTX_CUDA_TRY(cudaSetDevice(be->device));
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_pinned_reserve(gptx_cuda_pinned *p, size_t bytes) {
+    if (p->pending) {
+        GPTX_CUDA_TRY(cudaEventSynchronize(p->done));
+        p->pending = 0;
+    }
+    if (p->cap >= bytes) return GPTX_OK;
+    size_t cap = p->cap ? p->cap : 4096;
+    while (cap < bytes) cap *= 2;
+    if (p->host) cudaFreeHost(p->host);
+    p->host = NULL;
+    p->cap = 0;
+    cudaError_t e = cudaMallocHost(&p->host, cap);
+    if (e != cudaSuccess) {
+        p->host = NULL;
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate %zu bytes of pinned host memory: %s",
+                         cap, cudaGetErrorString(e));
+    }
+    p->cap = cap;
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_pinned_mark(gptx_cuda_pinned *p, cudaStream_t stream) {
+    GPTX_CUDA_TRY(cudaEventRecord(p->done, stream));
+    p->pending = 1;
+    return GPTX_OK;
+}
+
+static void pinned_free(gptx_cuda_pinned *p) {
+    if (p->host) cudaFreeHost(p->host);
+    if (p->done) cudaEventDestroy(p->done);
+    memset(p, 0, sizeof *p);
+}
+
+GPTX_CUDA_FN int gptx_cuda_scratch(gptx_backend *be, size_t bytes, void **ptr) {
+    if (bytes > be->scratch_bytes) {
+        /* the old block goes back to the cache; kernels already queued on the
+         * compute stream finish with it before any later user touches it */
+        gptx_cuda_cache_free(&be->cache, be->scratch);
+        be->scratch = NULL;
+        be->scratch_bytes = 0;
+        size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes;
+        GPTX_TRY(gptx_cuda_cache_alloc(&be->cache, want, 1, &be->scratch));
+        be->scratch_bytes = want;
+    }
+    *ptr = be->scratch;
+    return GPTX_OK;
+}
+
+/* ---- raw device memory for the cache ------------------------------------------ */
+
+static int raw_alloc(void *user, size_t bytes, void **ptr) {
+    (void)user;
+    cudaError_t e = cudaMalloc(ptr, bytes);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* clear the (non-sticky) allocation error */
+        *ptr = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+static void raw_free(void *user, void *ptr) {
+    (void)user;
+    cudaFree(ptr);
+}
+
+static void quiesce(void *user) {
+    (void)user;
+    cudaDeviceSynchronize();
+}
+
+/* ---- options from the environment ----------------------------------------------- */
+
+/* GPTX_CUDA_PRECISION = fp32 | tf32 | bf16 chooses the matrix products'
+ * compute type (fp32 when unset); GPTX_CUDA_TF32 = 1 is a shorthand for tf32
+ * when GPTX_CUDA_PRECISION is unset. */
+static int read_precision(int *precision) {
+    const char *p = getenv("GPTX_CUDA_PRECISION");
+    const char *t = getenv("GPTX_CUDA_TF32");
+    *precision = GPTX_CUDA_FP32;
+    if (t && *t && strcmp(t, "0") != 0 && strcmp(t, "1") != 0)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "environment GPTX_CUDA_TF32 is '%s'; expected 0 or 1",
+                         t);
+    if (p && *p) {
+        if (strcmp(p, "fp32") == 0)
+            *precision = GPTX_CUDA_FP32;
+        else if (strcmp(p, "tf32") == 0)
+            *precision = GPTX_CUDA_TF32;
+        else if (strcmp(p, "bf16") == 0)
+            *precision = GPTX_CUDA_BF16;
+        else
+            return GPTX_FAIL(GPTX_ERR_INVALID,
+                             "environment GPTX_CUDA_PRECISION is '%s'; expected fp32, tf32 or bf16",
+                             p);
+    } else if (t && strcmp(t, "1") == 0) {
+        *precision = GPTX_CUDA_TF32;
+    }
+    return GPTX_OK;
+}
+
+/* ---- lifetime ----------------------------------------------------------------- */
+
+GPTX_CUDA_FN void gptx_cuda_destroy(gptx_backend *be) {
+    if (!be) return;
+    if (be->ndevices > 1) cudaSetDevice(be->device);
+    if (be->compute) cudaStreamSynchronize(be->compute);
+    if (be->copy) cudaStreamSynchronize(be->copy);
+    gptx_cuda_cache_destroy(&be->cache); /* scratch included */
+    if (be->lt_workspace) cudaFree(be->lt_workspace);
+    if (be->lt) cublasLtDestroy(be->lt);
+    pinned_free(&be->stage[0]);
+    pinned_free(&be->stage[1]);
+    pinned_free(&be->partials);
+    pinned_free(&be->small);
+    pinned_free(&be->ids);
+    if (be->ev_compute) cudaEventDestroy(be->ev_compute);
+    if (be->ev_copy) cudaEventDestroy(be->ev_copy);
+    if (be->compute) cudaStreamDestroy(be->compute);
+    if (be->copy) cudaStreamDestroy(be->copy);
+    free(be->bucket_counts);
+    free(be);
+}
+
+static int create_streams(gptx_backend *be) {
+    GPTX_CUDA_TRY(cudaStreamCreateWithFlags(&be->compute, cudaStreamNonBlocking));
+    GPTX_CUDA_TRY(cudaStreamCreateWithFlags(&be->copy, cudaStreamNonBlocking));
+    GPTX_CUDA_TRY(cudaEventCreateWithFlags(&be->ev_compute, cudaEventDisableTiming));
+    GPTX_CUDA_TRY(cudaEventCreateWithFlags(&be->ev_copy, cudaEventDisableTiming));
+    gptx_cuda_pinned *pins[] = {&be->stage[0], &be->stage[1], &be->partials, &be->small, &be->ids};
+    for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++)
+        GPTX_CUDA_TRY(cudaEventCreateWithFlags(&pins[i]->done, cudaEventDisableTiming));
+    return GPTX_OK;
+}
+
+static int create_blas(gptx_backend *be) {
+    cublasStatus_t s = cublasLtCreate(&be->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        be->lt = NULL;
+        return GPTX_FAIL(GPTX_ERR_BACKEND, "cublasLtCreate failed (status %d)", (int)s);
+    }
+    cudaError_t e = cudaMalloc(&be->lt_workspace, LT_WORKSPACE_BYTES);
+    if (e != cudaSuccess) {
+        be->lt_workspace = NULL;
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate the %zu-byte cuBLASLt workspace: %s",
+                         LT_WORKSPACE_BYTES, cudaGetErrorString(e));
+    }
+    be->lt_workspace_bytes = LT_WORKSPACE_BYTES;
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options *opts) {
+    *out = NULL;
+    int precision = GPTX_CUDA_FP32;
+    GPTX_TRY(read_precision(&precision));
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "no CUDA device: %s", cudaGetErrorString(e));
+    }
+    if (n <= 0) return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "no CUDA device: none found");
+    if (opts->device >= n)
+        return GPTX_FAIL(GPTX_ERR_INVALID,
+                         "options.device is %d; this machine has %d CUDA device(s)", opts->device,
+                         n);
+    GPTX_CUDA_TRY(cudaSetDevice(opts->device));
+    cudaDeviceProp prop;
+    GPTX_CUDA_TRY(cudaGetDeviceProperties(&prop, opts->device));
+    if (prop.major < 8)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "CUDA device %d (%s) has compute capability %d.%d; this build needs 8.0 "
+                         "or newer",
+                         opts->device, prop.name, prop.major, prop.minor);
+
+    gptx_backend *be = (gptx_backend *)calloc(1, sizeof *be);
+    if (!be) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    be->device = opts->device;
+    be->ndevices = n;
+    snprintf(be->device_name, sizeof be->device_name, "%s", prop.name);
+    be->cc_major = prop.major;
+    be->cc_minor = prop.minor;
+    be->sm_count = prop.multiProcessorCount;
+    be->precision = precision;
+    be->deterministic = opts->deterministic;
+    gptx_cuda_cache_init(&be->cache, raw_alloc, raw_free, quiesce, be);
+    int rc = create_streams(be);
+    if (rc == GPTX_OK) rc = create_blas(be);
+    if (rc != GPTX_OK) {
+        gptx_cuda_destroy(be);
+        return rc;
+    }
+    *out = be;
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_num_threads(const gptx_backend *be) {
+    (void)be;
+    return 1; /* host threads driving the device */
+}
+
+/* ---- memory ------------------------------------------------------------------ */
+
+GPTX_CUDA_FN int gptx_cuda_alloc(gptx_backend *be, size_t bytes, void **ptr) {
+    *ptr = NULL;
+    GPTX_TRY(gptx_cuda_enter(be));
+    return gptx_cuda_cache_alloc(&be->cache, bytes, 0, ptr);
+}
+
+GPTX_CUDA_FN void gptx_cuda_free(gptx_backend *be, void *ptr) {
+    if (!ptr) return;
+    /* ids cached for embedding_backward may live in this buffer */
+    be->ids_dev = NULL;
+    gptx_cuda_cache_free(&be->cache, ptr);
+}
+
+GPTX_CUDA_FN int gptx_cuda_memory_stats(const gptx_backend *be, gptx_memory_stats *stats) {
+    stats->allocated = be->cache.allocated;
+    stats->reserved = be->cache.reserved + be->lt_workspace_bytes;
+    stats->peak = be->cache.peak;
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_reset_peak(gptx_backend *be) {
+    gptx_cuda_cache_reset_peak(&be->cache);
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_synchronize(gptx_backend *be) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_CUDA_TRY(cudaStreamSynchronize(be->copy));
+    GPTX_CUDA_TRY(cudaStreamSynchronize(be->compute));
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_host_alloc_pinned(gptx_backend *be, size_t bytes, void **ptr) {
+    *ptr = NULL;
+    GPTX_TRY(gptx_cuda_enter(be));
+    cudaError_t e = cudaMallocHost(ptr, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        *ptr = NULL;
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate %zu bytes of pinned host memory: %s",
+                         bytes, cudaGetErrorString(e));
+    }
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN void gptx_cuda_host_free_pinned(gptx_backend *be, void *ptr) {
+    (void)be;
+    if (ptr) cudaFreeHost(ptr);
+}
+
+/* ---- copies ------------------------------------------------------------------ */
+
+/* Host -> device through the staging buffers on the copy stream. The host
+ * buffer may be reused as soon as this returns. */
+static int upload_bytes(gptx_backend *be, void *dst, const void *host, size_t bytes) {
+    if (bytes == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    /* write-after-read: kernels queued so far may still read dst */
+    GPTX_CUDA_TRY(cudaEventRecord(be->ev_compute, be->compute));
+    GPTX_CUDA_TRY(cudaStreamWaitEvent(be->copy, be->ev_compute, 0));
+    for (size_t off = 0; off < bytes; off += STAGE_BYTES) {
+        size_t len = bytes - off < STAGE_BYTES ? bytes - off : STAGE_BYTES;
+        gptx_cuda_pinned *st = &be->stage[be->stage_next];
+        be->stage_next ^= 1;
+        GPTX_TRY(gptx_cuda_pinned_reserve(st, STAGE_BYTES));
+        memcpy(st->host, (const char *)host + off, len);
+        GPTX_CUDA_TRY(
+            cudaMemcpyAsync((char *)dst + off, st->host, len, cudaMemcpyHostToDevice, be->copy));
+        GPTX_TRY(gptx_cuda_pinned_mark(st, be->copy));
+    }
+    /* read-after-write: later kernels see the data */
+    GPTX_CUDA_TRY(cudaEventRecord(be->ev_copy, be->copy));
+    GPTX_CUDA_TRY(cudaStreamWaitEvent(be->compute, be->ev_copy, 0));
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_upload_f32(gptx_backend *be, float *dst, const float *host, size_t n) {
+    return upload_bytes(be, dst, host, n * sizeof(float));
+}
+
+GPTX_CUDA_FN int gptx_cuda_upload_i32(gptx_backend *be, int32_t *dst, const int32_t *host,
+                                      size_t n) {
+    /* the ids cached for embedding_backward are stale if this overwrites them */
+    if (be->ids_dev && dst < be->ids_dev + be->ids_count && be->ids_dev < dst + n)
+        be->ids_dev = NULL;
+    return upload_bytes(be, dst, host, n * sizeof(int32_t));
+}
+
+GPTX_CUDA_FN int gptx_cuda_download_f32(gptx_backend *be, float *host, const float *src, size_t n) {
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_CUDA_TRY(cudaEventRecord(be->ev_compute, be->compute));
+    GPTX_CUDA_TRY(cudaStreamWaitEvent(be->copy, be->ev_compute, 0));
+    GPTX_CUDA_TRY(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, be->copy));
+    GPTX_CUDA_TRY(cudaStreamSynchronize(be->copy));
+    return GPTX_OK;
+}
+
+static __global__ void k_fill(float *dst, float value, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = value;
+}
+
+GPTX_CUDA_FN int gptx_cuda_fill_f32(gptx_backend *be, float *dst, float value, size_t n) {
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    if (value == 0.0f && !signbit(value)) {
+        GPTX_CUDA_TRY(cudaMemsetAsync(dst, 0, n * sizeof(float), be->compute));
+        return GPTX_OK;
+    }
+    GPTX_LAUNCH(k_fill, gptx_cuda_blocks(n, 256), 256, be->compute, dst, value, n);
+    GPTX_CUDA_LAUNCHED("fill");
+    return GPTX_OK;
+}
+
+/* ---- fixed-order sums ---------------------------------------------------------- */
+
+/* Block b sums elements [b * REDUCE_CHUNK, (b + 1) * REDUCE_CHUNK) in double:
+ * each thread a fixed strided subset, then a fixed tree. The partition
+ * depends only on n, so the result is the same on every run and device. */
+static __global__ void __launch_bounds__(REDUCE_THREADS)
+    k_reduce_partials(double *partials, const float *x, size_t n, int squares) {
+    __shared__ double buf[REDUCE_THREADS];
+    size_t lo = (size_t)blockIdx.x * REDUCE_CHUNK;
+    size_t hi = lo + REDUCE_CHUNK < n ? lo + REDUCE_CHUNK : n;
+    double s = 0.0;
+    for (size_t i = lo + threadIdx.x; i < hi; i += REDUCE_THREADS) {
+        double v = (double)x[i];
+        s += squares ? v * v : v;
+    }
+    buf[threadIdx.x] = s;
+    __syncthreads();
+    for (int stride = REDUCE_THREADS / 2; stride > 0; stride /= 2) {
+        if ((int)threadIdx.x < stride) buf[threadIdx.x] += buf[threadIdx.x + stride];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partials[blockIdx.x] = buf[0];
+}
+
+static int reduce_to_host(gptx_backend *be, double *out, const float *x, size_t n, int squares) {
+    *out = 0.0;
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    size_t nblocks = (n + REDUCE_CHUNK - 1) / REDUCE_CHUNK;
+    if (nblocks > 0x7fffffffu)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "buffer of %zu elements is too large", n);
+    void *dev = NULL;
+    GPTX_TRY(gptx_cuda_scratch(be, nblocks * sizeof(double), &dev));
+    GPTX_LAUNCH(k_reduce_partials, (unsigned)nblocks, REDUCE_THREADS, be->compute, (double *)dev, x,
+                n, squares);
+    GPTX_CUDA_LAUNCHED("reduce_partials");
+    GPTX_TRY(gptx_cuda_pinned_reserve(&be->partials, nblocks * sizeof(double)));
+    GPTX_CUDA_TRY(cudaMemcpyAsync(be->partials.host, dev, nblocks * sizeof(double),
+                                  cudaMemcpyDeviceToHost, be->compute));
+    GPTX_CUDA_TRY(cudaStreamSynchronize(be->compute));
+    const double *p = (const double *)be->partials.host;
+    double s = 0.0;
+    for (size_t i = 0; i < nblocks; i++) s += p[i]; /* chunk order, like the CPU backend */
+    *out = s;
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_sum_to_host(gptx_backend *be, double *host_sum, const float *x,
+                                       size_t n) {
+    return reduce_to_host(be, host_sum, x, n, 0);
+}
+
+GPTX_CUDA_FN int gptx_cuda_sum_squares_to_host(gptx_backend *be, double *host_sum, const float *x,
+                                               size_t n) {
+    return reduce_to_host(be, host_sum, x, n, 1);
+}

@@ -1,0 +1,136 @@
+/* CUDA backend internals shared by the .cu files of backends/cuda: the
+ * backend state, launch and error helpers. With GPTX_CUDA_EMU the same code
+ * compiles as plain C++ against cuda_emu.h (the CPU-emulation tests). */
+#ifndef GPTX_CUDA_INTERNAL_H
+#define GPTX_CUDA_INTERNAL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef GPTX_CUDA_EMU
+#include "cuda_emu.h"
+#ifndef GPTX_CUDA_FN
+#define GPTX_CUDA_FN static __attribute__((unused))
+#endif
+/* kernels run synchronously on the host, so arguments may be captured by reference */
+#define GPTX_LAUNCH(kernel, grid, block, stream, ...)                                              \
+    gptx_emu::launch((grid), (block), [&]() { kernel(__VA_ARGS__); })
+#else
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#define GPTX_CUDA_FN
+#define GPTX_LAUNCH(kernel, grid, block, stream, ...)                                              \
+    kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
+extern "C" {
+#include "cuda_cache.h"
+#include "cuda_ops.h"
+#include "errors.h"
+}
+
+enum { GPTX_CUDA_FP32 = 0, GPTX_CUDA_TF32 = 1, GPTX_CUDA_BF16 = 2 };
+
+/* Page-locked host buffer reused across calls. An asynchronous copy that
+ * reads or writes it records `done`; the next reserve waits for it, so the
+ * host never touches the buffer while a copy still uses it. */
+typedef struct gptx_cuda_pinned {
+    void *host;
+    size_t cap;
+    cudaEvent_t done;
+    int pending;
+} gptx_cuda_pinned;
+
+/* One cached cuBLASLt heuristic answer. */
+typedef struct gptx_cuda_algo {
+    int valid; /* 0 empty, 1 algo, 2 no algorithm for this key */
+    int key[14];
+    cublasLtMatmulAlgo_t algo;
+} gptx_cuda_algo;
+
+#define GPTX_CUDA_ALGO_CACHE 64
+
+struct gptx_backend {
+    int device, ndevices;
+    char device_name[256];
+    int cc_major, cc_minor, sm_count;
+    int precision;     /* GPTX_CUDA_FP32 / TF32 / BF16: matrix products */
+    int deterministic; /* context option (every kernel here is deterministic) */
+    cudaStream_t compute, copy;
+    cudaEvent_t ev_compute, ev_copy;
+    cublasLtHandle_t lt;
+    void *lt_workspace;
+    size_t lt_workspace_bytes;
+    gptx_cuda_algo algos[GPTX_CUDA_ALGO_CACHE];
+    int algo_next;
+    gptx_cuda_cache cache;
+    /* per-op device scratch (stream-ordered: reused by the next op) */
+    void *scratch;
+    size_t scratch_bytes;
+    gptx_cuda_pinned stage[2]; /* upload staging, alternating */
+    int stage_next;
+    gptx_cuda_pinned partials; /* reduction partials, device -> host */
+    gptx_cuda_pinned small;    /* small tables host -> device (buckets, AdamW ranges) */
+    /* token ids of the last embedding_forward, copied to the host
+     * asynchronously so embedding_backward can bucket them without a stall */
+    gptx_cuda_pinned ids;
+    const int32_t *ids_dev;
+    size_t ids_count;
+    int32_t *bucket_counts; /* host, for the counting sort */
+    size_t bucket_counts_cap;
+};
+
+/* GPTX_ERR_BACKEND naming the CUDA call that failed. */
+#define GPTX_CUDA_TRY(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t gptx_cuda_err_ = (call);                                                       \
+        if (gptx_cuda_err_ != cudaSuccess)                                                         \
+            return GPTX_FAIL(GPTX_ERR_BACKEND, "%s failed: %s", #call,                             \
+                             cudaGetErrorString(gptx_cuda_err_));                                  \
+    } while (0)
+
+/* After a launch: configuration errors surface here, execution errors at
+ * the next synchronizing call. */
+#define GPTX_CUDA_LAUNCHED(what)                                                                   \
+    do {                                                                                           \
+        cudaError_t gptx_cuda_err_ = cudaGetLastError();                                           \
+        if (gptx_cuda_err_ != cudaSuccess)                                                         \
+            return GPTX_FAIL(GPTX_ERR_BACKEND, "kernel %s: %s", (what),                            \
+                             cudaGetErrorString(gptx_cuda_err_));                                  \
+    } while (0)
+
+/* Blocks for a grid-stride loop over n items (at least 1, at most a cap;
+ * the CPU emulation uses few blocks so every thread loops). */
+#ifdef GPTX_CUDA_EMU
+#define GPTX_CUDA_MAX_BLOCKS ((size_t)16)
+#else
+#define GPTX_CUDA_MAX_BLOCKS ((size_t)1 << 20)
+#endif
+static inline unsigned gptx_cuda_blocks(size_t n, unsigned threads) {
+    size_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > GPTX_CUDA_MAX_BLOCKS) b = GPTX_CUDA_MAX_BLOCKS;
+    return (unsigned)b;
+}
+
+/* Makes the context's device current for the calling thread. */
+GPTX_CUDA_FN int gptx_cuda_enter(gptx_backend *be);
+/* Device scratch of at least `bytes`, valid until the next call (stream order). */
+GPTX_CUDA_FN int gptx_cuda_scratch(gptx_backend *be, size_t bytes, void **ptr);
+/* Waits for the buffer's pending copy, then grows it to `bytes`. */
+GPTX_CUDA_FN int gptx_cuda_pinned_reserve(gptx_cuda_pinned *p, size_t bytes);
+/* Records that a copy queued on `stream` uses the buffer. */
+GPTX_CUDA_FN int gptx_cuda_pinned_mark(gptx_cuda_pinned *p, cudaStream_t stream);
+/* Column sums of a row-major (N, C) matrix in fixed order into acc (C):
+ * acc[c] += sum_n x[n, c] (x2 NULL), or for LayerNorm (x2 = inp):
+ * acc[c] += sum_n x[n, c] * (x2[n, c] - mean[n]) * rstd[n] and
+ * acc2[c] += sum_n x[n, c]. Two passes, no atomics. */
+GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2, const float *x,
+                                       const float *x2, const float *mean, const float *rstd, int N,
+                                       int C);
+
+#endif

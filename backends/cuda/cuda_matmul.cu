@@ -1,0 +1,175 @@
+/* Matrix products through cuBLASLt, fp32 in and out; the compute type
+ * follows the backend's precision (fp32, tf32 or bf16 tensor cores with
+ * fp32 accumulation). The forward bias is cuBLASLt's BIAS epilogue; the bias
+ * gradient is the fixed-order column sum of cuda_ops.cu.
+ *
+ * cuBLASLt is column-major: a row-major (R, K) matrix with leading
+ * dimension K is the column-major (K, R) matrix, its transpose. Each
+ * row-major product below is written as the column-major product of the
+ * transposes:
+ *   forward  out (N, OC) = inp (N, C) @ w (OC, C)^T
+ *            column-major: out^T (OC x N) = op_T(w^T: C x OC) * inp^T (C x N)
+ *   dinp     dinp (N, C) = dout (N, OC) @ w (OC, C)
+ *            column-major: dinp^T (C x N) = w^T (C x OC) * dout^T (OC x N)
+ *   dw      dw (OC, C) += dout (N, OC)^T @ inp (N, C)
+ *            column-major: dw^T (C x OC) += inp^T (C x N) * op_T(dout^T: OC x N) */
+#include "cuda_internal.h"
+
+/* Largest power of two (<= 256) dividing the address: the alignment the
+ * heuristic may assume. */
+static uint32_t alignment_of(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 1 && (a % al) != 0) al /= 2;
+    return al;
+}
+
+static cublasComputeType_t compute_type(const gptx_backend *be) {
+    switch (be->precision) {
+    case GPTX_CUDA_TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case GPTX_CUDA_BF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    default: return CUBLAS_COMPUTE_32F;
+    }
+}
+
+#define LT_TRY(call)                                                                               \
+    do {                                                                                           \
+        cublasStatus_t lt_status_ = (call);                                                        \
+        if (lt_status_ != CUBLAS_STATUS_SUCCESS) {                                                 \
+            rc = GPTX_FAIL(GPTX_ERR_BACKEND, "%s failed (cuBLAS status %d)", #call,                \
+                           (int)lt_status_);                                                       \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* D (m x n, ld ldd) = op(A) (m x k) * op(B) (k x n) + beta * D, plus bias[i]
+ * on row i of D when bias is not NULL. Column-major, fp32 storage. */
+static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int k, const float *A,
+                     int lda, const float *B, int ldb, float *D, int ldd, float beta,
+                     const float *bias) {
+    int rc = GPTX_OK;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    float alpha = 1.0f;
+    cublasComputeType_t ct = compute_type(be);
+    uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_d = alignment_of(D);
+    int key[14] = {transa,       transb,       m,         n,         k,         lda,    ldb, ldd,
+                   beta != 0.0f, bias != NULL, (int)al_a, (int)al_b, (int)al_d, (int)ct};
+    const cublasLtMatmulAlgo_t *algo = NULL;
+
+    LT_TRY(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
+    {
+        int32_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    }
+    if (bias) {
+        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                              sizeof bias));
+    }
+    /* layouts describe the stored matrices, before op() */
+    LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, transa ? k : m, transa ? m : k, lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, transb ? n : k, transb ? k : n, ldb));
+    LT_TRY(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd));
+
+    for (int i = 0; i < GPTX_CUDA_ALGO_CACHE && !algo; i++) {
+        if (!be->algos[i].valid || memcmp(be->algos[i].key, key, sizeof key) != 0) continue;
+        if (be->algos[i].valid == 2) { /* remembered: no algorithm */
+            rc = GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for m %d n %d k %d", m,
+                           n, k);
+            goto done;
+        }
+        algo = &be->algos[i].algo;
+    }
+    if (!algo) {
+        LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+        uint64_t ws = be->lt_workspace_bytes;
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof ws));
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(
+            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(
+            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(
+            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d));
+        LT_TRY(cublasLtMatmulPreferenceSetAttribute(
+            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
+        memset(&res, 0, sizeof res);
+        cublasStatus_t hs =
+            cublasLtMatmulAlgoGetHeuristic(be->lt, op, la, lb, ld, ld, pref, 1, &res, &found);
+        if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED) {
+            rc = GPTX_FAIL(GPTX_ERR_BACKEND, "cublasLtMatmulAlgoGetHeuristic failed (status %d)",
+                           (int)hs);
+            goto done;
+        }
+        gptx_cuda_algo *slot = &be->algos[be->algo_next];
+        be->algo_next = (be->algo_next + 1) % GPTX_CUDA_ALGO_CACHE;
+        memcpy(slot->key, key, sizeof key);
+        if (hs != CUBLAS_STATUS_SUCCESS || found < 1) {
+            slot->valid = 2;
+            rc = GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                           "cuBLASLt has no algorithm for m %d n %d k %d (trans %d%d, alignment "
+                           "%u/%u/%u bytes, epilogue %d)",
+                           m, n, k, transa, transb, al_a, al_b, al_d, bias != NULL);
+            goto done;
+        }
+        slot->valid = 1;
+        slot->algo = res.algo;
+        algo = &slot->algo;
+    }
+    /* C and D are the same buffer with the same layout (in place) */
+    LT_TRY(cublasLtMatmul(be->lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, algo,
+                          be->lt_workspace, be->lt_workspace_bytes, be->compute));
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (op) cublasLtMatmulDescDestroy(op);
+    return rc;
+}
+
+/* out[n, oc] += bias[oc]: used when the epilogue is not (unaligned bias, no
+ * epilogue algorithm for the shape). */
+static __global__ void k_add_bias(float *out, const float *bias, int OC, size_t total) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] += bias[i % (size_t)OC];
+}
+
+GPTX_CUDA_FN int gptx_cuda_matmul_forward(gptx_backend *be, float *out, const float *inp,
+                                          const float *w, const float *bias, int N, int C, int OC) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    /* the epilogue reads the bias vectorised: only offered for 16-byte aligned
+     * biases, and dropped for shapes cuBLASLt has no epilogue algorithm for */
+    int epilogue = bias && alignment_of(bias) >= 16;
+    int rc = lt_matmul(be, 1, 0, OC, N, C, w, C, inp, C, out, OC, 0.0f, epilogue ? bias : NULL);
+    if (rc == GPTX_ERR_UNSUPPORTED && epilogue) {
+        gptx_clear_error();
+        epilogue = 0;
+        rc = lt_matmul(be, 1, 0, OC, N, C, w, C, inp, C, out, OC, 0.0f, NULL);
+    }
+    GPTX_TRY(rc);
+    if (bias && !epilogue) {
+        size_t total = (size_t)N * OC;
+        GPTX_LAUNCH(k_add_bias, gptx_cuda_blocks(total, 256), 256, be->compute, out, bias, OC,
+                    total);
+        GPTX_CUDA_LAUNCHED("add_bias");
+    }
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                                           const float *dout, const float *inp, const float *w,
+                                           int N, int C, int OC) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    if (dinp) GPTX_TRY(lt_matmul(be, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, 0.0f, NULL));
+    GPTX_TRY(lt_matmul(be, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, 1.0f, NULL));
+    if (dbias) GPTX_TRY(gptx_cuda_column_sums(be, dbias, NULL, dout, NULL, NULL, NULL, N, OC));
+    return GPTX_OK;
+}

@@ -1,0 +1,541 @@
+/* CUDA kernels other than matrix products and attention: embedding,
+ * LayerNorm, GELU, residual, softmax cross-entropy, AdamW, QKV layout.
+ *
+ * Written to be obviously correct first: one thread per output element or
+ * one warp / block per row, fp32 throughout, and no atomics anywhere, so
+ * every result is bitwise repeatable. Reductions over rows (bias, LayerNorm
+ * and embedding gradients) run in an order fixed by the shapes alone. */
+#include "cuda_internal.h"
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
+#define COLSUM_ROWS 256                /* rows per partial of a column sum */
+#define COLSUM_THREADS 256
+#define ROW_THREADS 256 /* warp-per-row kernels: 8 rows per block */
+#define CE_THREADS 512
+#define ADAMW_CHUNK 4096 /* elements per AdamW block */
+#define ADAMW_THREADS 256
+
+static __device__ __forceinline__ float warp_sum(float v) {
+    /* butterfly: every lane ends with the same bits */
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* ---- embedding ------------------------------------------------------------- */
+
+static __global__ void k_embedding_forward(float *out, const int32_t *inp, const float *wte,
+                                           const float *wpe, int T, int C, size_t total) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t n = i / (size_t)C, c = i % (size_t)C;
+        out[i] = wte[(size_t)inp[n] * C + c] + wpe[(n % (size_t)T) * C + c];
+    }
+}
+
+GPTX_CUDA_FN int gptx_cuda_embedding_forward(gptx_backend *be, float *out, const int32_t *inp,
+                                             const float *wte, const float *wpe, int B, int T,
+                                             int C) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    size_t BT = (size_t)B * T, total = BT * C;
+    GPTX_LAUNCH(k_embedding_forward, gptx_cuda_blocks(total, 256), 256, be->compute, out, inp, wte,
+                wpe, T, C, total);
+    GPTX_CUDA_LAUNCHED("embedding_forward");
+    /* copy the ids to the host now, while the device works, so backward can
+     * bucket them by token without waiting */
+    GPTX_TRY(gptx_cuda_pinned_reserve(&be->ids, BT * sizeof(int32_t)));
+    GPTX_CUDA_TRY(cudaMemcpyAsync(be->ids.host, inp, BT * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                  be->compute));
+    GPTX_TRY(gptx_cuda_pinned_mark(&be->ids, be->compute));
+    be->ids_dev = inp;
+    be->ids_count = BT;
+    return GPTX_OK;
+}
+
+/* dwpe[t, c] += sum over b (in order) of dout[b, t, c] */
+static __global__ void k_embedding_backward_wpe(float *dwpe, const float *dout, int B, int T,
+                                                int C) {
+    size_t total = (size_t)T * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float acc = dwpe[i];
+        for (int b = 0; b < B; b++) acc += dout[(size_t)b * total + i];
+        dwpe[i] = acc;
+    }
+}
+
+/* Block s owns token seg_tok[s]: dwte[tok, c] += dout[pos[j], c] for its
+ * positions j in increasing order (the CPU backend's order), so each row of
+ * dwte has exactly one writer. */
+static __global__ void k_embedding_backward_wte(float *dwte, const float *dout, const int32_t *pos,
+                                                const int32_t *seg_tok, const int32_t *seg_start,
+                                                int C) {
+    int s = blockIdx.x;
+    int tok = seg_tok[s], j0 = seg_start[s], j1 = seg_start[s + 1];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = dwte[(size_t)tok * C + c];
+        for (int j = j0; j < j1; j++) acc += dout[(size_t)pos[j] * C + c];
+        dwte[(size_t)tok * C + c] = acc;
+    }
+}
+
+GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, float *dwpe,
+                                              const float *dout, const int32_t *inp, int B, int T,
+                                              int C) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    size_t BT = (size_t)B * T;
+    if (BT > 0x7fffffffu) return GPTX_FAIL(GPTX_ERR_SHAPE, "B*T %zu is too large", BT);
+    GPTX_LAUNCH(k_embedding_backward_wpe, gptx_cuda_blocks((size_t)T * C, 256), 256, be->compute,
+                dwpe, dout, B, T, C);
+    GPTX_CUDA_LAUNCHED("embedding_backward_wpe");
+
+    /* the ids on the host: from embedding_forward's copy when it still
+     * describes this buffer, else copied now */
+    if (be->ids_dev != inp || be->ids_count != BT) {
+        GPTX_TRY(gptx_cuda_pinned_reserve(&be->ids, BT * sizeof(int32_t)));
+        GPTX_CUDA_TRY(cudaMemcpyAsync(be->ids.host, inp, BT * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, be->compute));
+        GPTX_TRY(gptx_cuda_pinned_mark(&be->ids, be->compute));
+        be->ids_dev = inp;
+        be->ids_count = BT;
+    }
+    GPTX_TRY(gptx_cuda_pinned_reserve(&be->ids, BT * sizeof(int32_t))); /* waits for the copy */
+    const int32_t *ids = (const int32_t *)be->ids.host;
+
+    /* stable counting sort of positions by token id */
+    int32_t maxid = -1;
+    for (size_t n = 0; n < BT; n++) {
+        if (ids[n] < 0)
+            return GPTX_FAIL(GPTX_ERR_TOKEN_RANGE, "inp[%zu] is %d; must be >= 0", n, (int)ids[n]);
+        if (ids[n] > maxid) maxid = ids[n];
+    }
+    size_t ncounts = (size_t)maxid + 1;
+    if (ncounts > be->bucket_counts_cap) {
+        int32_t *nc = (int32_t *)realloc(be->bucket_counts, ncounts * sizeof *nc);
+        if (!nc) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        be->bucket_counts = nc;
+        be->bucket_counts_cap = ncounts;
+    }
+    int32_t *counts = be->bucket_counts;
+    memset(counts, 0, ncounts * sizeof *counts);
+    for (size_t n = 0; n < BT; n++) counts[ids[n]]++;
+    size_t nseg = 0;
+    for (size_t v = 0; v < ncounts; v++) nseg += counts[v] > 0;
+    /* table: pos (BT) | seg_tok (nseg) | seg_start (nseg + 1) */
+    size_t words = BT + 2 * nseg + 1;
+    GPTX_TRY(gptx_cuda_pinned_reserve(&be->small, words * sizeof(int32_t)));
+    int32_t *pos = (int32_t *)be->small.host, *seg_tok = pos + BT, *seg_start = seg_tok + nseg;
+    int32_t start = 0;
+    size_t s = 0;
+    for (size_t v = 0; v < ncounts; v++) {
+        if (!counts[v]) continue;
+        seg_tok[s] = (int32_t)v;
+        seg_start[s] = start;
+        int32_t c = counts[v];
+        counts[v] = start; /* becomes the next free slot of bucket v */
+        start += c;
+        s++;
+    }
+    seg_start[nseg] = start;
+    for (size_t n = 0; n < BT; n++) pos[counts[ids[n]]++] = (int32_t)n;
+
+    void *dev = NULL;
+    GPTX_TRY(gptx_cuda_scratch(be, words * sizeof(int32_t), &dev));
+    GPTX_CUDA_TRY(cudaMemcpyAsync(dev, be->small.host, words * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, be->compute));
+    GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
+    const int32_t *dpos = (const int32_t *)dev;
+    GPTX_LAUNCH(k_embedding_backward_wte, (unsigned)nseg, 256, be->compute, dwte, dout, dpos,
+                dpos + BT, dpos + BT + nseg, C);
+    GPTX_CUDA_LAUNCHED("embedding_backward_wte");
+    return GPTX_OK;
+}
+
+/* ---- LayerNorm ---------------------------------------------------------------- */
+
+/* One warp per row: mean, then variance of the centred values (two passes,
+ * like the CPU backend), then the affine output. */
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                        const float *b, int N, int C, float eps) {
+    int lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
+    if (row >= (size_t)N) return; /* whole warp: no barrier follows */
+    const float *x = inp + row * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32) s += x[c];
+    float m = warp_sum(s) / (float)C;
+    float v = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float d = x[c] - m;
+        v += d * d;
+    }
+    float r = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
+    float *o = out + row * C;
+    for (int c = lane; c < C; c += 32) o[c] = (x[c] - m) * r * w[c] + b[c];
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+GPTX_CUDA_FN int gptx_cuda_layernorm_forward(gptx_backend *be, float *out, float *mean, float *rstd,
+                                             const float *inp, const float *w, const float *b,
+                                             int N, int C, float eps) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
+    GPTX_LAUNCH(k_layernorm_forward, blocks, ROW_THREADS, be->compute, out, mean, rstd, inp, w, b,
+                N, C, eps);
+    GPTX_CUDA_LAUNCHED("layernorm_forward");
+    return GPTX_OK;
+}
+
+/* One warp per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w. */
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_layernorm_backward_rows(float *dinp, const float *dout, const float *inp, const float *w,
+                              const float *mean, const float *rstd, int N, int C) {
+    int lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
+    if (row >= (size_t)N) return;
+    const float *x = inp + row * C, *d = dout + row * C;
+    float m = mean[row], r = rstd[row];
+    float gs = 0.0f, gxs = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float g = d[c] * w[c];
+        gs += g;
+        gxs += g * (x[c] - m) * r;
+    }
+    gs = warp_sum(gs) / (float)C;
+    gxs = warp_sum(gxs) / (float)C;
+    float *dx = dinp + row * C;
+    for (int c = lane; c < C; c += 32) {
+        float xhat = (x[c] - m) * r;
+        dx[c] += r * (d[c] * w[c] - gs - xhat * gxs);
+    }
+}
+
+/* Pass 1 of a column sum: block (k, cb) sums rows [k*COLSUM_ROWS, ...) of
+ * columns [cb*COLSUM_THREADS, ...), one column per thread, rows in order. */
+static __global__ void __launch_bounds__(COLSUM_THREADS)
+    k_colsum_partial(float *part, float *part2, const float *x, const float *x2, const float *mean,
+                     const float *rstd, int N, int C) {
+    int c = blockIdx.y * COLSUM_THREADS + threadIdx.x;
+    if (c >= C) return;
+    int r0 = blockIdx.x * COLSUM_ROWS, r1 = r0 + COLSUM_ROWS < N ? r0 + COLSUM_ROWS : N;
+    float a = 0.0f, a2 = 0.0f;
+    for (int n = r0; n < r1; n++) {
+        float d = x[(size_t)n * C + c];
+        if (x2) {
+            a += d * (x2[(size_t)n * C + c] - mean[n]) * rstd[n];
+            a2 += d;
+        } else {
+            a += d;
+        }
+    }
+    part[(size_t)blockIdx.x * C + c] = a;
+    if (x2) part2[(size_t)blockIdx.x * C + c] = a2;
+}
+
+/* Pass 2: acc[c] += sum over partials in order. */
+static __global__ void k_colsum_final(float *acc, float *acc2, const float *part,
+                                      const float *part2, int nparts, int C) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+        float a = 0.0f, a2 = 0.0f;
+        for (int k = 0; k < nparts; k++) {
+            a += part[(size_t)k * C + c];
+            if (part2) a2 += part2[(size_t)k * C + c];
+        }
+        acc[c] += a;
+        if (part2) acc2[c] += a2;
+    }
+}
+
+GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2, const float *x,
+                                       const float *x2, const float *mean, const float *rstd, int N,
+                                       int C) {
+    if (N <= 0 || C <= 0) return GPTX_OK;
+    int nparts = (N + COLSUM_ROWS - 1) / COLSUM_ROWS;
+    int cblocks = (C + COLSUM_THREADS - 1) / COLSUM_THREADS;
+    if (cblocks > 65535) return GPTX_FAIL(GPTX_ERR_SHAPE, "%d columns are too many", C);
+    size_t per = (size_t)nparts * C;
+    void *dev = NULL;
+    GPTX_TRY(gptx_cuda_scratch(be, (x2 ? 2 : 1) * per * sizeof(float), &dev));
+    float *part = (float *)dev, *part2 = x2 ? part + per : NULL;
+    dim3 grid((unsigned)nparts, (unsigned)cblocks);
+    GPTX_LAUNCH(k_colsum_partial, grid, COLSUM_THREADS, be->compute, part, part2, x, x2, mean, rstd,
+                N, C);
+    GPTX_CUDA_LAUNCHED("colsum_partial");
+    GPTX_LAUNCH(k_colsum_final, gptx_cuda_blocks((size_t)C, 256), 256, be->compute, acc, acc2, part,
+                (const float *)part2, nparts, C);
+    GPTX_CUDA_LAUNCHED("colsum_final");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_layernorm_backward(gptx_backend *be, float *dinp, float *dw, float *db,
+                                              const float *dout, const float *inp, const float *w,
+                                              const float *mean, const float *rstd, int N, int C) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
+    GPTX_LAUNCH(k_layernorm_backward_rows, blocks, ROW_THREADS, be->compute, dinp, dout, inp, w,
+                mean, rstd, N, C);
+    GPTX_CUDA_LAUNCHED("layernorm_backward_rows");
+    return gptx_cuda_column_sums(be, dw, db, dout, inp, mean, rstd, N, C);
+}
+
+/* ---- elementwise ---------------------------------------------------------------- */
+
+static __global__ void k_gelu_forward(float *out, const float *inp, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        out[i] = 0.5f * x * (1.0f + tanhf(u));
+    }
+}
+
+static __global__ void k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float grad =
+            0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = grad * dout[i];
+    }
+}
+
+static __global__ void k_residual_forward(float *out, const float *a, const float *b, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = a[i] + b[i];
+}
+
+GPTX_CUDA_FN int gptx_cuda_gelu_forward(gptx_backend *be, float *out, const float *inp, size_t n) {
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH(k_gelu_forward, gptx_cuda_blocks(n, 256), 256, be->compute, out, inp, n);
+    GPTX_CUDA_LAUNCHED("gelu_forward");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_gelu_backward(gptx_backend *be, float *dinp, const float *inp,
+                                         const float *dout, size_t n) {
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH(k_gelu_backward, gptx_cuda_blocks(n, 256), 256, be->compute, dinp, inp, dout, n);
+    GPTX_CUDA_LAUNCHED("gelu_backward");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_residual_forward(gptx_backend *be, float *out, const float *a,
+                                            const float *b, size_t n) {
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH(k_residual_forward, gptx_cuda_blocks(n, 256), 256, be->compute, out, a, b, n);
+    GPTX_CUDA_LAUNCHED("residual_forward");
+    return GPTX_OK;
+}
+
+/* ---- softmax cross-entropy --------------------------------------------------------- */
+
+/* (m1, s1) and (m2, s2) are running (max, sum of exp(x - max)) pairs. */
+static __device__ __forceinline__ void lse_combine(float *m, float *s, float m2, float s2) {
+    float mx = fmaxf(*m, m2);
+    if (mx == -INFINITY) return; /* both empty */
+    *s = *s * expf(*m - mx) + s2 * expf(m2 - mx);
+    *m = mx;
+}
+
+/* One block per row: masks [V, Vp) to -inf when asked, then the row's
+ * log-sum-exp over the columns inside the softmax in one pass (running max
+ * and sum per thread, then a fixed tree), then the row's loss. */
+static __global__ void __launch_bounds__(CE_THREADS)
+    k_crossentropy_forward(float *losses, float *lse, float *logits, const int32_t *targets, int V,
+                           int Vp, int mask) {
+    __shared__ float sm[CE_THREADS], ss[CE_THREADS];
+    float *row = logits + (size_t)blockIdx.x * Vp;
+    if (mask)
+        for (int j = V + threadIdx.x; j < Vp; j += CE_THREADS) row[j] = -INFINITY;
+    int ncols = mask ? V : Vp;
+    float m = -INFINITY, s = 0.0f;
+    for (int j = threadIdx.x; j < ncols; j += CE_THREADS) {
+        float x = row[j];
+        if (x == -INFINITY) continue; /* weight 0 */
+        if (x > m) {
+            s = s * expf(m - x) + 1.0f;
+            m = x;
+        } else {
+            s += expf(x - m); /* NaN propagates through here */
+        }
+    }
+    sm[threadIdx.x] = m;
+    ss[threadIdx.x] = s;
+    __syncthreads();
+    for (int stride = CE_THREADS / 2; stride > 0; stride /= 2) {
+        if ((int)threadIdx.x < stride) {
+            float mm = sm[threadIdx.x], s2 = ss[threadIdx.x];
+            lse_combine(&mm, &s2, sm[threadIdx.x + stride], ss[threadIdx.x + stride]);
+            sm[threadIdx.x] = mm;
+            ss[threadIdx.x] = s2;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        float l = sm[0] + logf(ss[0]);
+        lse[blockIdx.x] = l;
+        if (targets) {
+            int32_t t = targets[blockIdx.x];
+            losses[blockIdx.x] = t == GPTX_IGNORE_INDEX ? 0.0f : l - row[t];
+        }
+    }
+}
+
+/* logits row -> dloss * (softmax - onehot(target)); zeros for ignored rows.
+ * Masked columns hold -inf, so their gradient is exp(-inf) = 0. */
+static __global__ void k_crossentropy_backward(float *logits, const float *lse,
+                                               const int32_t *targets, int Vp, float dloss) {
+    float *row = logits + (size_t)blockIdx.x * Vp;
+    int32_t t = targets[blockIdx.x];
+    float l = lse[blockIdx.x];
+    for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
+        float g = 0.0f;
+        if (t != GPTX_IGNORE_INDEX) {
+            g = expf(row[j] - l) * dloss;
+            if (j == t) g -= dloss;
+        }
+        row[j] = g;
+    }
+}
+
+GPTX_CUDA_FN int gptx_cuda_crossentropy_forward(gptx_backend *be, float *losses, float *lse,
+                                                float *logits, const int32_t *targets, int N, int V,
+                                                int Vp, int mask_padded) {
+    if (N <= 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH(k_crossentropy_forward, (unsigned)N, CE_THREADS, be->compute, losses, lse, logits,
+                targets, V, Vp, mask_padded);
+    GPTX_CUDA_LAUNCHED("crossentropy_forward");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_crossentropy_backward(gptx_backend *be, float *logits, const float *lse,
+                                                 const int32_t *targets, int N, int V, int Vp,
+                                                 float dloss) {
+    if (N <= 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH(k_crossentropy_backward, (unsigned)N, CE_THREADS, be->compute, logits, lse, targets,
+                Vp, dloss);
+    GPTX_CUDA_LAUNCHED("crossentropy_backward");
+    return GPTX_OK;
+}
+
+/* ---- AdamW over all ranges in one launch -------------------------------------------- */
+
+typedef struct adamw_range_dev {
+    unsigned long long offset, count;
+    float weight_decay;
+    unsigned block_start; /* first block of this range */
+} adamw_range_dev;
+
+/* Block b belongs to the last range whose block_start <= b (ranges without
+ * blocks are left out of the table) and updates ADAMW_CHUNK of its elements.
+ * Same arithmetic as the CPU backend. */
+static __global__ void __launch_bounds__(ADAMW_THREADS)
+    k_adamw(float *params, const float *grads, float *m, float *v, const adamw_range_dev *tab,
+            int nranges, gptx_adamw_hyper h) {
+    unsigned b = blockIdx.x;
+    int lo = 0, hi = nranges - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (tab[mid].block_start <= b)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    adamw_range_dev r = tab[lo];
+    unsigned long long e0 = (unsigned long long)(b - r.block_start) * ADAMW_CHUNK;
+    unsigned long long e1 = e0 + ADAMW_CHUNK < r.count ? e0 + ADAMW_CHUNK : r.count;
+    float decay = 1.0f - h.lr * r.weight_decay;
+    float step = h.lr / h.bias_correction1;
+    float rsbc2 = 1.0f / sqrtf(h.bias_correction2);
+    for (unsigned long long e = e0 + threadIdx.x; e < e1; e += ADAMW_THREADS) {
+        size_t i = (size_t)(r.offset + e);
+        float g = grads[i] * h.grad_scale;
+        float mi = h.beta1 * m[i] + (1.0f - h.beta1) * g;
+        float vi = h.beta2 * v[i] + (1.0f - h.beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        params[i] = params[i] * decay - step * mi / (sqrtf(vi) * rsbc2 + h.eps);
+    }
+}
+
+GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *grads, float *m,
+                                 float *v, const gptx_param_range *ranges, int nranges,
+                                 const gptx_adamw_hyper *h) {
+    if (nranges <= 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_TRY(gptx_cuda_pinned_reserve(&be->small, (size_t)nranges * sizeof(adamw_range_dev)));
+    adamw_range_dev *tab = (adamw_range_dev *)be->small.host;
+    int nt = 0;
+    unsigned long long blocks = 0;
+    for (int i = 0; i < nranges; i++) {
+        if (ranges[i].count == 0) continue;
+        tab[nt].offset = ranges[i].offset;
+        tab[nt].count = ranges[i].count;
+        tab[nt].weight_decay = ranges[i].weight_decay;
+        tab[nt].block_start = (unsigned)blocks;
+        blocks += (ranges[i].count + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+        nt++;
+    }
+    if (nt == 0) return GPTX_OK;
+    if (blocks > 0x7fffffffull)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "AdamW over %llu blocks is too large", blocks);
+    void *dev = NULL;
+    GPTX_TRY(gptx_cuda_scratch(be, (size_t)nt * sizeof(adamw_range_dev), &dev));
+    GPTX_CUDA_TRY(cudaMemcpyAsync(dev, tab, (size_t)nt * sizeof(adamw_range_dev),
+                                  cudaMemcpyHostToDevice, be->compute));
+    GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
+    GPTX_LAUNCH(k_adamw, (unsigned)blocks, ADAMW_THREADS, be->compute, params, grads, m, v,
+                (const adamw_range_dev *)dev, nt, *h);
+    GPTX_CUDA_LAUNCHED("adamw");
+    return GPTX_OK;
+}
+
+/* ---- QKV layout (separate-QKV ablation variant) ------------------------------------------ */
+
+static __global__ void k_qkv_layout(float *qkv, float *q, float *k, float *v, int C, size_t total,
+                                    int split) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t n = i / (3 * (size_t)C), j = i % (3 * (size_t)C);
+        size_t part = j / (size_t)C, c = j % (size_t)C;
+        float *src = part == 0 ? q : part == 1 ? k : v;
+        if (split)
+            src[n * C + c] = qkv[i];
+        else
+            qkv[i] = src[n * C + c];
+    }
+}
+
+GPTX_CUDA_FN int gptx_cuda_qkv_interleave(gptx_backend *be, float *qkv, const float *q,
+                                          const float *k, const float *v, int N, int C) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    size_t total = (size_t)N * 3 * C;
+    if (total == 0) return GPTX_OK;
+    GPTX_LAUNCH(k_qkv_layout, gptx_cuda_blocks(total, 256), 256, be->compute, qkv, (float *)q,
+                (float *)k, (float *)v, C, total, 0);
+    GPTX_CUDA_LAUNCHED("qkv_interleave");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_qkv_split(gptx_backend *be, float *q, float *k, float *v,
+                                     const float *qkv, int N, int C) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    size_t total = (size_t)N * 3 * C;
+    if (total == 0) return GPTX_OK;
+    GPTX_LAUNCH(k_qkv_layout, gptx_cuda_blocks(total, 256), 256, be->compute, (float *)qkv, q, k, v,
+                C, total, 1);
+    GPTX_CUDA_LAUNCHED("qkv_split");
+    return GPTX_OK;
+}

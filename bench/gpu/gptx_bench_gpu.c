@@ -1,0 +1,323 @@
+/*
+ * gptx-bench-gpu: training throughput of the CUDA backend on GPT-2 124M
+ * (vocab 50257 padded to 50304, T 1024, 12 layers, 12 heads, width 768; tied
+ * head, qkv bias, masked padded logits), at the largest power-of-two batch
+ * that fits unless --batch is given.
+ *
+ * One timed step = zero_grad + forward (with targets) + backward(1) + AdamW
+ * step (default options: clip 1.0, weight decay on matrices), then
+ * gptx_context_synchronize. The tokens are a fixed pseudo-random batch in
+ * host memory (uploaded by every forward, as a training loop does).
+ *
+ * Reported separately:
+ *   cold:   context creation (device, streams, cuBLASLt handle and workspace)
+ *           and the first step at the chosen batch (model, optimizer and
+ *           activation allocation, cuBLASLt heuristics, first launches);
+ *           batch sizes that did not fit are listed, not timed;
+ *   steady: median / min / max of --steps steps after --warmup more.
+ *
+ * Model FLOPs per token (as bench/gptx_bench_train.c and
+ * bench/gpu/torch_gpu_bench.py count them): 6 * P_mat + 6 * L * T * C, where
+ * P_mat is every weight matrix used in a product (c_attn, attn c_proj, c_fc,
+ * mlp c_proj per layer, and the padded head once). MFU = model FLOP/s /
+ * 989e12 (H100/H200 SXM dense bf16 peak) whatever the precision; the
+ * products' precision is --precision (GPTX_CUDA_PRECISION).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gptx/gptx.h"
+
+#ifdef GPTX_BENCH_CUDA_EMU
+/* test build (tests/gpu): the backend's CPU emulation, which the library
+ * cannot select, in a hand-made context */
+#include "context.h"
+const gptx_backend_ops *gptx_cuda_emu_backend_ops(void);
+static int create_context(gptx_context **out, const gptx_context_options *o) {
+    gptx_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return GPTX_ERR_NO_MEMORY;
+    ctx->opts = *o;
+    ctx->ops = gptx_cuda_emu_backend_ops();
+    int rc = ctx->ops->create(&ctx->be, o);
+    if (rc != GPTX_OK) {
+        free(ctx);
+        return rc;
+    }
+    *out = ctx;
+    return GPTX_OK;
+}
+#else
+#define create_context gptx_context_create
+#endif
+
+#define PEAK_FLOPS 989e12
+
+typedef struct {
+    const char *precision, *json;
+    int batch, max_batch, seq, layers, heads, width, vocab, padded_vocab, warmup, steps;
+} bench_args;
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: gptx-bench-gpu [--precision fp32|tf32|bf16] [--batch B | --max-batch B]\n"
+               "                      [--seq T] [--layers L] [--heads H] [--width C] [--vocab V]\n"
+               "                      [--padded-vocab Vp] [--warmup N] [--steps N] [--json FILE]\n"
+               "  defaults: bf16, GPT-2 124M, T 1024, largest power-of-two batch <= 512 that\n"
+               "  fits, 3 warm-up steps (the cold one included), 10 timed steps\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static int parse_args(bench_args *a, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "gptx-bench-gpu: option '%s' needs a value\n", f);
+            return -1;
+        }
+        const char *v = argv[++i];
+        int *dst = NULL;
+        if (!strcmp(f, "--precision"))
+            a->precision = v;
+        else if (!strcmp(f, "--json"))
+            a->json = v;
+        else if (!strcmp(f, "--batch"))
+            dst = &a->batch;
+        else if (!strcmp(f, "--max-batch"))
+            dst = &a->max_batch;
+        else if (!strcmp(f, "--seq"))
+            dst = &a->seq;
+        else if (!strcmp(f, "--layers"))
+            dst = &a->layers;
+        else if (!strcmp(f, "--heads"))
+            dst = &a->heads;
+        else if (!strcmp(f, "--width"))
+            dst = &a->width;
+        else if (!strcmp(f, "--vocab"))
+            dst = &a->vocab;
+        else if (!strcmp(f, "--padded-vocab"))
+            dst = &a->padded_vocab;
+        else if (!strcmp(f, "--warmup"))
+            dst = &a->warmup;
+        else if (!strcmp(f, "--steps"))
+            dst = &a->steps;
+        else {
+            fprintf(stderr, "gptx-bench-gpu: unknown option '%s'\n", f);
+            usage(stderr);
+            return -1;
+        }
+        if (dst) {
+            char *end = NULL;
+            errno = 0;
+            long x = strtol(v, &end, 10);
+            if (errno || !end || *end || x < 0 || x > 1000000) {
+                fprintf(stderr, "gptx-bench-gpu: %s expects a non-negative integer, got '%s'\n", f,
+                        v);
+                return -1;
+            }
+            *dst = (int)x;
+        }
+    }
+    if (a->warmup < 1) a->warmup = 1;
+    if (a->steps < 1) a->steps = 1;
+    if (a->padded_vocab < a->vocab) a->padded_vocab = a->vocab;
+    return 0;
+}
+
+static int step(gptx_context *ctx, gptx_model *m, gptx_optimizer *opt, const int32_t *in,
+                const int32_t *tg, int B, int T, float *loss) {
+    int rc = gptx_model_zero_grad(m);
+    if (rc == GPTX_OK) rc = gptx_model_forward(m, in, tg, B, T, loss);
+    if (rc == GPTX_OK) rc = gptx_model_backward(m, 1.0f);
+    if (rc == GPTX_OK) rc = gptx_optimizer_step(opt, m, NULL);
+    if (rc == GPTX_OK) rc = gptx_context_synchronize(ctx);
+    return rc;
+}
+
+/* weight-matrix elements used in products: every 2-D tensor but wpe (and
+ * wte when the head is untied) */
+static double matmul_params(const gptx_model *m) {
+    int idx = -1, untied = gptx_model_find_tensor(m, "lm_head.weight", &idx) == GPTX_OK;
+    gptx_clear_error();
+    double sum = 0;
+    for (int i = 0; i < gptx_model_num_tensors(m); i++) {
+        gptx_tensor_info info;
+        gptx_tensor_info_init(&info);
+        if (gptx_model_tensor_info(m, i, &info) != GPTX_OK || info.ndim != 2) continue;
+        if (!strcmp(info.name, "wpe.weight") || (untied && !strcmp(info.name, "wte.weight")))
+            continue;
+        sum += (double)info.numel;
+    }
+    return sum;
+}
+
+int main(int argc, char **argv) {
+    bench_args a = {"bf16", NULL, 0, 512, 1024, 12, 12, 768, 50257, 50304, 3, 10};
+    if (parse_args(&a, argc, argv) != 0) return 2;
+    if (setenv("GPTX_CUDA_PRECISION", a.precision, 1) != 0) return 2;
+
+    int T = a.seq;
+    double t_ctx = now_s();
+    gptx_context *ctx = NULL;
+    gptx_context_options co;
+    gptx_context_options_init(&co);
+    co.backend = GPTX_BACKEND_CUDA;
+    int rc = create_context(&ctx, &co);
+    if (rc != GPTX_OK) {
+        fprintf(stderr, "gptx-bench-gpu: no CUDA context: %s (%s)\n", gptx_last_error(),
+                gptx_status_name(rc));
+        return 1;
+    }
+    t_ctx = now_s() - t_ctx;
+
+    gptx_model_config cfg;
+    gptx_model_config_init(&cfg);
+    cfg.vocab_size = a.vocab;
+    cfg.padded_vocab_size = a.padded_vocab;
+    cfg.context_length = T;
+    cfg.n_layer = a.layers;
+    cfg.n_head = a.heads;
+    cfg.n_embd = a.width;
+    printf("gptx-bench-gpu (gptx %s, backend %s, products %s)\n", gptx_version(),
+           gptx_context_backend_name(ctx), a.precision);
+    printf("config      : vocab %d (padded %d), T %d, layers %d, heads %d, width %d\n", a.vocab,
+           a.padded_vocab, T, a.layers, a.heads, a.width);
+    printf("cold        : context creation %.3f s (device, streams, cuBLASLt handle + workspace)\n",
+           t_ctx);
+    fflush(stdout);
+
+    /* the batch: given, or the largest power of two that fits */
+    int B = a.batch ? a.batch : a.max_batch;
+    gptx_model *m = NULL;
+    gptx_optimizer *opt = NULL;
+    int32_t *in = NULL, *tg = NULL;
+    float loss0 = 0, loss = 0;
+    double cold = 0;
+    for (; B >= 1; B = a.batch ? 0 : B / 2) {
+        size_t BT = (size_t)B * T;
+        free(in);
+        free(tg);
+        in = malloc(BT * sizeof *in);
+        tg = malloc(BT * sizeof *tg);
+        if (!in || !tg) {
+            fprintf(stderr, "gptx-bench-gpu: out of host memory\n");
+            return 1;
+        }
+        uint64_t x = 0x9E3779B97F4A7C15ull;
+        for (size_t i = 0; i <= BT; i++) {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            int32_t tok = (int32_t)(((x * 0x2545F4914F6CDD1Dull) >> 33) % (uint64_t)a.vocab);
+            if (i < BT) in[i] = tok;
+            if (i > 0) tg[i - 1] = tok;
+        }
+        double t0 = now_s();
+        rc = gptx_model_create(&m, ctx, &cfg);
+        if (rc == GPTX_OK) rc = gptx_model_init_random(m, 42);
+        if (rc == GPTX_OK) rc = gptx_optimizer_create(&opt, m, NULL);
+        if (rc == GPTX_OK) rc = step(ctx, m, opt, in, tg, B, T, &loss0);
+        if (rc == GPTX_OK) {
+            cold = now_s() - t0;
+            break;
+        }
+        printf("batch %-4d  : does not fit (%s: %s)\n", B, gptx_status_name(rc), gptx_last_error());
+        fflush(stdout);
+        gptx_optimizer_destroy(opt);
+        gptx_model_destroy(m);
+        opt = NULL;
+        m = NULL;
+        if (rc != GPTX_ERR_NO_MEMORY) break;
+    }
+    if (!m || B < 1) {
+        fprintf(stderr, "gptx-bench-gpu: no batch size fits\n");
+        gptx_context_destroy(ctx);
+        return 1;
+    }
+    size_t BT = (size_t)B * T;
+    double pmat = matmul_params(m);
+    double fpt = 6.0 * pmat + 6.0 * a.layers * (double)T * a.width;
+    printf("batch       : %d x %d = %zu tokens per step%s\n", B, T, BT,
+           a.batch ? "" : " (largest power of two that fits)");
+    printf("parameters  : %zu, %.0f in products; model FLOPs %.4g per token\n",
+           gptx_model_num_parameters(m), pmat, fpt);
+    printf("cold        : first step %.3f s (model, optimizer, activations, cuBLASLt heuristics)\n",
+           cold);
+    fflush(stdout);
+
+    for (int i = 1; i < a.warmup && rc == GPTX_OK; i++) rc = step(ctx, m, opt, in, tg, B, T, &loss);
+    double *times = malloc((size_t)a.steps * sizeof *times);
+    for (int i = 0; i < a.steps && rc == GPTX_OK; i++) {
+        double t0 = now_s();
+        rc = step(ctx, m, opt, in, tg, B, T, &loss);
+        times[i] = now_s() - t0;
+    }
+    if (rc != GPTX_OK) {
+        fprintf(stderr, "gptx-bench-gpu: step failed: %s\n", gptx_last_error());
+        return 1;
+    }
+    double *sorted = malloc((size_t)a.steps * sizeof *sorted);
+    memcpy(sorted, times, (size_t)a.steps * sizeof *sorted);
+    qsort(sorted, (size_t)a.steps, sizeof *sorted, cmp_double);
+    double med =
+        a.steps % 2 ? sorted[a.steps / 2] : 0.5 * (sorted[a.steps / 2 - 1] + sorted[a.steps / 2]);
+    double tok_s = (double)BT / med, mfu = fpt * tok_s / PEAK_FLOPS;
+    gptx_memory_stats mem;
+    gptx_memory_stats_init(&mem);
+    gptx_context_memory(ctx, &mem);
+    printf("steady      : median %.4f s/step (min %.4f, max %.4f) over %d steps\n", med, sorted[0],
+           sorted[a.steps - 1], a.steps);
+    printf("throughput  : %.0f tokens/s, %.1f model TFLOP/s, MFU %.1f %% of 989 TFLOP/s\n", tok_s,
+           fpt * tok_s * 1e-12, 100.0 * mfu);
+    printf("loss        : %.4f (first step) -> %.4f (last step)\n", (double)loss0, (double)loss);
+    printf("memory      : allocated %.2f GiB, peak %.2f GiB, reserved %.2f GiB (device, through "
+           "the context)\n",
+           mem.allocated / 1073741824.0, mem.peak / 1073741824.0, mem.reserved / 1073741824.0);
+    if (a.json) {
+        FILE *f = fopen(a.json, "w");
+        if (f) {
+            fprintf(f,
+                    "{\"implementation\": \"gptx\", \"version\": \"%s\", \"precision\": \"%s\", "
+                    "\"batch\": %d, \"seq\": %d, \"layers\": %d, \"heads\": %d, \"width\": %d, "
+                    "\"vocab\": %d, \"padded_vocab\": %d, \"flops_per_token\": %.0f, "
+                    "\"context_create_s\": %.6f, \"cold_step_s\": %.6f, \"step_median_s\": %.6f, "
+                    "\"step_min_s\": %.6f, \"step_max_s\": %.6f, \"tokens_per_s\": %.1f, "
+                    "\"mfu\": %.5f, \"mem_allocated\": %llu, \"mem_peak\": %llu, "
+                    "\"mem_reserved\": %llu, \"loss_first\": %.6f, \"loss_last\": %.6f}\n",
+                    gptx_version(), a.precision, B, T, a.layers, a.heads, a.width, a.vocab,
+                    a.padded_vocab, fpt, t_ctx, cold, med, sorted[0], sorted[a.steps - 1], tok_s,
+                    mfu, (unsigned long long)mem.allocated, (unsigned long long)mem.peak,
+                    (unsigned long long)mem.reserved, (double)loss0, (double)loss);
+            fclose(f);
+        } else {
+            fprintf(stderr, "gptx-bench-gpu: cannot write %s: %s\n", a.json, strerror(errno));
+        }
+    }
+    free(times);
+    free(sorted);
+    free(in);
+    free(tg);
+    gptx_optimizer_destroy(opt);
+    gptx_model_destroy(m);
+    gptx_context_destroy(ctx);
+    return 0;
+}

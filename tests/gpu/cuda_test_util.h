@@ -1,0 +1,109 @@
+/* Shared set-up for the CUDA backend tests. Each test is built twice:
+ *   - against the real backend (label `gpu`): exits 77 (skipped) when no
+ *     CUDA device is present;
+ *   - with GPTX_TEST_CUDA_EMU (label `emu`): against the same backend sources
+ *     compiled for the CPU emulation (tests/gpu/cuda_emu_backend.cpp), which
+ *     runs everywhere and checks the kernels' logic, not the GPU.
+ * The precision of the matrix products comes from GPTX_CUDA_PRECISION, read
+ * when the backend is created. */
+#ifndef GPTX_CUDA_TEST_UTIL_H
+#define GPTX_CUDA_TEST_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "context.h"
+#include "gptx/gptx.h"
+
+#define SKIP_EXIT 77
+
+#ifdef GPTX_TEST_CUDA_EMU
+const gptx_backend_ops *gptx_cuda_emu_backend_ops(void);
+static inline const gptx_backend_ops *cuda_test_ops(void) { return gptx_cuda_emu_backend_ops(); }
+#define CUDA_TEST_KIND "cuda (CPU emulation)"
+#else
+#ifndef GPTX_HAVE_CUDA
+const gptx_backend_ops *gptx_cuda_backend_ops(void);
+#endif
+static inline const gptx_backend_ops *cuda_test_ops(void) { return gptx_cuda_backend_ops(); }
+#define CUDA_TEST_KIND "cuda"
+#endif
+
+/* Sets the precision the next backend instance uses (NULL = unset). */
+static inline void cuda_test_precision(const char *precision) {
+    if (precision)
+        setenv("GPTX_CUDA_PRECISION", precision, 1);
+    else
+        unsetenv("GPTX_CUDA_PRECISION");
+}
+
+/* A backend instance of the table (no context). GPTX_ERR_UNSUPPORTED means
+ * there is no device: the caller exits SKIP_EXIT. */
+static inline int cuda_test_backend(gptx_backend **be, const char *precision) {
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CUDA;
+    cuda_test_precision(precision);
+    return cuda_test_ops()->create(be, &o);
+}
+
+/* A context on the CUDA backend. The emulated backend cannot be selected
+ * through gptx_context_create (it is not part of the library), so its
+ * context is assembled by hand, as context.c would. */
+static inline int cuda_test_context(gptx_context **out, const char *precision) {
+    *out = NULL;
+    cuda_test_precision(precision);
+#ifdef GPTX_TEST_CUDA_EMU
+    gptx_context *ctx = (gptx_context *)calloc(1, sizeof *ctx);
+    if (!ctx) return GPTX_ERR_NO_MEMORY;
+    gptx_context_options_init(&ctx->opts);
+    ctx->opts.backend = GPTX_BACKEND_CUDA;
+    ctx->ops = cuda_test_ops();
+    int rc = ctx->ops->create(&ctx->be, &ctx->opts);
+    if (rc != GPTX_OK) {
+        free(ctx);
+        return rc;
+    }
+    *out = ctx;
+    return GPTX_OK;
+#else
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CUDA;
+    return gptx_context_create(out, &o);
+#endif
+}
+
+static inline int cuda_test_cpu_context(gptx_context **ctx) {
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CPU;
+    o.num_threads = 2;
+    return gptx_context_create(ctx, &o);
+}
+
+/* Prints the skip reason and returns SKIP_EXIT. */
+static inline int cuda_test_skip(const char *name) {
+    printf("%s: SKIPPED, no usable CUDA device (%s)\n", name, gptx_last_error());
+    return SKIP_EXIT;
+}
+
+/* xorshift64*: uniform floats in [lo, hi). */
+static inline float test_uniform(uint64_t *s, float lo, float hi) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    uint64_t r = *s * 0x2545F4914F6CDD1Dull;
+    return lo + (hi - lo) * (float)((r >> 40) * (1.0 / 16777216.0));
+}
+
+static inline void test_fill(float *x, size_t n, uint64_t seed, float lo, float hi) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) x[i] = test_uniform(&s, lo, hi);
+}
+
+#endif

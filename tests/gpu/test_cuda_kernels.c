@@ -1,0 +1,635 @@
+/* Every CUDA backend kernel against the CPU backend (the fp32 reference) on
+ * random inputs at odd shapes, through the two backend tables directly.
+ *
+ * Tolerances (a = CUDA, r = CPU; a NaN always fails; -inf must match -inf):
+ *   exact (bitwise): fill, upload/download, embedding forward and backward
+ *     (same additions in the same order), residual, QKV layout;
+ *   elementwise |a - r| <= atol + rtol |r|: GELU (1e-6, 1e-5), LayerNorm
+ *     (1e-5 scale, 1e-4), attention (1e-5 scale, 1e-4), cross-entropy
+ *     loss and log-sum-exp (1e-5, 3e-5), logit gradient (1e-7, 1e-5), AdamW
+ *     (1e-7, 1e-5);
+ *   matrix products |a - r| <= e * S, S = sum_k |x_k| |w_k| (+ |bias|) of
+ *     that element, e = 1e-5 (fp32), 2e-3 (tf32), 1e-2 (bf16): each input
+ *     rounded to the compute type's precision (2^-11, 2^-8) twice, plus fp32
+ *     accumulation;
+ *   sums in double: |a - r| <= 1e-12 sum |x|.
+ * "scale" is the largest |r| of that output. Repeat runs of the
+ * accumulating kernels must give the same bits (no atomics). */
+#define _POSIX_C_SOURCE 200809L
+#include "check.h"
+#include "cuda_test_util.h"
+
+typedef struct {
+    const gptx_backend_ops *cpu_ops, *cu_ops;
+    gptx_backend *cpu, *cu;
+    const char *precision;
+} pair;
+
+static int verbose = 1;
+
+/* ---- memory helpers --------------------------------------------------------- */
+
+static void *dalloc(pair *p, size_t bytes) {
+    void *d = NULL;
+    int rc = p->cu_ops->alloc(p->cu, bytes ? bytes : 4, &d);
+    if (rc != GPTX_OK) {
+        fprintf(stderr, "device alloc of %zu bytes failed: %s\n", bytes, gptx_last_error());
+        exit(1);
+    }
+    return d;
+}
+
+static float *dup_f(pair *p, const float *h, size_t n) {
+    float *d = dalloc(p, n * sizeof *d);
+    CHECK_OK(p->cu_ops->upload_f32(p->cu, d, h, n));
+    return d;
+}
+
+static int32_t *dup_i(pair *p, const int32_t *h, size_t n) {
+    int32_t *d = dalloc(p, n * sizeof *d);
+    CHECK_OK(p->cu_ops->upload_i32(p->cu, d, h, n));
+    return d;
+}
+
+static float *down(pair *p, const float *d, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof *h);
+    CHECK_OK(p->cu_ops->download_f32(p->cu, h, d, n));
+    return h;
+}
+
+static void dfree(pair *p, void *d) { p->cu_ops->free(p->cu, d); }
+
+static float *hcopy(const float *x, size_t n) {
+    float *y = malloc((n ? n : 1) * sizeof *y);
+    memcpy(y, x, n * sizeof *y);
+    return y;
+}
+
+static float *hrand(size_t n, uint64_t seed, float lo, float hi) {
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    test_fill(x, n, seed, lo, hi);
+    return x;
+}
+
+/* ---- comparisons ------------------------------------------------------------- */
+
+static double max_abs(const float *x, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+/* |got - ref| <= atol + rtol |ref| elementwise; bound (may be NULL) adds a
+ * per-element allowance. Returns 1 when it passes. */
+static int compare_b(const char *what, const float *ref, const float *got, size_t n, double atol,
+                     double rtol, const double *bound) {
+    double worst = 0.0, worst_ratio = 0.0;
+    size_t at = 0, bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = ref[i], a = got[i];
+        double tol = atol + rtol * fabs(r) + (bound ? bound[i] : 0.0);
+        int ok;
+        if (isinf(r) || isinf(a)) {
+            ok = r == a;
+        } else {
+            double d = fabs(a - r);
+            ok = d <= tol; /* NaN fails */
+            if (!(d <= worst) || isnan(d)) {
+                worst = d;
+                at = i;
+            }
+            double ratio = tol > 0 ? d / tol : (d > 0 ? INFINITY : 0.0);
+            if (!(ratio <= worst_ratio)) worst_ratio = ratio;
+        }
+        if (!ok) {
+            if (bad < 3)
+                fprintf(stderr, "    %s[%zu]: got %.9g, reference %.9g (tol %.3g)\n", what, i, a, r,
+                        tol);
+            bad++;
+            if (!(fabs(a - r) <= worst)) at = i;
+        }
+    }
+    if (verbose || bad)
+        printf("    %-28s n %-9zu max|d| %.3g (err/tol %.3g)%s\n", what, n, worst, worst_ratio,
+               bad ? "  FAIL" : "");
+    (void)at;
+    CHECK(bad == 0);
+    return bad == 0;
+}
+
+static int compare(const char *what, const float *ref, const float *got, size_t n, double atol,
+                   double rtol) {
+    return compare_b(what, ref, got, n, atol, rtol, NULL);
+}
+
+static int same_bits(const char *what, const float *a, const float *b, size_t n) {
+    int same = memcmp(a, b, n * sizeof *a) == 0;
+    if (verbose || !same) printf("    %-28s %s\n", what, same ? "bitwise equal" : "DIFFER  FAIL");
+    CHECK(same);
+    return same;
+}
+
+/* e for the matrix products of this precision */
+static double matmul_eps(const char *precision) {
+    if (precision && strcmp(precision, "bf16") == 0) return 1e-2;
+    if (precision && strcmp(precision, "tf32") == 0) return 2e-3;
+    return 1e-5;
+}
+
+/* ---- copies and fill ------------------------------------------------------------ */
+
+static void test_copies(pair *p) {
+    printf("  copies and fill\n");
+    size_t sizes[] = {1, 3, 4097, (size_t)5 << 20}; /* the last crosses two staging buffers */
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        float *h = hrand(n, 11 + s, -3, 3);
+        float *d = dup_f(p, h, n);
+        float *back = down(p, d, n);
+        same_bits("upload/download", h, back, n);
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, d, 0.5f, n));
+        float *f = down(p, d, n);
+        for (size_t i = 0; i < n; i++) h[i] = 0.5f;
+        same_bits("fill 0.5", h, f, n);
+        free(f);
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, d, 0.0f, n));
+        f = down(p, d, n);
+        memset(h, 0, n * sizeof *h);
+        same_bits("fill 0", h, f, n);
+        free(f);
+        free(back);
+        free(h);
+        dfree(p, d);
+    }
+}
+
+/* ---- embedding ------------------------------------------------------------------- */
+
+static void test_embedding(pair *p) {
+    int shapes[][4] = {{1, 1, 8, 5}, {2, 37, 24, 7}, {3, 65, 96, 1000}, {4, 33, 33, 3}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int B = shapes[si][0], T = shapes[si][1], C = shapes[si][2], V = shapes[si][3];
+        size_t BT = (size_t)B * T, BTC = BT * C;
+        printf("  embedding B %d T %d C %d V %d\n", B, T, C, V);
+        int32_t *ids = malloc(BT * sizeof *ids);
+        for (size_t i = 0; i < BT; i++) ids[i] = (int32_t)((i * 7919u + si) % (unsigned)V);
+        float *wte = hrand((size_t)V * C, 1, -1, 1), *wpe = hrand((size_t)T * C, 2, -1, 1);
+        float *ref = malloc(BTC * sizeof *ref);
+        CHECK_OK(p->cpu_ops->embedding_forward(p->cpu, ref, ids, wte, wpe, B, T, C));
+        int32_t *dids = dup_i(p, ids, BT);
+        float *dwte_in = dup_f(p, wte, (size_t)V * C), *dwpe_in = dup_f(p, wpe, (size_t)T * C);
+        float *dout = dalloc(p, BTC * sizeof(float));
+        CHECK_OK(p->cu_ops->embedding_forward(p->cu, dout, dids, dwte_in, dwpe_in, B, T, C));
+        float *got = down(p, dout, BTC);
+        same_bits("forward", ref, got, BTC);
+        free(got);
+
+        /* backward accumulates into non-zero gradients */
+        float *g = hrand(BTC, 3, -1, 1);
+        float *gte = hrand((size_t)V * C, 4, -1, 1), *gpe = hrand((size_t)T * C, 5, -1, 1);
+        float *rte = hcopy(gte, (size_t)V * C), *rpe = hcopy(gpe, (size_t)T * C);
+        CHECK_OK(p->cpu_ops->embedding_backward(p->cpu, rte, rpe, g, ids, B, T, C));
+        float *dg = dup_f(p, g, BTC);
+        float *dte = dup_f(p, gte, (size_t)V * C), *dpe = dup_f(p, gpe, (size_t)T * C);
+        /* ids cached by the forward pass */
+        CHECK_OK(p->cu_ops->embedding_backward(p->cu, dte, dpe, dg, dids, B, T, C));
+        float *ate = down(p, dte, (size_t)V * C), *ape = down(p, dpe, (size_t)T * C);
+        same_bits("backward dwte", rte, ate, (size_t)V * C);
+        same_bits("backward dwpe", rpe, ape, (size_t)T * C);
+        free(ate);
+        free(ape);
+
+        /* new ids uploaded into the same buffer: the cached copy must not be used */
+        for (size_t i = 0; i < BT; i++) ids[i] = (int32_t)((i * 31u + 5u) % (unsigned)V);
+        CHECK_OK(p->cu_ops->upload_i32(p->cu, dids, ids, BT));
+        memcpy(rte, gte, (size_t)V * C * sizeof *rte);
+        memcpy(rpe, gpe, (size_t)T * C * sizeof *rpe);
+        CHECK_OK(p->cpu_ops->embedding_backward(p->cpu, rte, rpe, g, ids, B, T, C));
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dte, gte, (size_t)V * C));
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dpe, gpe, (size_t)T * C));
+        CHECK_OK(p->cu_ops->embedding_backward(p->cu, dte, dpe, dg, dids, B, T, C));
+        ate = down(p, dte, (size_t)V * C);
+        same_bits("backward after new ids", rte, ate, (size_t)V * C);
+        free(ate);
+
+        dfree(p, dids);
+        dfree(p, dwte_in);
+        dfree(p, dwpe_in);
+        dfree(p, dout);
+        dfree(p, dg);
+        dfree(p, dte);
+        dfree(p, dpe);
+        free(ids);
+        free(wte);
+        free(wpe);
+        free(ref);
+        free(g);
+        free(gte);
+        free(gpe);
+        free(rte);
+        free(rpe);
+    }
+}
+
+/* ---- LayerNorm -------------------------------------------------------------------- */
+
+static void test_layernorm(pair *p) {
+    int shapes[][2] = {{1, 8}, {7, 24}, {257, 100}, {33, 768}, {300, 33}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], C = shapes[si][1];
+        size_t NC = (size_t)N * C;
+        printf("  layernorm N %d C %d\n", N, C);
+        float *x = hrand(NC, 21 + si, -2, 3), *w = hrand(C, 22, 0.5f, 1.5f),
+              *b = hrand(C, 23, -1, 1);
+        float *out = malloc(NC * sizeof *out), *mean = malloc(N * sizeof *mean),
+              *rstd = malloc(N * sizeof *rstd);
+        CHECK_OK(p->cpu_ops->layernorm_forward(p->cpu, out, mean, rstd, x, w, b, N, C, 1e-5f));
+        float *dx = dup_f(p, x, NC), *dw = dup_f(p, w, C), *db = dup_f(p, b, C);
+        float *dout = dalloc(p, NC * 4), *dmean = dalloc(p, N * 4), *drstd = dalloc(p, N * 4);
+        CHECK_OK(p->cu_ops->layernorm_forward(p->cu, dout, dmean, drstd, dx, dw, db, N, C, 1e-5f));
+        float *a = down(p, dout, NC), *am = down(p, dmean, N), *ar = down(p, drstd, N);
+        compare("forward out", out, a, NC, 1e-5 * max_abs(out, NC), 1e-4);
+        compare("forward mean", mean, am, N, 1e-6 * max_abs(mean, N) + 1e-7, 1e-4);
+        compare("forward rstd", rstd, ar, N, 0, 1e-4);
+
+        /* backward from the CPU's saved statistics, accumulating */
+        float *g = hrand(NC, 24, -1, 1);
+        float *gin = hrand(NC, 25, -1, 1), *gw = hrand(C, 26, -1, 1), *gb = hrand(C, 27, -1, 1);
+        float *rin = hcopy(gin, NC), *rw = hcopy(gw, C), *rb = hcopy(gb, C);
+        CHECK_OK(p->cpu_ops->layernorm_backward(p->cpu, rin, rw, rb, g, x, w, mean, rstd, N, C));
+        float *dg = dup_f(p, g, NC), *din = dup_f(p, gin, NC), *dgw = dup_f(p, gw, C),
+              *dgb = dup_f(p, gb, C);
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dmean, mean, N));
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, drstd, rstd, N));
+        CHECK_OK(
+            p->cu_ops->layernorm_backward(p->cu, din, dgw, dgb, dg, dx, dw, dmean, drstd, N, C));
+        float *ain = down(p, din, NC), *aw = down(p, dgw, C), *ab = down(p, dgb, C);
+        compare("backward dinp", rin, ain, NC, 1e-5 * max_abs(rin, NC), 1e-4);
+        compare("backward dw", rw, aw, C, 1e-5 * max_abs(rw, C), 1e-4);
+        compare("backward db", rb, ab, C, 1e-5 * max_abs(rb, C), 1e-4);
+        /* determinism: the same call again from the same inputs */
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, din, gin, NC));
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dgw, gw, C));
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dgb, gb, C));
+        CHECK_OK(
+            p->cu_ops->layernorm_backward(p->cu, din, dgw, dgb, dg, dx, dw, dmean, drstd, N, C));
+        float *ain2 = down(p, din, NC), *aw2 = down(p, dgw, C);
+        same_bits("backward repeat dinp", ain, ain2, NC);
+        same_bits("backward repeat dw", aw, aw2, C);
+        free(ain2);
+        free(aw2);
+
+        void *dev[] = {dx, dw, db, dout, dmean, drstd, dg, din, dgw, dgb};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {x,   w,  b,  out, mean, rstd, a,   am, ar, g,
+                        gin, gw, gb, rin, rw,   rb,   ain, aw, ab};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+}
+
+/* ---- matrix products --------------------------------------------------------------- */
+
+/* S[n, o] = sum_c |x[n, c]| |w[o, c]| + |bias[o]| (forward) */
+static double *bound_fwd(const float *x, const float *w, const float *bias, int N, int C, int OC,
+                         double e) {
+    double *s = malloc((size_t)N * OC * sizeof *s);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double acc = bias ? fabs(bias[o]) : 0.0;
+            for (int c = 0; c < C; c++)
+                acc += fabs(x[(size_t)n * C + c]) * fabs(w[(size_t)o * C + c]);
+            s[(size_t)n * OC + o] = e * acc;
+        }
+    return s;
+}
+
+static void test_matmul(pair *p) {
+    int shapes[][3] = {{1, 8, 8}, {7, 24, 72}, {37, 100, 33}, {130, 64, 257}, {64, 768, 96}};
+    double e = matmul_eps(p->precision);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
+        size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+        printf("  matmul N %d C %d OC %d (%s)\n", N, C, OC, p->precision);
+        float *x = hrand(NC, 31 + si, -1, 1), *w = hrand(OCC, 32, -1, 1);
+        /* one spare element in front: a bias only 4-byte aligned takes the
+         * non-epilogue path */
+        float *bias = hrand(OC + 1, 33, -1, 1);
+        float *dx = dup_f(p, x, NC), *dw = dup_f(p, w, OCC), *dbias = dup_f(p, bias, OC + 1);
+        float *dout = dalloc(p, NO * 4);
+        for (int variant = 0; variant < 3; variant++) {
+            const float *hb = variant == 0 ? NULL : variant == 1 ? bias : bias + 1;
+            const float *db = variant == 0 ? NULL : variant == 1 ? dbias : dbias + 1;
+            const char *name = variant == 0   ? "forward, no bias"
+                               : variant == 1 ? "forward, bias"
+                                              : "forward, bias +4B";
+            float *ref = malloc(NO * sizeof *ref);
+            CHECK_OK(p->cpu_ops->matmul_forward(p->cpu, ref, x, w, hb, N, C, OC));
+            CHECK_OK(p->cu_ops->fill_f32(p->cu, dout, NAN, NO)); /* overwritten entirely */
+            CHECK_OK(p->cu_ops->matmul_forward(p->cu, dout, dx, dw, db, N, C, OC));
+            float *got = down(p, dout, NO);
+            double *bd = bound_fwd(x, w, hb, N, C, OC, e);
+            compare_b(name, ref, got, NO, 0, 0, bd);
+            free(bd);
+            free(ref);
+            free(got);
+        }
+        /* backward: dinp overwritten (or NULL), dw and dbias accumulate */
+        float *g = hrand(NO, 34, -1, 1);
+        float *gw0 = hrand(OCC, 35, -1, 1), *gb0 = hrand(OC, 36, -1, 1);
+        float *rin = malloc(NC * sizeof *rin), *rw = hcopy(gw0, OCC), *rb = hcopy(gb0, OC);
+        CHECK_OK(p->cpu_ops->matmul_backward(p->cpu, rin, rw, rb, g, x, w, N, C, OC));
+        float *dg = dup_f(p, g, NO), *din = dalloc(p, NC * 4), *dgw = dup_f(p, gw0, OCC),
+              *dgb = dup_f(p, gb0, OC);
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, din, NAN, NC));
+        CHECK_OK(p->cu_ops->matmul_backward(p->cu, din, dgw, dgb, dg, dx, dw, N, C, OC));
+        float *ain = down(p, din, NC), *aw = down(p, dgw, OCC), *ab = down(p, dgb, OC);
+        /* bounds: dinp[n, c] = sum_o g[n, o] w[o, c]; dw[o, c] = sum_n g[n, o] x[n, c] */
+        double *bin = malloc(NC * sizeof *bin), *bw = malloc(OCC * sizeof *bw),
+               *bb = malloc(OC * sizeof *bb);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) {
+                double s = 0;
+                for (int o = 0; o < OC; o++)
+                    s += fabs(g[(size_t)n * OC + o]) * fabs(w[(size_t)o * C + c]);
+                bin[(size_t)n * C + c] = e * s;
+            }
+        for (int o = 0; o < OC; o++) {
+            double sb = 0;
+            for (int c = 0; c < C; c++) {
+                double s = fabs(gw0[(size_t)o * C + c]);
+                for (int n = 0; n < N; n++)
+                    s += fabs(g[(size_t)n * OC + o]) * fabs(x[(size_t)n * C + c]);
+                bw[(size_t)o * C + c] = e * s;
+            }
+            sb = fabs(gb0[o]);
+            for (int n = 0; n < N; n++) sb += fabs(g[(size_t)n * OC + o]);
+            bb[o] = 1e-5 * sb; /* plain fp32 column sum */
+        }
+        compare_b("backward dinp", rin, ain, NC, 0, 0, bin);
+        compare_b("backward dw (accumulated)", rw, aw, OCC, 0, 0, bw);
+        compare_b("backward dbias (accumulated)", rb, ab, OC, 0, 0, bb);
+        /* dinp NULL: only dw; and determinism of the repeat */
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dgw, gw0, OCC));
+        CHECK_OK(p->cu_ops->matmul_backward(p->cu, NULL, dgw, NULL, dg, dx, dw, N, C, OC));
+        float *aw2 = down(p, dgw, OCC);
+        same_bits("backward repeat dw", aw, aw2, OCC);
+        free(aw2);
+
+        void *dev[] = {dx, dw, dbias, dout, dg, din, dgw, dgb};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {x, w, bias, g, gw0, gb0, rin, rw, rb, ain, aw, ab, bin, bw, bb};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+}
+
+/* ---- attention ---------------------------------------------------------------------- */
+
+static void test_attention(pair *p) {
+    int shapes[][4] = {{1, 1, 8, 1},    {2, 37, 24, 3},  {1, 65, 96, 4}, {2, 70, 128, 2},
+                       {1, 33, 128, 1}, {1, 130, 64, 1}, {1, 97, 60, 3}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int B = shapes[si][0], T = shapes[si][1], C = shapes[si][2], NH = shapes[si][3];
+        size_t BT = (size_t)B * T, n3 = BT * 3 * C, nout = BT * C, nl = (size_t)B * NH * T;
+        printf("  attention B %d T %d C %d NH %d (head size %d)\n", B, T, C, NH, C / NH);
+        float *qkv = hrand(n3, 41 + si, -2, 2);
+        float *out = malloc(nout * sizeof *out), *lse = malloc(nl * sizeof *lse);
+        CHECK_OK(p->cpu_ops->attention_forward(p->cpu, out, lse, qkv, B, T, C, NH));
+        float *dqkv_in = dup_f(p, qkv, n3), *dout = dalloc(p, nout * 4), *dlse = dalloc(p, nl * 4);
+        CHECK_OK(p->cu_ops->attention_forward(p->cu, dout, dlse, dqkv_in, B, T, C, NH));
+        float *a = down(p, dout, nout), *al = down(p, dlse, nl);
+        compare("forward out", out, a, nout, 1e-5 * max_abs(out, nout), 1e-4);
+        compare("forward lse", lse, al, nl, 1e-5 * max_abs(lse, nl), 1e-5);
+
+        float *g = hrand(nout, 42, -1, 1);
+        float *rd = malloc(n3 * sizeof *rd);
+        CHECK_OK(p->cpu_ops->attention_backward(p->cpu, rd, g, qkv, out, lse, B, T, C, NH));
+        float *dg = dup_f(p, g, nout), *dd = dalloc(p, n3 * 4);
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, dd, NAN, n3)); /* every element must be written */
+        CHECK_OK(p->cu_ops->attention_backward(p->cu, dd, dg, dqkv_in, dout, dlse, B, T, C, NH));
+        float *ad = down(p, dd, n3);
+        compare("backward dqkv", rd, ad, n3, 1e-5 * max_abs(rd, n3), 1e-4);
+        CHECK_OK(p->cu_ops->attention_backward(p->cu, dd, dg, dqkv_in, dout, dlse, B, T, C, NH));
+        float *ad2 = down(p, dd, n3);
+        same_bits("backward repeat", ad, ad2, n3);
+
+        void *dev[] = {dqkv_in, dout, dlse, dg, dd};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {qkv, out, lse, a, al, g, rd, ad, ad2};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+    /* head size above the kernels' limit: a clear error, not a crash */
+    float *d = dalloc(p, 4 * 136 * 4);
+    CHECK_STATUS(p->cu_ops->attention_forward(p->cu, d, d, d, 1, 1, 136, 1), GPTX_ERR_UNSUPPORTED);
+    dfree(p, d);
+}
+
+/* ---- elementwise --------------------------------------------------------------------- */
+
+static void test_elementwise(pair *p) {
+    size_t sizes[] = {1, 1001, 300007};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        printf("  elementwise n %zu\n", n);
+        float *x = hrand(n, 51 + si, -6, 6), *y = hrand(n, 52, -1, 1);
+        float *r = malloc(n * sizeof *r);
+        float *dx = dup_f(p, x, n), *dy = dup_f(p, y, n), *dr = dalloc(p, n * 4);
+        CHECK_OK(p->cpu_ops->gelu_forward(p->cpu, r, x, n));
+        CHECK_OK(p->cu_ops->gelu_forward(p->cu, dr, dx, n));
+        float *a = down(p, dr, n);
+        compare("gelu forward", r, a, n, 1e-6, 1e-5);
+        free(a);
+        CHECK_OK(p->cpu_ops->gelu_backward(p->cpu, r, x, y, n));
+        CHECK_OK(p->cu_ops->gelu_backward(p->cu, dr, dx, dy, n));
+        a = down(p, dr, n);
+        compare("gelu backward", r, a, n, 1e-6, 1e-5);
+        free(a);
+        CHECK_OK(p->cpu_ops->residual_forward(p->cpu, r, x, y, n));
+        CHECK_OK(p->cu_ops->residual_forward(p->cu, dr, dx, dy, n));
+        a = down(p, dr, n);
+        same_bits("residual", r, a, n);
+        free(a);
+        dfree(p, dx);
+        dfree(p, dy);
+        dfree(p, dr);
+        free(x);
+        free(y);
+        free(r);
+    }
+    /* QKV layout round trip */
+    int N = 37, C = 24;
+    size_t NC = (size_t)N * C;
+    float *q = hrand(NC, 53, -1, 1), *k = hrand(NC, 54, -1, 1), *v = hrand(NC, 55, -1, 1);
+    float *r = malloc(3 * NC * sizeof *r);
+    CHECK_OK(p->cpu_ops->qkv_interleave(p->cpu, r, q, k, v, N, C));
+    float *dq = dup_f(p, q, NC), *dk = dup_f(p, k, NC), *dv = dup_f(p, v, NC),
+          *dr = dalloc(p, 3 * NC * 4);
+    CHECK_OK(p->cu_ops->qkv_interleave(p->cu, dr, dq, dk, dv, N, C));
+    float *a = down(p, dr, 3 * NC);
+    same_bits("qkv interleave", r, a, 3 * NC);
+    CHECK_OK(p->cu_ops->fill_f32(p->cu, dq, 0, NC));
+    CHECK_OK(p->cu_ops->fill_f32(p->cu, dk, 0, NC));
+    CHECK_OK(p->cu_ops->fill_f32(p->cu, dv, 0, NC));
+    CHECK_OK(p->cu_ops->qkv_split(p->cu, dq, dk, dv, dr, N, C));
+    float *aq = down(p, dq, NC), *ak = down(p, dk, NC), *av = down(p, dv, NC);
+    same_bits("qkv split q", q, aq, NC);
+    same_bits("qkv split k", k, ak, NC);
+    same_bits("qkv split v", v, av, NC);
+    void *dev[] = {dq, dk, dv, dr};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+    void *host[] = {q, k, v, r, a, aq, ak, av};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+/* ---- cross-entropy ------------------------------------------------------------------- */
+
+static void test_crossentropy(pair *p) {
+    int shapes[][4] = {{1, 5, 5, 0},
+                       {7, 101, 128, 1},
+                       {7, 101, 128, 0},
+                       {13, 1000, 1024, 1},
+                       {3, 50257, 50304, 1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], V = shapes[si][1], Vp = shapes[si][2], mask = shapes[si][3];
+        size_t NV = (size_t)N * Vp;
+        printf("  cross-entropy N %d V %d Vp %d mask %d\n", N, V, Vp, mask);
+        float *logits = hrand(NV, 61 + si, -8, 8);
+        int32_t *tg = malloc(N * sizeof *tg);
+        for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 37 + 3) % V);
+        if (N > 2) tg[1] = GPTX_IGNORE_INDEX;
+        float *rl = hcopy(logits, NV), *rloss = malloc(N * 4), *rlse = malloc(N * 4);
+        CHECK_OK(p->cpu_ops->crossentropy_forward(p->cpu, rloss, rlse, rl, tg, N, V, Vp, mask));
+        float *dl = dup_f(p, logits, NV), *dloss = dalloc(p, N * 4), *dlse = dalloc(p, N * 4);
+        int32_t *dtg = dup_i(p, tg, N);
+        CHECK_OK(p->cu_ops->crossentropy_forward(p->cu, dloss, dlse, dl, dtg, N, V, Vp, mask));
+        float *al = down(p, dl, NV), *aloss = down(p, dloss, N), *alse = down(p, dlse, N);
+        same_bits("forward logits (masked -inf)", rl, al, NV);
+        /* the CPU sums up to 50257 exponentials sequentially: most of the
+         * difference is its rounding */
+        compare("forward losses", rloss, aloss, N, 1e-5, 3e-5);
+        compare("forward lse", rlse, alse, N, 1e-5, 3e-5);
+        /* without targets: only the mask and lse */
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dl, logits, NV));
+        CHECK_OK(p->cu_ops->crossentropy_forward(p->cu, NULL, dlse, dl, NULL, N, V, Vp, mask));
+        float *alse2 = down(p, dlse, N);
+        same_bits("forward lse without targets", alse, alse2, N);
+        free(alse2);
+
+        float dl_scale = 1.0f / (float)N;
+        CHECK_OK(p->cpu_ops->crossentropy_backward(p->cpu, rl, rlse, tg, N, V, Vp, dl_scale));
+        CHECK_OK(p->cu_ops->crossentropy_backward(p->cu, dl, dlse, dtg, N, V, Vp, dl_scale));
+        float *ag = down(p, dl, NV);
+        compare("backward dlogits", rl, ag, NV, 1e-7, 1e-5);
+        if (N > 2) {
+            int zero = 1;
+            for (int j = 0; j < Vp; j++) zero &= ag[(size_t)Vp + j] == 0.0f;
+            CHECK(zero); /* ignored row */
+        }
+        void *dev[] = {dl, dloss, dlse, dtg};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {logits, tg, rl, rloss, rlse, al, aloss, alse, ag};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+}
+
+/* ---- reductions and AdamW -------------------------------------------------------------- */
+
+static void test_sums(pair *p) {
+    size_t sizes[] = {1, 65535, 65537, 200003};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        size_t n = sizes[si];
+        float *x = hrand(n, 71 + si, -3, 3);
+        float *dx = dup_f(p, x, n);
+        double rs = 0, rq = 0, as = 0, aq = 0, as2 = 0, absum = 0;
+        for (size_t i = 0; i < n; i++) absum += fabs(x[i]) + (double)x[i] * x[i];
+        CHECK_OK(p->cpu_ops->sum_to_host(p->cpu, &rs, x, n));
+        CHECK_OK(p->cpu_ops->sum_squares_to_host(p->cpu, &rq, x, n));
+        CHECK_OK(p->cu_ops->sum_to_host(p->cu, &as, dx, n));
+        CHECK_OK(p->cu_ops->sum_squares_to_host(p->cu, &aq, dx, n));
+        CHECK_OK(p->cu_ops->sum_to_host(p->cu, &as2, dx, n));
+        printf("  sums n %zu: sum %.17g vs %.17g, squares %.17g vs %.17g\n", n, as, rs, aq, rq);
+        CHECK(fabs(as - rs) <= 1e-12 * absum);
+        CHECK(fabs(aq - rq) <= 1e-12 * absum);
+        CHECK(memcmp(&as, &as2, sizeof as) == 0);
+        dfree(p, dx);
+        free(x);
+    }
+}
+
+static void test_adamw(pair *p) {
+    printf("  adamw\n");
+    size_t n = 20000;
+    /* unsorted ranges, one empty, one gap [9000, 9100) left alone */
+    gptx_param_range ranges[] = {
+        {9100, 10900, 0.0f}, {0, 5000, 0.1f}, {5000, 0, 0.1f}, {5000, 4000, 0.05f}};
+    gptx_adamw_hyper h = {
+        1e-3f, 0.9f, 0.95f, 1e-8f, 1.0f - 0.9f * 0.9f * 0.9f, 1.0f - 0.95f * 0.95f * 0.95f, 0.7f};
+    float *pr = hrand(n, 81, -1, 1), *g = hrand(n, 82, -1e-2f, 1e-2f),
+          *m = hrand(n, 83, -1e-3f, 1e-3f), *v = hrand(n, 84, 0, 1e-5f);
+    float *rp = hcopy(pr, n), *rm = hcopy(m, n), *rv = hcopy(v, n);
+    float *dp = dup_f(p, pr, n), *dg = dup_f(p, g, n), *dm = dup_f(p, m, n), *dv = dup_f(p, v, n);
+    for (int rep = 0; rep < 3; rep++) {
+        CHECK_OK(p->cpu_ops->adamw(p->cpu, rp, g, rm, rv, ranges, 4, &h));
+        CHECK_OK(p->cu_ops->adamw(p->cu, dp, dg, dm, dv, ranges, 4, &h));
+    }
+    float *ap = down(p, dp, n), *am = down(p, dm, n), *av = down(p, dv, n);
+    compare("params", rp, ap, n, 1e-7, 1e-5);
+    compare("m", rm, am, n, 1e-10, 1e-5);
+    compare("v", rv, av, n, 1e-12, 1e-5);
+    same_bits("gap untouched", pr + 9000, ap + 9000, 100);
+    void *dev[] = {dp, dg, dm, dv};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+    void *host[] = {pr, g, m, v, rp, rm, rv, ap, am, av};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
+    pair p;
+    memset(&p, 0, sizeof p);
+    p.cpu_ops = gptx_cpu_backend_ops();
+    p.cu_ops = cuda_test_ops();
+    gptx_context_options co;
+    gptx_context_options_init(&co);
+    co.num_threads = 2;
+    if (p.cpu_ops->create(&p.cpu, &co) != GPTX_OK) {
+        fprintf(stderr, "CPU backend: %s\n", gptx_last_error());
+        return 1;
+    }
+    const char *precisions[] = {"fp32", "tf32", "bf16"};
+    printf("test_cuda_kernels on %s\n", CUDA_TEST_KIND);
+    for (int pi = 0; pi < 3; pi++) {
+        p.precision = precisions[pi];
+        int rc = cuda_test_backend(&p.cu, p.precision);
+        if (rc == GPTX_ERR_UNSUPPORTED) {
+            p.cpu_ops->destroy(p.cpu);
+            return cuda_test_skip("test_cuda_kernels");
+        }
+        if (rc != GPTX_OK) {
+            fprintf(stderr, "CUDA backend (%s): %s\n", p.precision, gptx_last_error());
+            return 1;
+        }
+        printf("precision %s\n", p.precision);
+        /* everything but the products is fp32 whatever the precision: run it once */
+        if (pi == 0) {
+            if (!only || !strcmp(only, "copies")) test_copies(&p);
+            if (!only || !strcmp(only, "embedding")) test_embedding(&p);
+            if (!only || !strcmp(only, "layernorm")) test_layernorm(&p);
+            if (!only || !strcmp(only, "attention")) test_attention(&p);
+            if (!only || !strcmp(only, "elementwise")) test_elementwise(&p);
+            if (!only || !strcmp(only, "crossentropy")) test_crossentropy(&p);
+            if (!only || !strcmp(only, "sums")) test_sums(&p);
+            if (!only || !strcmp(only, "adamw")) test_adamw(&p);
+        }
+        if (!only || !strcmp(only, "matmul")) test_matmul(&p);
+        gptx_memory_stats st;
+        gptx_memory_stats_init(&st);
+        p.cu_ops->memory_stats(p.cu, &st);
+        CHECK(st.allocated == 0); /* every test buffer was freed */
+        p.cu_ops->destroy(p.cu);
+        p.cu = NULL;
+    }
+    p.cpu_ops->destroy(p.cpu);
+    cuda_test_precision(NULL);
+    return check_exit("test_cuda_kernels");
+}
