@@ -3,6 +3,11 @@
  * on the bundled data/the-verdict.txt (GPT-2 BPE tokens) on the CPU and
  * prints a sample continuation of "Every effort moves you".
  * `gptx-train --help` lists every flag.
+ *
+ * Data parallel with no change: under `mpirun -np N` (CPU, MPI engine) or
+ * torchrun-style variables (CUDA, NCCL engine) every rank trains on its own
+ * share of each global batch, gradients are averaged by token count, and
+ * rank 0 alone prints, samples and writes checkpoints (docs/distributed.md).
  */
 #include <errno.h>
 #include <math.h>
@@ -10,20 +15,57 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gptx/gptx.h"
+#include "train/train_dp.h"
 #include "train/train_options.h"
 #include "train/train_report.h"
+
+/* "" with one process, " (rank R of W)" in a data-parallel run */
+static char rank_label[48] = "";
 
 #define TRY(call)                                                                            \
     do {                                                                                     \
         int rc_ = (call);                                                                    \
         if (rc_ != GPTX_OK) {                                                                \
-            fprintf(stderr, "\ngptx-train: %s\n  (%s from %s)\n", gptx_last_error(),         \
-                    gptx_status_name(rc_), #call);                                           \
+            fprintf(stderr, "\ngptx-train%s: %s\n  (%s from %s)\n", rank_label,               \
+                    gptx_last_error(), gptx_status_name(rc_), #call);                        \
             goto done;                                                                       \
         }                                                                                    \
     } while (0)
+
+/* Runs `call` on rank 0 only (sampling, checkpoints); the other ranks wait
+ * at a barrier that also tells them whether it failed. */
+#define ON_RANK0(call, what)                                                                 \
+    do {                                                                                     \
+        int rc0_ = R == 0 ? (call) : GPTX_OK;                                                \
+        if (rc0_ != GPTX_OK)                                                                 \
+            fprintf(stderr, "\ngptx-train%s: %s\n  (%s from %s)\n", rank_label,              \
+                    gptx_last_error(), gptx_status_name(rc0_), #call);                       \
+        if (W > 1 ? dp_agree(comm, rc0_ == GPTX_OK, what) != GPTX_OK : rc0_ != GPTX_OK)      \
+            goto done;                                                                       \
+    } while (0)
+
+/* A timer report over all ranks: times are the slowest rank's, token counts
+ * the sum, so tokens/s is global tokens over the slowest rank's time. */
+static int global_timing(gptx_comm *comm, gptx_timer_report *r) {
+    double slowest[5] = {r->cold_seconds, r->steady_seconds, r->steady_median_seconds,
+                         r->steady_min_seconds, r->steady_max_seconds};
+    double sum[2] = {(double)r->cold_tokens, (double)r->steady_tokens};
+    int rc = gptx_comm_allreduce_f64(comm, slowest, 5, GPTX_COMM_MAX);
+    if (!rc) rc = gptx_comm_allreduce_f64(comm, sum, 2, GPTX_COMM_SUM);
+    if (rc) return rc;
+    r->cold_seconds = slowest[0];
+    r->steady_seconds = slowest[1];
+    r->steady_median_seconds = slowest[2];
+    r->steady_min_seconds = slowest[3];
+    r->steady_max_seconds = slowest[4];
+    r->cold_tokens = (int64_t)sum[0];
+    r->steady_tokens = (int64_t)sum[1];
+    r->steady_tokens_per_second = r->steady_seconds > 0 ? sum[1] / r->steady_seconds : 0;
+    return GPTX_OK;
+}
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -86,38 +128,6 @@ static void free_paths(char **paths, int n) {
     free(paths);
 }
 
-/* Token-weighted mean loss over up to n_batches validation batches, always
- * from the start of the validation data. */
-static int evaluate(gptx_model *model, gptx_dataloader *val, int n_batches, int T, double *loss,
-                    int64_t *tokens) {
-    gptx_dataloader_state start = {0, 0, 0};
-    gptx_dataloader_state st;
-    int rc = gptx_dataloader_get_state(val, &st);
-    if (rc) return rc;
-    start.seed = st.seed;
-    if ((rc = gptx_dataloader_set_state(val, &start))) return rc;
-    gptx_dataloader_info info;
-    gptx_dataloader_info_init(&info);
-    if ((rc = gptx_dataloader_info_get(val, &info))) return rc;
-    if (info.batches_per_epoch < n_batches) n_batches = (int)info.batches_per_epoch;
-    double sum = 0;
-    int64_t count = 0;
-    for (int i = 0; i < n_batches; i++) {
-        const int32_t *in, *tg;
-        int rows;
-        float l;
-        int64_t c;
-        if ((rc = gptx_dataloader_next(val, &in, &tg, &rows, NULL))) return rc;
-        if ((rc = gptx_model_forward(model, in, tg, rows, T, &l))) return rc;
-        if ((rc = gptx_model_num_loss_tokens(model, &c))) return rc;
-        sum += (double)l * (double)c;
-        count += c;
-    }
-    *loss = count ? sum / (double)count : NAN;
-    *tokens = count;
-    return GPTX_OK;
-}
-
 static int sample(gptx_model *model, gptx_sampler *sampler, gptx_tokenizer *tok,
                   const train_options *o, train_report *rep, int64_t step) {
     size_t plen = strlen(o->prompt), n_ids = 0;
@@ -166,7 +176,17 @@ int main(int argc, char **argv) {
     if (o.width) C = o.width;
     if (o.context) T = o.context;
 
+    /* the launcher (if any) decides rank, device and the default thread count */
+    gptx_comm_launch_info launch;
+    gptx_comm_launch_info_init(&launch);
+    if (gptx_comm_detect_launch(&launch) != GPTX_OK) {
+        fprintf(stderr, "gptx-train: %s\n", gptx_last_error());
+        return 2;
+    }
+
     int status = 1;
+    gptx_comm *comm = NULL;
+    int R = 0, W = 1;
     gptx_context *ctx = NULL;
     gptx_tokenizer *tok = NULL;
     gptx_dataloader *train = NULL, *val = NULL;
@@ -187,7 +207,21 @@ int main(int argc, char **argv) {
                  : !strcmp(o.backend, "auto") ? GPTX_BACKEND_AUTO : GPTX_BACKEND_CPU;
     co.num_threads = o.threads;
     co.deterministic = 1;
+    if (launch.world_size > 1) {
+        co.device = launch.local_rank; /* one GPU per process */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (o.threads == 0 && launch.local_world_size > 1 && cores > 0) /* share the cores */
+            co.num_threads = cores / launch.local_world_size > 0
+                                 ? (int)(cores / launch.local_world_size) : 1;
+    }
     TRY(gptx_context_create(&ctx, &co));
+    gptx_comm_options cmo;
+    gptx_comm_options_init(&cmo);
+    cmo.timeout_seconds = o.comm_timeout;
+    TRY(gptx_comm_create(&comm, ctx, &cmo));
+    R = gptx_comm_rank(comm);
+    W = gptx_comm_world_size(comm);
+    if (W > 1) snprintf(rank_label, sizeof rank_label, " (rank %d of %d)", R, W);
     TRY(gptx_tokenizer_load_gpt2(&tok, o.encoder, o.vocab));
 
     gptx_dataloader_options lo;
@@ -196,7 +230,10 @@ int main(int argc, char **argv) {
     lo.seq_len = T;
     lo.seed = o.seed;
     lo.vocab_size = o.vocab_size;
+    /* validation: every rank reads all of it and evaluates its own batches */
     gptx_dataloader_options vo = lo;
+    lo.rank = R; /* training: each rank its own disjoint share of every epoch */
+    lo.world_size = W;
     lo.shuffle = 1;
     lo.drop_last = 1;
     lo.prefetch = 1;
@@ -280,23 +317,36 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (train_report_open(&rep, o.out_dir, o.log_every)) goto done;
+    {
+        int opened = train_report_open(&rep, o.out_dir, o.log_every, R, W) == 0;
+        if (W > 1 ? dp_agree(comm, opened, "opening --out-dir") != GPTX_OK : !opened) goto done;
+    }
     TRY(gptx_timer_create(&step_timer, ctx, GPTX_TIMER_TRAINING_STEPS));
     TRY(gptx_timer_create(&e2e_timer, ctx, GPTX_TIMER_END_TO_END));
-    printf("gptx-train %s | backend %s, %d threads, precision %s\n", gptx_version(),
-           gptx_context_backend_name(ctx), gptx_context_num_threads(ctx), o.precision);
-    printf("data %s: %lld training tokens, %lld windows of %d+1, %lld batches/epoch%s\n", data_name,
-           (long long)ti.total_tokens, (long long)ti.total_windows, T,
-           (long long)ti.batches_per_epoch, val ? "" : " (no validation data)");
-    printf("model: %d layers, %d heads, width %d, context %d, vocab %d padded to %d, %zu parameters\n",
-           L, H, C, T, o.vocab_size, o.padded_vocab, gptx_model_num_parameters(model));
-    printf("optimizer: AdamW lr %g (%s after %d warm-up steps, to %g x), wd %g, clip %g | "
-           "%d x %d tokens x %d accumulation = %d tokens/step, %lld steps%s\n",
-           (double)o.lr, o.schedule == SCHEDULE_COSINE ? "cosine" : o.schedule == SCHEDULE_LINEAR ? "linear" : "constant",
-           o.warmup, (double)o.min_lr_frac, (double)o.weight_decay, (double)o.grad_clip, o.batch, T,
-           o.grad_accum, o.batch * T * o.grad_accum, (long long)total_steps,
-           o.resume ? " (resumed)" : "");
-    if (o.resume) printf("resumed from %s at step %lld\n", o.resume, (long long)step);
+    if (R == 0) {
+        printf("gptx-train %s | backend %s, %d threads, precision %s\n", gptx_version(),
+               gptx_context_backend_name(ctx), gptx_context_num_threads(ctx), o.precision);
+        printf("data %s: %lld training tokens, %lld windows of %d+1, %lld batches/epoch%s\n", data_name,
+               (long long)ti.total_tokens, (long long)ti.total_windows, T,
+               (long long)ti.batches_per_epoch, val ? "" : " (no validation data)");
+        printf("model: %d layers, %d heads, width %d, context %d, vocab %d padded to %d, %zu parameters\n",
+               L, H, C, T, o.vocab_size, o.padded_vocab, gptx_model_num_parameters(model));
+        printf("optimizer: AdamW lr %g (%s after %d warm-up steps, to %g x), wd %g, clip %g | "
+               "%d x %d tokens x %d accumulation = %d tokens/step%s, %lld steps%s\n",
+               (double)o.lr, o.schedule == SCHEDULE_COSINE ? "cosine" : o.schedule == SCHEDULE_LINEAR ? "linear" : "constant",
+               o.warmup, (double)o.min_lr_frac, (double)o.weight_decay, (double)o.grad_clip, o.batch, T,
+               o.grad_accum, o.batch * T * o.grad_accum, W > 1 ? " per rank" : "",
+               (long long)total_steps, o.resume ? " (resumed)" : "");
+        if (o.resume) printf("resumed from %s at step %lld\n", o.resume, (long long)step);
+        if (W > 1)
+            printf("data parallel: %d ranks (%s engine, %d on this node), each with its own "
+                   "share of the windows: global batch %d rows = %d tokens/step; batch, "
+                   "batches/epoch and threads above are per rank, loss, grad norm, tokens and "
+                   "tokens/s are global\n",
+                   W, gptx_comm_engine_name(comm), gptx_comm_local_world_size(comm),
+                   W * o.batch * o.grad_accum, W * o.batch * T * o.grad_accum);
+        fflush(stdout);
+    }
 
     double val_loss = NAN;
     int64_t val_tokens = 0;
@@ -305,18 +355,20 @@ int main(int argc, char **argv) {
         int last = step == total_steps;
         TRY(gptx_timer_start(e2e_timer));
         if (val && (step % o.eval_every == 0 || last)) {
-            TRY(evaluate(model, val, o.eval_batches, T, &val_loss, &val_tokens));
+            /* --eval-batches counts global batches: W per-rank batches of --batch rows
+             * each, the windows one process with the global batch evaluates */
+            TRY(dp_evaluate(comm, model, val, o.eval_batches * W, T, &val_loss, &val_tokens));
             train_report_val(&rep, step, tokens_seen, val_loss, val_tokens);
         }
         if (o.sample_every > 0 && step > 0 && step % o.sample_every == 0 && !last)
-            TRY(sample(model, sampler, tok, &o, &rep, step));
+            ON_RANK0(sample(model, sampler, tok, &o, &rep, step), "sampling");
         if (o.checkpoint_every >= 0 && step > 0 &&
             ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || last)) {
             char path[4096];
             snprintf(path, sizeof path, "%s/checkpoint.safetensors", o.out_dir);
             ts.lr_schedule_step = step;
             ts.tokens_seen = tokens_seen;
-            TRY(gptx_checkpoint_save(model, &ts, path));
+            ON_RANK0(gptx_checkpoint_save(model, &ts, path), "writing the checkpoint");
             train_report_line(&rep, "step %lld | checkpoint %s\n", (long long)step, path);
         }
         if (last) {
@@ -342,14 +394,26 @@ int main(int argc, char **argv) {
             loss_sum += l;
             step_tokens += (int64_t)rows * T;
         }
+        /* every rank: the global token-weighted mean gradient (no-op for one rank) */
+        TRY(gptx_comm_average_gradients(comm, model, step_tokens));
         TRY(gptx_optimizer_step(opt, model, &norm));
         TRY(gptx_timer_stop(step_timer, step_tokens));
         double dt = now_seconds() - t0;
         loss = (float)(loss_sum / K);
-        tokens_seen += step_tokens;
         gptx_timer_report tr;
         gptx_timer_report_init(&tr);
         TRY(gptx_timer_get_report(step_timer, &tr));
+        const int64_t local_tokens = step_tokens;
+        if (W > 1) {
+            /* global: token-weighted loss, all ranks' tokens, the slowest rank's time */
+            double sums[2] = {(double)loss * (double)step_tokens, (double)step_tokens};
+            TRY(gptx_comm_allreduce_f64(comm, sums, 2, GPTX_COMM_SUM));
+            TRY(gptx_comm_allreduce_f64(comm, &dt, 1, GPTX_COMM_MAX));
+            TRY(global_timing(comm, &tr));
+            loss = (float)(sums[0] / sums[1]);
+            step_tokens = (int64_t)sums[1];
+        }
+        tokens_seen += step_tokens;
         double tps = tr.steady_seconds > 0 ? tr.steady_tokens_per_second : step_tokens / dt;
         double step_s = tr.steady_seconds > 0 ? tr.steady_median_seconds : dt;
         gptx_memory_stats ms;
@@ -357,9 +421,9 @@ int main(int argc, char **argv) {
         TRY(gptx_context_memory(ctx, &ms));
         train_report_step(&rep, step + 1, total_steps, loss, lr, norm, tokens_seen, dt, tps,
                           step_s * (double)(total_steps - step - 1), ms.peak);
-        TRY(gptx_timer_stop(e2e_timer, step_tokens));
+        TRY(gptx_timer_stop(e2e_timer, local_tokens));
     }
-    if (o.sample_tokens > 0) TRY(sample(model, sampler, tok, &o, &rep, step));
+    if (o.sample_tokens > 0) ON_RANK0(sample(model, sampler, tok, &o, &rep, step), "sampling");
 
     char svg[4096];
     snprintf(svg, sizeof svg, "%s/loss.svg", o.out_dir);
@@ -371,24 +435,33 @@ int main(int argc, char **argv) {
     gptx_timer_report_init(&er);
     TRY(gptx_timer_get_report(step_timer, &tr));
     TRY(gptx_timer_get_report(e2e_timer, &er));
+    if (W > 1) {
+        TRY(global_timing(comm, &tr));
+        TRY(global_timing(comm, &er));
+    }
+    const char *glabel = W > 1 ? ", global: all ranks' tokens over the slowest rank's time" : "";
     gptx_memory_stats ms;
     gptx_memory_stats_init(&ms);
     TRY(gptx_context_memory(ctx, &ms));
     train_report_line(&rep,
-        "timing, training steps only (forward+backward+AdamW, data ready): cold first step %.3f s; "
-        "steady %lld steps, median %.3f s, %.0f tokens/s\n",
-        tr.cold_seconds, (long long)(tr.intervals > 0 ? tr.intervals - 1 : 0),
-        tr.steady_median_seconds, tr.steady_tokens_per_second);
+        "timing, training steps only (forward+backward+%sAdamW, data ready%s): cold first step "
+        "%.3f s; steady %lld steps, median %.3f s, %.0f tokens/s\n",
+        W > 1 ? "gradient average+" : "", glabel, tr.cold_seconds,
+        (long long)(tr.intervals > 0 ? tr.intervals - 1 : 0), tr.steady_median_seconds,
+        tr.steady_tokens_per_second);
     train_report_line(&rep,
-        "timing, end to end (steps, data, eval, sampling, checkpoints): cold %.3f s; steady %.1f s "
-        "over %lld intervals, %.0f tokens/s; whole run incl. set-up %.1f s\n",
-        er.cold_seconds, er.steady_seconds, (long long)(er.intervals > 0 ? er.intervals - 1 : 0),
+        "timing, end to end (steps, data, eval, sampling, checkpoints%s): cold %.3f s; steady "
+        "%.1f s over %lld intervals, %.0f tokens/s; whole run incl. set-up %.1f s%s\n",
+        glabel, er.cold_seconds, er.steady_seconds,
+        (long long)(er.intervals > 0 ? er.intervals - 1 : 0),
         er.steady_seconds > 0 ? (double)er.steady_tokens / er.steady_seconds : 0.0,
-        now_seconds() - t_start);
+        now_seconds() - t_start, W > 1 ? " (rank 0)" : "");
     train_report_line(&rep,
-        "memory (library buffers): allocated %.1f MiB, reserved %.1f MiB, peak %.1f MiB\n",
-        ms.allocated / 1048576.0, ms.reserved / 1048576.0, ms.peak / 1048576.0);
-    train_report_line(&rep, "final: train loss %.4f, val loss %.4f\n", (double)loss, val_loss);
+        "memory (library buffers%s): allocated %.1f MiB, reserved %.1f MiB, peak %.1f MiB\n",
+        W > 1 ? ", local: rank 0's" : "", ms.allocated / 1048576.0, ms.reserved / 1048576.0,
+        ms.peak / 1048576.0);
+    train_report_line(&rep, "final: train loss%s %.4f, val loss%s %.4f\n", W > 1 ? " (global)" : "",
+                      (double)loss, W > 1 ? " (global)" : "", val_loss);
     status = 0;
 done:
     train_report_close(&rep);
@@ -400,6 +473,7 @@ done:
     gptx_dataloader_destroy(train);
     gptx_dataloader_destroy(val);
     gptx_tokenizer_destroy(tok);
+    gptx_comm_destroy(comm);
     gptx_context_destroy(ctx);
     free_paths(train_paths, n_train_paths);
     free_paths(val_paths, n_val_paths);

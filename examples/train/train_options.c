@@ -45,7 +45,8 @@ static void usage(void) {
         "  --grad-clip X          global gradient-norm clip, 0 = off (default 1.0)\n"
         "evaluation and output:\n"
         "  --eval-every N         validation interval in steps (default 50)\n"
-        "  --eval-batches N       validation batches per evaluation (default 8)\n"
+        "  --eval-batches N       validation batches per evaluation (default 8; data parallel:\n"
+        "                         global batches, each rank evaluating its share)\n"
         "  --sample-every N       sample interval in steps, 0 = only at the end (default 0)\n"
         "  --sample-tokens N      tokens per sample (default 48)\n"
         "  --prompt TEXT          sample prompt (default \"Every effort moves you\")\n"
@@ -60,8 +61,13 @@ static void usage(void) {
         "machine:\n"
         "  --backend NAME         cpu (default), cuda or auto\n"
         "  --precision NAME       fp32 (the only policy of the CPU backend; default)\n"
-        "  --threads N            CPU threads, 0 = all cores (default 0)\n"
-        "  --seed N               initialisation, data order and sampling seed (default 1337)\n",
+        "  --threads N            CPU threads, 0 = all cores (default 0; data parallel: the\n"
+        "                         node's cores divided among its ranks)\n"
+        "  --seed N               initialisation, data order and sampling seed (default 1337)\n"
+        "data parallel (started by mpirun -np N, or torchrun-style RANK/WORLD_SIZE/... with\n"
+        "CUDA; --batch is per rank, rank 0 prints and writes; see docs/distributed.md):\n"
+        "  --comm-timeout S       a collective still waiting after S seconds fails the run\n"
+        "                         (a rank died or hangs); 0 = wait forever (default 600)\n",
         GPTX_DATA_DIR, GPTX_DATA_DIR, GPTX_DATA_DIR);
 }
 
@@ -106,7 +112,7 @@ int train_options_parse(train_options *o, int argc, char **argv) {
         .beta2 = 0.95f, .schedule = SCHEDULE_COSINE, .eval_every = 50, .eval_batches = 8,
         .sample_tokens = 48, .top_k = 40, .log_every = 10, .temperature = 0.8f, .top_p = 1.0f,
         .prompt = "Every effort moves you", .out_dir = "out", .checkpoint_every = -1,
-        .backend = "cpu", .precision = "fp32", .threads = 0, .seed = 1337};
+        .backend = "cpu", .precision = "fp32", .threads = 0, .seed = 1337, .comm_timeout = 600};
     int steps_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
@@ -170,6 +176,7 @@ int train_options_parse(train_options *o, int argc, char **argv) {
             o->precision = v;
         }
         else if (!strcmp(k, "--threads")) rc = parse_int(k, v, 0, &o->threads);
+        else if (!strcmp(k, "--comm-timeout")) rc = parse_float(k, v, 0.0, 1e9, &o->comm_timeout);
         else if (!strcmp(k, "--seed")) {
             char *end = NULL;
             errno = 0;

@@ -31,6 +31,7 @@ typedef struct train_options {
     const char *backend, *precision;
     int threads;
     uint64_t seed;
+    float comm_timeout;        /* data parallel: seconds a collective may wait */
 } train_options;
 
 /* Parses argv into opts. Returns 0 on success, 1 after --help (exit 0),

@@ -8,9 +8,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int train_report_open(train_report *r, const char *out_dir, int log_every) {
+int train_report_open(train_report *r, const char *out_dir, int log_every, int rank,
+                      int world_size) {
     memset(r, 0, sizeof *r);
-    r->tty = isatty(STDOUT_FILENO);
+    r->world_size = world_size;
+    if (rank > 0) {
+        r->silent = 1; /* rank 0 reports for everyone */
+        return 0;
+    }
+    /* mpirun hands ranks a pseudo-terminal even when its own output goes to
+     * a file: data-parallel runs always print plain lines */
+    r->tty = world_size == 1 && isatty(STDOUT_FILENO);
     r->log_every = log_every;
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "gptx-train: cannot create %s: %s\n", out_dir, strerror(errno));
@@ -58,6 +66,7 @@ static void format_duration(char *buf, size_t n, double s) {
 void train_report_step(train_report *r, int64_t step, int64_t total, float loss, float lr,
                        float grad_norm, int64_t tokens_seen, double step_seconds,
                        double steady_tps, double eta, uint64_t mem_peak) {
+    if (r->silent) return;
     push(&r->train, &r->n_train, &r->cap_train, (train_point){step, tokens_seen, loss});
     fprintf(r->metrics,
             "{\"step\": %lld, \"train_loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, "
@@ -67,21 +76,27 @@ void train_report_step(train_report *r, int64_t step, int64_t total, float loss,
             step_seconds, steady_tps, (unsigned long long)mem_peak);
     char eta_s[32];
     format_duration(eta_s, sizeof eta_s, eta);
+    /* data parallel: loss, grad norm and throughput are over all ranks */
+    const char *g = r->world_size > 1 ? " (global)" : "";
+    const char *gt = r->world_size > 1 ? "global, " : "";
     if (r->tty) {
-        printf("\r\033[Kstep %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s (training steps) | ETA %s",
-               (long long)step, (long long)total, (double)loss, (double)lr, steady_tps, eta_s);
+        printf("\r\033[Kstep %lld/%lld | loss%s %.4f | lr %.2e | %.0f tok/s (%straining steps) | "
+               "ETA %s",
+               (long long)step, (long long)total, g, (double)loss, (double)lr, steady_tps, gt,
+               eta_s);
         fflush(stdout);
         r->line_open = 1;
     } else if (step % r->log_every == 0 || step == total || step == 1) {
-        printf("step %lld/%lld | loss %.4f | lr %.2e | grad norm %.3f | %.0f tok/s (training "
+        printf("step %lld/%lld | loss%s %.4f | lr %.2e | grad norm%s %.3f | %.0f tok/s (%straining "
                "steps) | ETA %s\n",
-               (long long)step, (long long)total, (double)loss, (double)lr, (double)grad_norm,
-               steady_tps, eta_s);
+               (long long)step, (long long)total, g, (double)loss, (double)lr, g,
+               (double)grad_norm, steady_tps, gt, eta_s);
         fflush(stdout);
     }
 }
 
 void train_report_line(train_report *r, const char *fmt, ...) {
+    if (r->silent) return;
     if (r->line_open) {
         putchar('\n');
         r->line_open = 0;
@@ -95,13 +110,19 @@ void train_report_line(train_report *r, const char *fmt, ...) {
 
 void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double val_loss,
                       int64_t val_tokens) {
+    if (r->silent) return;
     push(&r->val, &r->n_val, &r->cap_val, (train_point){step, tokens_seen, val_loss});
     fprintf(r->metrics,
             "{\"step\": %lld, \"val_loss\": %.6f, \"val_tokens\": %lld, \"tokens_seen\": %lld}\n",
             (long long)step, val_loss, (long long)val_tokens, (long long)tokens_seen);
     fflush(r->metrics);
-    train_report_line(r, "step %lld | val loss %.4f (%lld tokens) | tokens seen %lld\n",
-                      (long long)step, val_loss, (long long)val_tokens, (long long)tokens_seen);
+    if (r->world_size > 1)
+        train_report_line(r, "step %lld | val loss (global) %.4f (%lld tokens, all ranks) | tokens "
+                          "seen (global) %lld\n",
+                          (long long)step, val_loss, (long long)val_tokens, (long long)tokens_seen);
+    else
+        train_report_line(r, "step %lld | val loss %.4f (%lld tokens) | tokens seen %lld\n",
+                          (long long)step, val_loss, (long long)val_tokens, (long long)tokens_seen);
 }
 
 /* ---- SVG ---------------------------------------------------------------- */
@@ -132,6 +153,7 @@ static void polyline(FILE *out, const plot_frame *f, const train_point *p, size_
 }
 
 int train_report_write_svg(const train_report *r, const char *path) {
+    if (r->silent) return 0;
     FILE *out = fopen(path, "w");
     if (!out) {
         fprintf(stderr, "gptx-train: cannot write %s: %s\n", path, strerror(errno));

@@ -13,6 +13,8 @@ typedef struct train_point {
 } train_point;
 
 typedef struct train_report {
+    int silent;       /* data-parallel ranks other than 0: no output, no files */
+    int world_size;   /* > 1: numbers are labelled global (all ranks) or local */
     int tty;          /* stdout is a terminal: one progress line, redrawn */
     int log_every;    /* plain lines otherwise */
     int line_open;    /* a progress line is on screen without a newline */
@@ -21,8 +23,11 @@ typedef struct train_report {
     size_t n_train, n_val, cap_train, cap_val;
 } train_report;
 
-/* Opens out_dir/metrics.jsonl (creating out_dir). Returns 0 or -1 with a message. */
-int train_report_open(train_report *r, const char *out_dir, int log_every);
+/* Opens out_dir/metrics.jsonl (creating out_dir). Returns 0 or -1 with a message.
+ * rank > 0 makes a silent report (every call below does nothing); world_size > 1
+ * labels the printed numbers global. */
+int train_report_open(train_report *r, const char *out_dir, int log_every, int rank,
+                      int world_size);
 void train_report_close(train_report *r);
 
 /* One optimizer step: progress line (terminal) or a plain line every log_every steps. */

@@ -1,0 +1,465 @@
+/* The communicator front end: launcher detection, engine choice, argument
+ * checks, the "single" engine (world size 1, no-op collectives) and the
+ * model-level gradient average. The engines (comm_mpi.c, comm_nccl.c) only
+ * move numbers. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_internal.h"
+#include "context.h"
+#include "errors.h"
+#include "model.h"
+#include "options.h"
+
+/* helpers report under the public function's name */
+#define DETECT_FAIL(status, ...) gptx_fail((status), "gptx_comm_detect_launch", __VA_ARGS__)
+#define CREATE_FAIL(status, ...) gptx_fail((status), "gptx_comm_create", __VA_ARGS__)
+
+struct gptx_comm {
+    gptx_context *ctx;
+    comm_engine *engine;
+    comm_engine *bootstrap; /* MPI engine that started an NCCL engine under mpirun, or NULL */
+    int failed;             /* a collective failed: the engine is not used again */
+    char failure[256];      /* the first failure's message */
+    float *staging;         /* host copy of the gradients (host engine, device context) */
+    size_t staging_count;
+};
+
+/* ---- launcher detection ----------------------------------------------------- */
+
+void gptx_comm_launch_info_init(gptx_comm_launch_info *info) {
+    if (!info) return;
+    memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
+    info->launcher = GPTX_LAUNCHER_NONE;
+    info->world_size = 1;
+    info->local_world_size = 1;
+}
+
+/* Reads an integer variable; *present = 0 when unset or empty. */
+static int env_int(const char *name, int *value, int *present) {
+    const char *s = getenv(name);
+    *present = s && *s;
+    if (!*present) return GPTX_OK;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !end || *end || v < INT_MIN || v > INT_MAX)
+        return DETECT_FAIL(GPTX_ERR_INVALID, "environment variable %s is '%s'; expected an integer",
+                           name, s);
+    *value = (int)v;
+    return GPTX_OK;
+}
+
+/* Reads one launcher's four variables (local_size_var may be NULL). */
+static int read_launcher(gptx_comm_launch_info *li, const char *rank_var, const char *size_var,
+                         const char *local_var, const char *local_size_var) {
+    int have_rank, have_size, have_local, have_lsize = 0;
+    GPTX_TRY(env_int(rank_var, &li->rank, &have_rank));
+    GPTX_TRY(env_int(size_var, &li->world_size, &have_size));
+    GPTX_TRY(env_int(local_var, &li->local_rank, &have_local));
+    if (local_size_var) GPTX_TRY(env_int(local_size_var, &li->local_world_size, &have_lsize));
+    if (!have_size || !have_rank)
+        return DETECT_FAIL(GPTX_ERR_INVALID, "%s is set but %s is not; a launcher sets both",
+                           have_size ? size_var : rank_var, have_size ? rank_var : size_var);
+    if (li->world_size < 1)
+        return DETECT_FAIL(GPTX_ERR_INVALID, "environment variable %s is %d; must be >= 1",
+                           size_var, li->world_size);
+    if (li->rank < 0 || li->rank >= li->world_size)
+        return DETECT_FAIL(GPTX_ERR_INVALID, "environment variable %s is %d; must be in [0, %s %d)",
+                           rank_var, li->rank, size_var, li->world_size);
+    if (!have_local) li->local_rank = li->rank; /* one node assumed */
+    if (!have_lsize) li->local_world_size = 0;
+    if (li->local_rank < 0 || li->local_rank > li->rank ||
+        (li->local_world_size > 0 && li->local_rank >= li->local_world_size))
+        return DETECT_FAIL(GPTX_ERR_INVALID, "environment variable %s is %d; must be in [0, %d]%s",
+                           local_var, li->local_rank, li->rank,
+                           li->local_world_size > 0 ? " and below the node's process count" : "");
+    if (li->local_world_size < 0 || li->local_world_size > li->world_size)
+        return DETECT_FAIL(GPTX_ERR_INVALID, "environment variable %s is %d; must be in [0, %d]",
+                           local_size_var, li->local_world_size, li->world_size);
+    return GPTX_OK;
+}
+
+int gptx_comm_detect_launch(gptx_comm_launch_info *info) {
+    GPTX_CHECK_NULL(info);
+    gptx_comm_launch_info li;
+    gptx_comm_launch_info_init(&li);
+    int rc = GPTX_OK;
+    if (getenv("OMPI_COMM_WORLD_SIZE")) {
+        li.launcher = GPTX_LAUNCHER_MPI; /* Open MPI's mpirun */
+        rc = read_launcher(&li, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                           "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
+    } else if (getenv("PMI_SIZE")) {
+        li.launcher = GPTX_LAUNCHER_MPI; /* MPICH / Intel MPI (Hydra) */
+        rc = read_launcher(&li, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS");
+    } else if (getenv("WORLD_SIZE") || getenv("RANK")) {
+        li.launcher = GPTX_LAUNCHER_TORCHRUN;
+        rc = read_launcher(&li, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
+    }
+    if (rc != GPTX_OK) return rc;
+    /* keep the caller's struct_size: a smaller (older) struct gets what fits */
+    size_t n = info->struct_size;
+    if (n < sizeof(size_t) || n > sizeof li) n = sizeof li;
+    li.struct_size = n;
+    memcpy(info, &li, n);
+    return GPTX_OK;
+}
+
+/* ---- the single engine -------------------------------------------------------- */
+
+static void single_destroy(comm_engine *e, int failed) {
+    (void)failed;
+    free(e);
+}
+static int single_barrier(comm_engine *e) {
+    (void)e;
+    return GPTX_OK;
+}
+static int single_allreduce_host(comm_engine *e, void *v, size_t n, comm_dtype t, gptx_comm_op op) {
+    (void)e, (void)v, (void)n, (void)t, (void)op;
+    return GPTX_OK;
+}
+static int single_broadcast(comm_engine *e, void *d, size_t n, int root) {
+    (void)e, (void)d, (void)n, (void)root;
+    return GPTX_OK;
+}
+static int single_allreduce_grads(comm_engine *e, float *b, size_t n, float s, int u) {
+    (void)e, (void)b, (void)n, (void)s, (void)u;
+    return GPTX_OK; /* the front end never calls it: the scale is always 1 */
+}
+
+static const comm_engine_ops single_ops = {
+    .name = "single",
+    .destroy = single_destroy,
+    .barrier = single_barrier,
+    .allreduce_host = single_allreduce_host,
+    .broadcast_host = single_broadcast,
+    .allreduce_grads = single_allreduce_grads,
+};
+
+static int single_create(comm_engine **out) {
+    comm_engine *e = calloc(1, sizeof *e);
+    if (!e) return CREATE_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    e->ops = &single_ops;
+    e->rank = 0;
+    e->world_size = 1;
+    e->local_rank = 0;
+    e->local_world_size = 1;
+    e->device_buffers = 1; /* nothing is ever moved */
+    *out = e;
+    return GPTX_OK;
+}
+
+/* ---- creation ------------------------------------------------------------------- */
+
+void gptx_comm_options_init(gptx_comm_options *opts) {
+    if (!opts) return;
+    memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
+    opts->engine = GPTX_COMM_AUTO;
+    opts->timeout_seconds = 600.0;
+}
+
+static int context_is_cpu(const gptx_context *ctx) { return ctx->ops == gptx_cpu_backend_ops(); }
+
+#ifdef GPTX_HAVE_NCCL
+/* NCCL's unique id from rank 0 to every rank: over MPI when mpirun started
+ * the ranks (the MPI engine stays as comm->bootstrap), else over the TCP
+ * rendezvous at MASTER_ADDR:MASTER_PORT (GPTX_MASTER_PORT when set). */
+static int share_nccl_id(gptx_comm *c, const comm_setup *s, unsigned char id[COMM_NCCL_ID_BYTES]) {
+    const gptx_comm_launch_info *li = &s->launch;
+    /* the id and rank 0's verdict, so the others stop at once if it has none */
+    unsigned char blob[COMM_NCCL_ID_BYTES + 1];
+    memset(blob, 0, sizeof blob);
+    int made = li->rank == 0 ? comm_nccl_unique_id(blob) : GPTX_OK;
+    if (li->world_size == 1) {
+        memcpy(id, blob, COMM_NCCL_ID_BYTES);
+        return made;
+    }
+    blob[COMM_NCCL_ID_BYTES] = made == GPTX_OK;
+    int rc;
+    if (li->launcher == GPTX_LAUNCHER_MPI) {
+#ifdef GPTX_HAVE_MPI
+        rc = comm_mpi_create(&c->bootstrap, s);
+        if (rc == GPTX_OK)
+            rc = c->bootstrap->ops->broadcast_host(c->bootstrap, blob, sizeof blob, 0);
+#else
+        (void)c;
+        return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
+                           "mpirun started %d ranks but this build has no MPI engine to hand out "
+                           "NCCL's id; set MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE instead "
+                           "(without mpirun) or build with -DGPTX_MPI=ON",
+                           li->world_size);
+#endif
+    } else {
+        const char *addr = getenv("MASTER_ADDR");
+        int port = 0, have_port = 0;
+        /* torchrun's own agent listens at MASTER_PORT: GPTX_MASTER_PORT names another */
+        GPTX_TRY(env_int("GPTX_MASTER_PORT", &port, &have_port));
+        if (!have_port) GPTX_TRY(env_int("MASTER_PORT", &port, &have_port));
+        if (!addr || !*addr || !have_port)
+            return CREATE_FAIL(GPTX_ERR_INVALID,
+                               "WORLD_SIZE is %d but %s is not set; torchrun-style launches need "
+                               "MASTER_ADDR and MASTER_PORT (rank 0's host and a free port)",
+                               li->world_size, !addr || !*addr ? "MASTER_ADDR" : "MASTER_PORT");
+        unsigned char *all = malloc((size_t)li->world_size * sizeof blob);
+        if (!all) return CREATE_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        rc = comm_rendezvous_allgather(addr, port, li->rank, li->world_size, blob, sizeof blob, all,
+                                       s->timeout_s);
+        if (rc == GPTX_OK) memcpy(blob, all, sizeof blob); /* rank 0's */
+        free(all);
+    }
+    if (made != GPTX_OK) return made; /* rank 0: its own message */
+    if (rc != GPTX_OK) return rc;
+    if (!blob[COMM_NCCL_ID_BYTES])
+        return CREATE_FAIL(GPTX_ERR_BACKEND,
+                           "rank 0 could not create NCCL's unique id (see its error); rank %d "
+                           "stops too", li->rank);
+    memcpy(id, blob, COMM_NCCL_ID_BYTES);
+    return GPTX_OK;
+}
+#endif
+
+static int create_engine(gptx_comm *c, comm_setup *s, int engine) {
+    const gptx_comm_launch_info *li = &s->launch;
+    int cpu = context_is_cpu(s->ctx);
+    if (engine == GPTX_COMM_AUTO) {
+        if (li->world_size == 1) {
+            engine = GPTX_COMM_SINGLE;
+        } else if (!cpu) {
+#if defined(GPTX_HAVE_NCCL)
+            engine = GPTX_COMM_NCCL;
+#elif defined(GPTX_HAVE_MPI)
+            engine = GPTX_COMM_MPI; /* gradients staged through host memory */
+#endif
+        } else if (li->launcher == GPTX_LAUNCHER_TORCHRUN) {
+            return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
+                               "WORLD_SIZE is %d (torchrun-style variables) with a CPU context: "
+                               "those variables start the NCCL engine, which needs a CUDA context; "
+                               "for CPU data parallelism start the ranks with mpirun -np %d",
+                               li->world_size, li->world_size);
+        } else {
+            engine = GPTX_COMM_MPI;
+        }
+        if (engine == GPTX_COMM_AUTO)
+            return CREATE_FAIL(
+                GPTX_ERR_UNSUPPORTED,
+                "world size %d on a '%s' context, but this build has neither the NCCL "
+                "nor the MPI engine",
+                li->world_size, s->ctx->ops->name);
+    }
+    switch (engine) {
+    case GPTX_COMM_SINGLE:
+        gptx_comm_launch_info_init(&s->launch);
+        return single_create(&c->engine);
+    case GPTX_COMM_MPI:
+#ifdef GPTX_HAVE_MPI
+        return comm_mpi_create(&c->engine, s);
+#else
+        return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
+                           "world size %d needs the MPI engine, but this build has none (configure "
+                           "with -DGPTX_MPI=ON after installing an MPI such as libopenmpi-dev)",
+                           li->world_size);
+#endif
+    case GPTX_COMM_NCCL:
+#ifdef GPTX_HAVE_NCCL
+    {
+        GPTX_TRY(comm_nccl_check_context(s));
+        unsigned char id[COMM_NCCL_ID_BYTES];
+        memset(id, 0, sizeof id);
+        GPTX_TRY(share_nccl_id(c, s, id));
+        return comm_nccl_create(&c->engine, s, id);
+    }
+#else
+        return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
+                           "the NCCL engine is not in this build (it needs the CUDA toolkit and "
+                           "nccl.h at configure time)");
+#endif
+    default:
+        return CREATE_FAIL(GPTX_ERR_INVALID, "opts.engine is %d; expected GPTX_COMM_*", engine);
+    }
+}
+
+int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options *in) {
+    GPTX_CHECK_NULL(out);
+    *out = NULL;
+    GPTX_CHECK_NULL(ctx);
+    gptx_comm_options o;
+    gptx_comm_options_init(&o);
+    if (in)
+        GPTX_TRY(gptx_read_options(&o, sizeof o, in, in->struct_size, "communicator options",
+                                   "gptx_comm_options_init"));
+    if (o.engine < GPTX_COMM_AUTO || o.engine > GPTX_COMM_NCCL)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.engine is %d; expected GPTX_COMM_*", o.engine);
+    if (!(o.timeout_seconds >= 0.0) || o.timeout_seconds > 1e9)
+        return GPTX_FAIL(GPTX_ERR_INVALID,
+                         "opts.timeout_seconds is %g; must be in [0, 1e9] (0 = no limit)",
+                         o.timeout_seconds);
+    comm_setup s;
+    memset(&s, 0, sizeof s);
+    s.ctx = ctx;
+    s.timeout_s = o.timeout_seconds;
+    gptx_comm_launch_info_init(&s.launch);
+    if (o.engine != GPTX_COMM_SINGLE) GPTX_TRY(gptx_comm_detect_launch(&s.launch));
+
+    gptx_comm *c = calloc(1, sizeof *c);
+    if (!c) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    c->ctx = ctx;
+    int rc = create_engine(c, &s, o.engine);
+    if (rc != GPTX_OK) {
+        /* a half-made start-up may have peers waiting: release without talking */
+        if (c->bootstrap) c->bootstrap->ops->destroy(c->bootstrap, 1);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return GPTX_OK;
+}
+
+void gptx_comm_destroy(gptx_comm *comm) {
+    if (!comm) return;
+    if (comm->engine) comm->engine->ops->destroy(comm->engine, comm->failed);
+    if (comm->bootstrap) comm->bootstrap->ops->destroy(comm->bootstrap, comm->failed);
+    free(comm->staging);
+    free(comm);
+}
+
+/* ---- queries ---------------------------------------------------------------------- */
+
+const char *gptx_comm_engine_name(const gptx_comm *comm) {
+    return comm ? comm->engine->ops->name : "";
+}
+int gptx_comm_rank(const gptx_comm *comm) { return comm ? comm->engine->rank : -1; }
+int gptx_comm_world_size(const gptx_comm *comm) { return comm ? comm->engine->world_size : -1; }
+int gptx_comm_local_rank(const gptx_comm *comm) { return comm ? comm->engine->local_rank : -1; }
+int gptx_comm_local_world_size(const gptx_comm *comm) {
+    return comm ? comm->engine->local_world_size : -1;
+}
+
+/* ---- collectives --------------------------------------------------------------------- */
+
+/* Refuses a communicator whose engine already failed once. */
+static int usable(const gptx_comm *c, const char *func) {
+    if (!c->failed) return GPTX_OK;
+    return gptx_fail(GPTX_ERR_STATE, func,
+                     "an earlier collective failed, so this communicator cannot be used again "
+                     "(first failure: %s)",
+                     c->failure);
+}
+
+/* Marks the communicator failed after an engine error (message already set). */
+static int engine_result(gptx_comm *c, int rc) {
+    if (rc != GPTX_OK && !c->failed) {
+        c->failed = 1;
+        snprintf(c->failure, sizeof c->failure, "%s", gptx_last_error());
+    }
+    return rc;
+}
+
+static int check_op(int op, const char *func) {
+    if (op != GPTX_COMM_SUM && op != GPTX_COMM_MAX && op != GPTX_COMM_MIN)
+        return gptx_fail(GPTX_ERR_INVALID, func, "op is %d; expected GPTX_COMM_SUM, _MAX or _MIN",
+                         op);
+    return GPTX_OK;
+}
+
+int gptx_comm_barrier(gptx_comm *comm) {
+    GPTX_CHECK_NULL(comm);
+    GPTX_TRY(usable(comm, __func__));
+    return engine_result(comm, comm->engine->ops->barrier(comm->engine));
+}
+
+static int allreduce_host(gptx_comm *comm, void *values, size_t count, int op, comm_dtype t,
+                          const char *func) {
+    if (!comm) return gptx_fail(GPTX_ERR_NULL, func, "argument 'comm' is NULL");
+    if (!values && count > 0) return gptx_fail(GPTX_ERR_NULL, func, "argument 'values' is NULL");
+    GPTX_TRY(check_op(op, func));
+    GPTX_TRY(usable(comm, func));
+    if (count == 0 || comm->engine->world_size == 1) return GPTX_OK;
+    return engine_result(
+        comm, comm->engine->ops->allreduce_host(comm->engine, values, count, t, (gptx_comm_op)op));
+}
+
+int gptx_comm_allreduce_f64(gptx_comm *comm, double *values, size_t count, int op) {
+    return allreduce_host(comm, values, count, op, COMM_F64, __func__);
+}
+
+int gptx_comm_allreduce_i64(gptx_comm *comm, int64_t *values, size_t count, int op) {
+    return allreduce_host(comm, values, count, op, COMM_I64, __func__);
+}
+
+int gptx_comm_broadcast(gptx_comm *comm, void *data, size_t bytes, int root) {
+    GPTX_CHECK_NULL(comm);
+    if (!data && bytes > 0) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'data' is NULL");
+    if (root < 0 || root >= comm->engine->world_size)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "root is %d; must be in [0, world size %d)", root,
+                         comm->engine->world_size);
+    GPTX_TRY(usable(comm, __func__));
+    if (bytes == 0 || comm->engine->world_size == 1) return GPTX_OK;
+    return engine_result(comm, comm->engine->ops->broadcast_host(comm->engine, data, bytes, root));
+}
+
+/* ---- gradients ------------------------------------------------------------------------ */
+
+/* The engine's view of the gradients: the model's own buffer, or a host copy
+ * when the engine needs host memory and the context keeps them on a device. */
+static int grads_for_engine(gptx_comm *c, gptx_model *m, float **buf) {
+    size_t n = m->layout.nparams;
+    if (c->engine->device_buffers || context_is_cpu(c->ctx)) {
+        *buf = m->grads;
+        return GPTX_OK;
+    }
+    if (c->staging_count < n) {
+        float *s = realloc(c->staging, n * sizeof *s);
+        if (!s)
+            return gptx_fail(GPTX_ERR_NO_MEMORY, "gptx_comm_average_gradients",
+                             "out of host memory (%zu gradients)", n);
+        c->staging = s;
+        c->staging_count = n;
+    }
+    *buf = c->staging;
+    return c->ctx->ops->download_f32(c->ctx->be, c->staging, m->grads, n);
+}
+
+int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t local_tokens) {
+    GPTX_CHECK_NULL(comm);
+    GPTX_CHECK_NULL(model);
+    if (local_tokens < 0)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "local_tokens is %lld; must be >= 0",
+                         (long long)local_tokens);
+    if (model->ctx != comm->ctx)
+        return GPTX_FAIL(GPTX_ERR_MISMATCH,
+                         "the model belongs to another context than the communicator");
+    GPTX_TRY(usable(comm, __func__));
+    comm_engine *e = comm->engine;
+    if (e->world_size == 1) return GPTX_OK; /* the mean over one rank is its own gradient */
+
+    /* max and -min in one collective: equal counts (the usual case) need no sum */
+    int64_t mm[2] = {local_tokens, -local_tokens};
+    GPTX_TRY(engine_result(comm, e->ops->allreduce_host(e, mm, 2, COMM_I64, GPTX_COMM_MAX)));
+    int uniform = mm[0] == -mm[1];
+    if (mm[0] > INT64_MAX / e->world_size) /* every rank sees the same: all fail alike */
+        return GPTX_FAIL(GPTX_ERR_INVALID, "local_tokens up to %lld overflow the global count",
+                         (long long)mm[0]);
+    int64_t total = mm[0] * e->world_size;
+    if (!uniform) {
+        total = local_tokens;
+        GPTX_TRY(
+            engine_result(comm, e->ops->allreduce_host(e, &total, 1, COMM_I64, GPTX_COMM_SUM)));
+    }
+    size_t n = model->layout.nparams;
+    if (total == 0) /* nobody had a target: the mean is empty, use 0 on every rank */
+        return model->ctx->ops->fill_f32(model->ctx->be, model->grads, 0.0f, n);
+    float scale = (float)((double)local_tokens / (double)total);
+    float *buf = NULL;
+    GPTX_TRY(grads_for_engine(comm, model, &buf));
+    GPTX_TRY(engine_result(comm, e->ops->allreduce_grads(e, buf, n, scale, uniform)));
+    if (buf != model->grads)
+        return model->ctx->ops->upload_f32(model->ctx->be, model->grads, buf, n);
+    return GPTX_OK;
+}

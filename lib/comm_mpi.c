@@ -1,0 +1,260 @@
+/* The MPI engine (CPU data parallelism). Errors return (MPI_ERRORS_RETURN on
+ * our duplicate of MPI_COMM_WORLD) and become gptx statuses; every
+ * collective is started non-blocking and waited for with a deadline, so a
+ * rank that hangs or vanished turns into GPTX_ERR_BACKEND instead of a hang.
+ * Gradients are summed by reduce-scatter + all-gather: each element is added
+ * up on exactly one rank and then copied, so every rank holds the same bits
+ * whatever algorithm the MPI library picks. */
+#include <mpi.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm_internal.h"
+#include "errors.h"
+
+/* prefix of every message of this engine */
+#define ENGINE_WHERE "gptx_comm (mpi)"
+
+/* Largest piece of the gradient buffer per reduce-scatter/all-gather round:
+ * MPI counts are int, and smaller rounds bound the per-rank chunk. */
+#define MPI_SEGMENT ((size_t)1 << 26)
+
+typedef struct mpi_engine {
+    comm_engine base;
+    MPI_Comm comm;
+    double timeout_s;
+    int *counts, *displs; /* world_size each: this round's chunks */
+} mpi_engine;
+
+/* MPI is initialized once per process; the last engine finalizes it when
+ * gptx initialized it. */
+static pthread_mutex_t g_mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_mpi_users;
+static int g_mpi_owned;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int mpi_error(int err, const char *what) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, text, &len) != MPI_SUCCESS) len = 0;
+    text[len] = '\0';
+    return gptx_fail(GPTX_ERR_BACKEND, ENGINE_WHERE, "%s failed: MPI error %d (%s)", what, err,
+                     len ? text : "no description");
+}
+
+#define MPI_TRY(call, what)                                                                        \
+    do {                                                                                           \
+        int mpi_rc_ = (call);                                                                      \
+        if (mpi_rc_ != MPI_SUCCESS) return mpi_error(mpi_rc_, (what));                             \
+    } while (0)
+
+/* Drives a request to completion, or fails once the deadline has passed.
+ * Spins briefly (a collective among ready ranks completes in microseconds),
+ * then sleeps with a growing pause of at most 100 us so a waiting rank
+ * leaves the core to ranks still computing. */
+static int wait_request(mpi_engine *e, MPI_Request *req, const char *what) {
+    double start = now_s();
+    long pause_ns = 1000;
+    for (unsigned iter = 0;; iter++) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_error(rc, what);
+        if (done) return GPTX_OK;
+        if (iter < 256) continue;
+        if (e->timeout_s > 0 && now_s() - start > e->timeout_s)
+            return gptx_fail(GPTX_ERR_BACKEND, ENGINE_WHERE,
+                             "%s: the other ranks did not complete it within %g s (rank %d of "
+                             "%d waited): a rank died, hangs, or called a different collective; "
+                             "this communicator cannot be used again",
+                             what, e->timeout_s, e->base.rank, e->base.world_size);
+        struct timespec ts = {0, pause_ns};
+        nanosleep(&ts, NULL);
+        if (pause_ns < 100000) pause_ns *= 2;
+    }
+}
+
+static void mpi_destroy(comm_engine *base, int failed) {
+    mpi_engine *e = (mpi_engine *)base;
+    /* after a failure the peers may be gone: freeing the communicator or
+     * finalizing could wait for them, so the process leaves MPI as it is */
+    if (!failed && e->comm != MPI_COMM_NULL) MPI_Comm_free(&e->comm);
+    pthread_mutex_lock(&g_mpi_lock);
+    g_mpi_users--;
+    if (g_mpi_users == 0 && g_mpi_owned && !failed) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Finalize();
+    }
+    pthread_mutex_unlock(&g_mpi_lock);
+    free(e->counts);
+    free(e->displs);
+    free(e);
+}
+
+static int mpi_barrier(comm_engine *base) {
+    mpi_engine *e = (mpi_engine *)base;
+    MPI_Request req;
+    MPI_TRY(MPI_Ibarrier(e->comm, &req), "MPI_Ibarrier");
+    return wait_request(e, &req, "barrier");
+}
+
+static MPI_Op mpi_op(gptx_comm_op op) {
+    return op == GPTX_COMM_MAX ? MPI_MAX : op == GPTX_COMM_MIN ? MPI_MIN : MPI_SUM;
+}
+
+static int mpi_allreduce_host(comm_engine *base, void *values, size_t count, comm_dtype type,
+                              gptx_comm_op op) {
+    mpi_engine *e = (mpi_engine *)base;
+    if (count > (size_t)INT32_MAX)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "count is %zu; at most %d host values per call", count,
+                         INT32_MAX);
+    MPI_Datatype dt = type == COMM_F64 ? MPI_DOUBLE : MPI_INT64_T;
+    MPI_Request req;
+    if (type == COMM_F64 && op == GPTX_COMM_SUM) {
+        /* a rounded sum: add up on rank 0 and broadcast, so all ranks agree bitwise */
+        void *send = e->base.rank == 0 ? MPI_IN_PLACE : values;
+        MPI_TRY(MPI_Ireduce(send, values, (int)count, dt, MPI_SUM, 0, e->comm, &req),
+                "MPI_Ireduce");
+        GPTX_TRY(wait_request(e, &req, "allreduce (sum of doubles)"));
+        MPI_TRY(MPI_Ibcast(values, (int)count, dt, 0, e->comm, &req), "MPI_Ibcast");
+        return wait_request(e, &req, "allreduce (sum of doubles)");
+    }
+    MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, values, (int)count, dt, mpi_op(op), e->comm, &req),
+            "MPI_Iallreduce");
+    return wait_request(e, &req, "allreduce");
+}
+
+static int mpi_broadcast(comm_engine *base, void *data, size_t bytes, int root) {
+    mpi_engine *e = (mpi_engine *)base;
+    unsigned char *p = data;
+    while (bytes > 0) {
+        size_t n = bytes < (size_t)1 << 30 ? bytes : (size_t)1 << 30;
+        MPI_Request req;
+        MPI_TRY(MPI_Ibcast(p, (int)n, MPI_BYTE, root, e->comm, &req), "MPI_Ibcast");
+        GPTX_TRY(wait_request(e, &req, "broadcast"));
+        p += n;
+        bytes -= n;
+    }
+    return GPTX_OK;
+}
+
+static int mpi_allreduce_grads(comm_engine *base, float *buf, size_t count, float scale,
+                               int uniform) {
+    mpi_engine *e = (mpi_engine *)base;
+    const int W = e->base.world_size, r = e->base.rank;
+    if (!uniform && scale != 1.0f)
+        for (size_t i = 0; i < count; i++) buf[i] *= scale; /* this rank's token weight */
+    for (size_t at = 0; at < count; at += MPI_SEGMENT) {
+        size_t n = count - at < MPI_SEGMENT ? count - at : MPI_SEGMENT;
+        float *seg = buf + at;
+        int off = 0;
+        for (int i = 0; i < W; i++) {
+            e->counts[i] = (int)(n / (size_t)W + ((size_t)i < n % (size_t)W));
+            e->displs[i] = off;
+            off += e->counts[i];
+        }
+        MPI_Request req;
+        /* in place: rank r's summed chunk lands at the start of seg */
+        MPI_TRY(
+            MPI_Ireduce_scatter(MPI_IN_PLACE, seg, e->counts, MPI_FLOAT, MPI_SUM, e->comm, &req),
+            "MPI_Ireduce_scatter");
+        GPTX_TRY(wait_request(e, &req, "gradient reduce-scatter"));
+        if (uniform && scale != 1.0f)
+            for (int i = 0; i < e->counts[r]; i++) seg[i] *= scale; /* 1/W of the pass */
+        if (e->displs[r] > 0) memmove(seg + e->displs[r], seg, (size_t)e->counts[r] * sizeof *seg);
+        MPI_TRY(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, seg, e->counts, e->displs,
+                                MPI_FLOAT, e->comm, &req),
+                "MPI_Iallgatherv");
+        GPTX_TRY(wait_request(e, &req, "gradient all-gather"));
+    }
+    return GPTX_OK;
+}
+
+static const comm_engine_ops mpi_ops = {
+    .name = "mpi",
+    .destroy = mpi_destroy,
+    .barrier = mpi_barrier,
+    .allreduce_host = mpi_allreduce_host,
+    .broadcast_host = mpi_broadcast,
+    .allreduce_grads = mpi_allreduce_grads,
+};
+
+/* Initializes MPI for gptx when the program has not; counts the users. */
+static int mpi_acquire(void) {
+    int finalized = 0, initialized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return GPTX_FAIL(GPTX_ERR_STATE,
+                         "MPI was already finalized in this process (MPI cannot restart): keep one "
+                         "communicator for the whole run");
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        int provided = 0;
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+        if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Init_thread");
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        g_mpi_owned = 1;
+    }
+    g_mpi_users++;
+    return GPTX_OK;
+}
+
+static int mpi_setup(mpi_engine *e, const comm_setup *s) {
+    MPI_Request req;
+    MPI_TRY(MPI_Comm_idup(MPI_COMM_WORLD, &e->comm, &req), "MPI_Comm_idup");
+    GPTX_TRY(wait_request(e, &req, "communicator start-up (MPI_Comm_idup)"));
+    MPI_TRY(MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    MPI_TRY(MPI_Comm_rank(e->comm, &e->base.rank), "MPI_Comm_rank");
+    MPI_TRY(MPI_Comm_size(e->comm, &e->base.world_size), "MPI_Comm_size");
+    const gptx_comm_launch_info *li = &s->launch;
+    if (li->launcher != GPTX_LAUNCHER_NONE && li->world_size != e->base.world_size)
+        return GPTX_FAIL(GPTX_ERR_MISMATCH,
+                         "the launcher variables say %d ranks but MPI's world has %d process(es)%s",
+                         li->world_size, e->base.world_size,
+                         li->launcher == GPTX_LAUNCHER_TORCHRUN
+                             ? ": the MPI engine needs its ranks started by mpirun"
+                             : "");
+    MPI_Comm node;
+    MPI_TRY(MPI_Comm_split_type(e->comm, MPI_COMM_TYPE_SHARED, e->base.rank, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type");
+    int rc = MPI_Comm_rank(node, &e->base.local_rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(node, &e->base.local_world_size);
+    MPI_Comm_free(&node);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Comm_rank/size (node)");
+    e->counts = calloc((size_t)e->base.world_size, sizeof *e->counts);
+    e->displs = calloc((size_t)e->base.world_size, sizeof *e->displs);
+    if (!e->counts || !e->displs) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    return GPTX_OK;
+}
+
+int comm_mpi_create(comm_engine **out, const comm_setup *s) {
+    mpi_engine *e = calloc(1, sizeof *e);
+    if (!e) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    e->base.ops = &mpi_ops;
+    e->base.device_buffers = 0;
+    e->comm = MPI_COMM_NULL;
+    e->timeout_s = s->timeout_s;
+    pthread_mutex_lock(&g_mpi_lock);
+    int rc = mpi_acquire();
+    pthread_mutex_unlock(&g_mpi_lock);
+    if (rc != GPTX_OK) {
+        free(e);
+        return rc;
+    }
+    rc = mpi_setup(e, s);
+    if (rc != GPTX_OK) {
+        /* a world-size mismatch is a clean state (everyone got here); a
+         * timeout is not: then MPI is left without talking to the peers */
+        mpi_destroy(&e->base, rc != GPTX_ERR_MISMATCH); /* sets no message */
+        return rc;
+    }
+    *out = &e->base;
+    return GPTX_OK;
+}

@@ -1,0 +1,264 @@
+/* The NCCL engine (CUDA data parallelism): one process per GPU, gradients
+ * reduced in place in device memory. The communicator is non-blocking
+ * (ncclConfig_t.blocking = 0) so every wait polls ncclCommGetAsyncError and
+ * the stream under one deadline; a dead or hung peer becomes
+ * GPTX_ERR_BACKEND and destroy() then aborts the communicator instead of
+ * waiting for it.
+ *
+ * UNVERIFIED: gptx has no CUDA backend yet, so no context can hand this
+ * engine device buffers; this file is compiled and linked in CI, but the
+ * engine itself has not run (docs/distributed.md). */
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm_internal.h"
+#include "context.h"
+#include "errors.h"
+
+/* prefix of every message of this engine */
+#define ENGINE_WHERE "gptx_comm (nccl)"
+
+_Static_assert(sizeof(ncclUniqueId) == COMM_NCCL_ID_BYTES, "ncclUniqueId size changed");
+
+typedef struct nccl_engine {
+    comm_engine base;
+    gptx_context *ctx;
+    ncclComm_t comm;
+    cudaStream_t stream; /* collectives run here, after the context's work */
+    int device;
+    double timeout_s;
+    void *scratch; /* device copy of host values (metrics, barrier, broadcast) */
+    size_t scratch_bytes;
+} nccl_engine;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cuda_error(cudaError_t err, const char *what) {
+    return gptx_fail(GPTX_ERR_BACKEND, ENGINE_WHERE, "%s failed: %s (%s)", what,
+                     cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+static int nccl_error(nccl_engine *e, ncclResult_t r, const char *what) {
+    const char *last = e && e->comm ? ncclGetLastError(e->comm) : ncclGetLastError(NULL);
+    return gptx_fail(GPTX_ERR_BACKEND, ENGINE_WHERE, "%s failed: %s%s%s", what,
+                     ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
+}
+
+#define CUDA_TRY(call, what)                                                                       \
+    do {                                                                                           \
+        cudaError_t cuda_rc_ = (call);                                                             \
+        if (cuda_rc_ != cudaSuccess) return cuda_error(cuda_rc_, what);                            \
+    } while (0)
+
+/* Waits until the communicator has no call in flight and, when stream_too,
+ * the engine's stream is idle; fails on an asynchronous NCCL error or when
+ * the deadline passes. */
+static int wait_done(nccl_engine *e, int stream_too, const char *what) {
+    double start = now_s();
+    long pause_ns = 1000;
+    for (unsigned iter = 0;; iter++) {
+        ncclResult_t async = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError(e->comm, &async);
+        if (r != ncclSuccess) return nccl_error(e, r, "ncclCommGetAsyncError");
+        if (async != ncclSuccess && async != ncclInProgress) return nccl_error(e, async, what);
+        if (async == ncclSuccess) {
+            cudaError_t q = stream_too ? cudaStreamQuery(e->stream) : cudaSuccess;
+            if (q == cudaSuccess) return GPTX_OK;
+            if (q != cudaErrorNotReady) return cuda_error(q, what);
+        }
+        if (iter < 256) continue;
+        if (e->timeout_s > 0 && now_s() - start > e->timeout_s)
+            return gptx_fail(GPTX_ERR_BACKEND, ENGINE_WHERE,
+                             "%s: the other ranks did not complete it within %g s (rank %d of %d "
+                             "waited): a rank died, hangs, or called a different collective; this "
+                             "communicator cannot be used again",
+                             what, e->timeout_s, e->base.rank, e->base.world_size);
+        struct timespec ts = {0, pause_ns};
+        nanosleep(&ts, NULL);
+        if (pause_ns < 100000) pause_ns *= 2;
+    }
+}
+
+/* An NCCL call on the non-blocking communicator: ncclInProgress means
+ * "being enqueued", which must finish before the next NCCL call. */
+static int nccl_call(nccl_engine *e, ncclResult_t r, const char *what) {
+    if (r == ncclSuccess) return GPTX_OK;
+    if (r == ncclInProgress) return wait_done(e, 0, what);
+    return nccl_error(e, r, what);
+}
+
+static void nccl_destroy(comm_engine *base, int failed) {
+    nccl_engine *e = (nccl_engine *)base;
+    cudaSetDevice(e->device);
+    if (e->comm) {
+        ncclResult_t r = failed ? ncclInternalError : ncclCommFinalize(e->comm);
+        int clean = (r == ncclSuccess || r == ncclInProgress) &&
+                    wait_done(e, 0, "ncclCommFinalize") == GPTX_OK;
+        if (clean)
+            ncclCommDestroy(e->comm);
+        else
+            ncclCommAbort(e->comm); /* never wait for peers that may be gone */
+    }
+    if (e->stream) cudaStreamDestroy(e->stream);
+    if (e->scratch) cudaFree(e->scratch);
+    free(e);
+}
+
+static int ensure_scratch(nccl_engine *e, size_t bytes) {
+    if (e->scratch_bytes >= bytes) return GPTX_OK;
+    if (e->scratch) cudaFree(e->scratch);
+    e->scratch = NULL;
+    e->scratch_bytes = 0;
+    CUDA_TRY(cudaMalloc(&e->scratch, bytes), "cudaMalloc (communicator scratch)");
+    e->scratch_bytes = bytes;
+    return GPTX_OK;
+}
+
+static ncclRedOp_t nccl_op(gptx_comm_op op) {
+    return op == GPTX_COMM_MAX ? ncclMax : op == GPTX_COMM_MIN ? ncclMin : ncclSum;
+}
+
+static int nccl_allreduce_host(comm_engine *base, void *values, size_t count, comm_dtype type,
+                               gptx_comm_op op) {
+    nccl_engine *e = (nccl_engine *)base;
+    size_t bytes = count * 8;
+    CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
+    GPTX_TRY(ensure_scratch(e, bytes));
+    CUDA_TRY(cudaMemcpyAsync(e->scratch, values, bytes, cudaMemcpyHostToDevice, e->stream),
+             "cudaMemcpyAsync (to device)");
+    GPTX_TRY(nccl_call(e,
+                       ncclAllReduce(e->scratch, e->scratch, count,
+                                     type == COMM_F64 ? ncclFloat64 : ncclInt64, nccl_op(op),
+                                     e->comm, e->stream),
+                       "ncclAllReduce"));
+    CUDA_TRY(cudaMemcpyAsync(values, e->scratch, bytes, cudaMemcpyDeviceToHost, e->stream),
+             "cudaMemcpyAsync (to host)");
+    return wait_done(e, 1, "allreduce");
+}
+
+static int nccl_barrier(comm_engine *base) {
+    int64_t one = 1; /* NCCL has no barrier: a one-value allreduce is one */
+    return nccl_allreduce_host(base, &one, 1, COMM_I64, GPTX_COMM_SUM);
+}
+
+static int nccl_broadcast(comm_engine *base, void *data, size_t bytes, int root) {
+    nccl_engine *e = (nccl_engine *)base;
+    CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
+    GPTX_TRY(ensure_scratch(e, bytes));
+    CUDA_TRY(cudaMemcpyAsync(e->scratch, data, bytes, cudaMemcpyHostToDevice, e->stream),
+             "cudaMemcpyAsync (to device)");
+    GPTX_TRY(nccl_call(
+        e, ncclBroadcast(e->scratch, e->scratch, bytes, ncclUint8, root, e->comm, e->stream),
+        "ncclBroadcast"));
+    CUDA_TRY(cudaMemcpyAsync(data, e->scratch, bytes, cudaMemcpyDeviceToHost, e->stream),
+             "cudaMemcpyAsync (to host)");
+    return wait_done(e, 1, "broadcast");
+}
+
+/* buf is the model's device gradient buffer. The context's queued work is
+ * finished first (the backend table has no stream or event to order
+ * against), then one in-place allreduce with NCCL's pre-multiplied sum does
+ * the token weighting without a kernel of ours: sum_r scale_r * buf_r. NCCL
+ * finishes each element on one rank and forwards it (ring and tree), so the
+ * ranks agree bitwise. */
+static int nccl_allreduce_grads(comm_engine *base, float *buf, size_t count, float scale,
+                                int uniform) {
+    nccl_engine *e = (nccl_engine *)base;
+    (void)uniform;
+    GPTX_TRY(e->ctx->ops->synchronize(e->ctx->be));
+    CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
+    ncclRedOp_t op = ncclSum;
+    int custom = scale != 1.0f;
+    if (custom)
+        GPTX_TRY(nccl_call(
+            e, ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat32, ncclScalarHostImmediate, e->comm),
+            "ncclRedOpCreatePreMulSum"));
+    int rc = nccl_call(e, ncclAllReduce(buf, buf, count, ncclFloat32, op, e->comm, e->stream),
+                       "ncclAllReduce (gradients)");
+    if (rc == GPTX_OK) rc = wait_done(e, 1, "gradient allreduce");
+    if (custom && rc == GPTX_OK)
+        rc = nccl_call(e, ncclRedOpDestroy(op, e->comm), "ncclRedOpDestroy");
+    return rc;
+}
+
+static const comm_engine_ops nccl_ops = {
+    .name = "nccl",
+    .destroy = nccl_destroy,
+    .barrier = nccl_barrier,
+    .allreduce_host = nccl_allreduce_host,
+    .broadcast_host = nccl_broadcast,
+    .allreduce_grads = nccl_allreduce_grads,
+};
+
+int comm_nccl_check_context(const comm_setup *s) {
+    const char *backend = s->ctx->ops->name;
+    if (strcmp(backend, "cuda") != 0)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "the NCCL engine needs a CUDA context; this context's backend is '%s' "
+                         "(CPU data parallelism uses the MPI engine, started by mpirun)",
+                         backend);
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n == 0)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "the NCCL engine found no usable CUDA device (%s)",
+                         err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    if (s->ctx->opts.device >= n)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "the context's device is %d but only %d are visible",
+                         s->ctx->opts.device, n);
+    return GPTX_OK;
+}
+
+int comm_nccl_unique_id(unsigned char id[COMM_NCCL_ID_BYTES]) {
+    ncclUniqueId u;
+    ncclResult_t r = ncclGetUniqueId(&u);
+    if (r != ncclSuccess) return nccl_error(NULL, r, "ncclGetUniqueId");
+    memcpy(id, &u, sizeof u);
+    return GPTX_OK;
+}
+
+int comm_nccl_create(comm_engine **out, const comm_setup *s,
+                     const unsigned char id[COMM_NCCL_ID_BYTES]) {
+    GPTX_TRY(comm_nccl_check_context(s));
+    nccl_engine *e = calloc(1, sizeof *e);
+    if (!e) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    e->base.ops = &nccl_ops;
+    e->base.rank = s->launch.rank;
+    e->base.world_size = s->launch.world_size;
+    e->base.local_rank = s->launch.local_rank;
+    e->base.local_world_size = s->launch.local_world_size;
+    e->base.device_buffers = 1;
+    e->ctx = s->ctx;
+    e->device = s->ctx->opts.device;
+    e->timeout_s = s->timeout_s;
+    int rc = GPTX_OK;
+    cudaError_t ce = cudaSetDevice(e->device);
+    if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking);
+    if (ce != cudaSuccess) rc = cuda_error(ce, "cudaSetDevice/cudaStreamCreate");
+    if (rc == GPTX_OK) {
+        ncclUniqueId u;
+        memcpy(&u, id, sizeof u);
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 0; /* so start-up and every collective can time out */
+        ncclResult_t r =
+            ncclCommInitRankConfig(&e->comm, e->base.world_size, u, e->base.rank, &cfg);
+        if (r != ncclSuccess && r != ncclInProgress) {
+            e->comm = NULL;
+            rc = nccl_error(NULL, r, "ncclCommInitRankConfig");
+        } else {
+            rc = wait_done(e, 0, "NCCL start-up (ncclCommInitRankConfig)");
+        }
+    }
+    if (rc != GPTX_OK) {
+        nccl_destroy(&e->base, 1);
+        return rc;
+    }
+    *out = &e->base;
+    return GPTX_OK;
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# gptx-train data parallel, end to end: 2 and 3 ranks on the same global
+# batch as one process give the same train and validation losses (fp32
+# tolerance); rank 0 alone prints, and labels its numbers global; a
+# checkpoint written under mpirun resumes under mpirun to the uninterrupted
+# run's losses exactly; torchrun-style variables on a CPU context fail with a
+# message that says to use mpirun.
+# usage: train_dp.sh GPTX_TRAIN WORKDIR MPIRUN [MPIRUN ARGS...]
+set -euo pipefail
+train=$1 work=$2
+shift 2
+mpirun=("$@")
+rm -rf "$work" && mkdir -p "$work"
+# a small model; the global batch is 6 rows
+common=(--steps 4 --eval-every 2 --eval-batches 3 --sample-tokens 4 --layers 2 --heads 2
+        --width 64 --context 32 --threads 1)
+
+"$train" "${common[@]}" --batch 6 --out-dir "$work/single" > "$work/single.log"
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --out-dir "$work/np2" > "$work/np2.log"
+"${mpirun[@]}" -np 3 "$train" "${common[@]}" --batch 2 --out-dir "$work/np3" > "$work/np3.log"
+
+losses() { grep -o '"\(train\|val\)_loss": [0-9.]*' "$1/metrics.jsonl" | sed 's/.*: //'; }
+for np in 2 3; do
+  # same number of values, each within 2e-5 of the single process
+  if ! paste <(losses "$work/single") <(losses "$work/np$np") | awk '
+      NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 2e-5) bad = 1; n++ }
+      END { exit bad || n < 7 }'; then
+    echo "losses with $np ranks differ from one process:"
+    paste <(losses "$work/single") <(losses "$work/np$np")
+    exit 1
+  fi
+  log="$work/np$np.log"
+  [ "$(grep -c '^gptx-train ' "$log")" -eq 1 ] || { echo "np$np: header not printed once"; exit 1; }
+  grep -q "^data parallel: $np ranks (mpi engine" "$log"
+  grep -q 'step 4/4 | loss (global) ' "$log"
+  grep -q 'val loss (global) ' "$log"
+  grep -q 'tok/s (global, training steps)' "$log"
+  [ "$(grep -c 'sample: ' "$log")" -eq 1 ] || { echo "np$np: sample not printed once"; exit 1; }
+  echo "ok: $np ranks match one process"
+done
+paste <(losses "$work/single") <(losses "$work/np2") <(losses "$work/np3")
+
+# checkpoint at step 2 by rank 0, resumed by both ranks: steps 3-4 as uninterrupted
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --steps 2 --checkpoint-every 2 \
+  --out-dir "$work/part" > "$work/part1.log"
+[ "$(grep -c '| checkpoint ' "$work/part1.log")" -eq 1 ]
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 \
+  --resume "$work/part/checkpoint.safetensors" --out-dir "$work/part2" > "$work/part2.log"
+want=$(grep -o '"train_loss": [0-9.]*' "$work/np2/metrics.jsonl" | tail -n 2)
+got=$(grep -o '"train_loss": [0-9.]*' "$work/part2/metrics.jsonl")
+if [ "$want" != "$got" ]; then
+  echo "resumed losses differ:"; echo "$want"; echo "---"; echo "$got"; exit 1
+fi
+echo "ok: resume under mpirun"
+
+# torchrun-style variables with a CPU context: a clear error, no hang
+set +e
+msg=$(WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 timeout 60 "$train" \
+      "${common[@]}" --out-dir "$work/torchrun" 2>&1 >/dev/null)
+rc=$?
+set -e
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || ! grep -q 'mpirun -np 2' <<<"$msg"; then
+  echo "torchrun-style launch on CPU: rc $rc, message: $msg"; exit 1
+fi
+echo "ok: torchrun-style on CPU -> $(echo "$msg" | grep -m1 mpirun)"
+echo "train_dp: all checks passed"
