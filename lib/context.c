@@ -68,7 +68,12 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
         {
             gptx_backend *probe = NULL;
             const gptx_backend_ops *cuda = gptx_cuda_backend_ops();
-            if (cuda->create(&probe, &opts) == GPTX_OK) {
+            int probe_rc = cuda->create(&probe, &opts);
+            /* a malformed CUDA setting (GPTX_CUDA_* environment, device
+             * index) is the caller's error, not a missing device */
+            if (probe_rc == GPTX_ERR_INVALID) return probe_rc;
+            if (probe_rc != GPTX_OK) gptx_clear_error(); /* no device: the CPU it is */
+            if (probe_rc == GPTX_OK) {
                 gptx_context *ctx = calloc(1, sizeof *ctx);
                 if (!ctx) {
                     cuda->destroy(probe);

@@ -479,6 +479,223 @@ GPTX_API int gptx_checkpoint_save(const gptx_model *model, const gptx_train_stat
                                   const char *path);
 GPTX_API int gptx_checkpoint_load(gptx_model *model, gptx_train_state *st, const char *path);
 
+/* ------------------------------------------------------------------------ */
+/* Numerics: layered comparison of two runs                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Compares two runs of the same parameters on the same inputs (two
+ * backends, precisions, kernel variants or thread counts), layer by layer;
+ * side a is the reference:
+ *   1. logits:  max |a - b| and max |a - b| / max(|a|, |b|) over all columns;
+ *   2. softmax: each row's softmax over all n_logits columns (as the loss
+ *               sees it; masked columns are -inf, probability 0), in double:
+ *               max |p_a - p_b| and KL(p_a || p_b), mean and max over rows;
+ *   3. tokens:  the shared sampler draws from each side's row with the same
+ *               seed and counter (one uniform for both sides); counts draws
+ *               whose tokens differ, and rows whose greedy argmax differs.
+ * A comparison that runs returns GPTX_OK whatever it finds: report.pass
+ * says whether every layer is within tolerance. See docs/numerics.md. */
+
+typedef struct gptx_compare_options {
+    size_t struct_size;  /* set by gptx_compare_options_init */
+    /* A logit passes when |a - b| <= logits_atol + logits_rtol * max(|a|, |b|);
+     * equal infinities are equal, NaN never passes. Defaults 0: bitwise
+     * equality, what the deterministic CPU backend gives across thread counts. */
+    double logits_atol;
+    double logits_rtol;
+    double prob_atol;    /* max |p_a - p_b| allowed (default 0) */
+    double kl_tol;       /* max over rows of KL(p_a || p_b) allowed, nats (default 0) */
+    int64_t max_token_mismatches;  /* differing sampled draws allowed (default 0) */
+    int64_t max_argmax_mismatches; /* rows whose argmax may differ (default 0) */
+    /* Sampler for layer 3; NULL = gptx_sampler_options_init's defaults
+     * (temperature 1, no top-k/top-p, seed 0, stream 0). */
+    const gptx_sampler_options *sampler;
+    int draws_per_position; /* draws from each row (default 1); draw k of the whole
+                             * comparison uses Philox counter k on both sides */
+    int positions;          /* gptx_compare_models: compare the last `positions`
+                             * time steps of each row; 0 = all T (default) */
+    const char *label_a;    /* free text copied into the report (e.g. a kernel */
+    const char *label_b;    /* variant), truncated to 63 bytes; may be NULL */
+} gptx_compare_options;
+
+GPTX_API void gptx_compare_options_init(gptx_compare_options *opts);
+
+/* What ran on one side. This struct's layout is frozen; new per-side facts
+ * are appended to gptx_compare_report instead. */
+typedef struct gptx_compare_side {
+    char backend[16];         /* "cpu", "cuda"; "external" (gptx_compare_logits) */
+    char dtype[16];           /* "fp32"; "unknown" for external logits */
+    char library_version[16]; /* gptx_version() */
+    char blas[128];           /* e.g. OpenBLAS's openblas_get_config(); "unknown" */
+    char cuda[32];            /* CUDA runtime version; "none" on the CPU backend */
+    char label[64];           /* options.label_a / label_b, or "" */
+    char kernels[64];         /* forward kernel variants of the context, e.g.
+                               * "attention=flash qkv=fused norm_gelu=fused";
+                               * "unknown" for external logits */
+    int num_threads;          /* 0 = unknown */
+    int deterministic;        /* the context's option; -1 = unknown */
+} gptx_compare_side;
+
+typedef struct gptx_compare_report {
+    size_t struct_size; /* set by gptx_compare_report_init */
+    gptx_compare_side a, b;
+    int64_t rows;       /* positions compared (B * positions for models) */
+    int n_logits;       /* columns per row (the padded vocabulary) */
+    int vocab_size;     /* real vocabulary: the sampler's and argmax's range */
+    int bitwise_equal;  /* 1 = every logit has the same bits on both sides */
+    int pass;           /* 1 = all three layers pass */
+
+    /* layer 1: logits */
+    int logits_pass;
+    double logits_max_abs;     /* over elements where both are finite */
+    double logits_max_rel;     /* |a - b| / max(|a|, |b|), same elements */
+    int64_t logits_worst_row;  /* element of logits_max_abs (-1 if none) */
+    int64_t logits_worst_col;
+    int64_t logits_outside;    /* elements outside the tolerance, non-finite included */
+    int64_t logits_nonfinite;  /* elements with a NaN, or an infinity on one side only */
+    double logits_atol, logits_rtol; /* tolerance used */
+
+    /* layer 2: softmax (double) */
+    int softmax_pass;
+    double prob_max_abs;
+    double kl_mean, kl_max;    /* KL(p_a || p_b) over rows, nats */
+    int64_t kl_worst_row;      /* -1 if none */
+    int64_t softmax_invalid_rows; /* rows with NaN/+inf or all -inf on a side */
+    double prob_atol, kl_tol;  /* tolerance used */
+
+    /* layer 3: tokens from the shared sampler */
+    int tokens_pass;
+    int64_t token_draws;       /* rows * draws_per_position */
+    int64_t token_mismatches;  /* draws whose tokens differ (or failed on a side) */
+    int64_t argmax_mismatches; /* rows whose greedy token differs */
+    int64_t max_token_mismatches, max_argmax_mismatches; /* tolerance used */
+    float temperature;         /* sampler used */
+    float top_p;
+    int top_k;
+    uint64_t seed;
+    uint64_t stream;
+} gptx_compare_report;
+
+GPTX_API void gptx_compare_report_init(gptx_compare_report *report);
+
+/* Runs gptx_model_forward (no targets) on a and b with the same B*T inputs
+ * and compares their logits. a and b need equal configurations
+ * (GPTX_ERR_MISMATCH otherwise) and may live in different contexts; a == b
+ * is allowed. Each model's last forward pass is replaced. opts may be NULL. */
+GPTX_API int gptx_compare_models(gptx_model *a, gptx_model *b, const int32_t *inputs, int B,
+                                 int T, const gptx_compare_options *opts,
+                                 gptx_compare_report *report);
+/* The same layers for logits obtained elsewhere: a and b hold rows *
+ * n_logits floats row-major; columns [vocab_size, n_logits) are padding
+ * (compared and softmaxed, never sampled). The sides are described as
+ * "external"; fill report->a / report->b afterwards to name them. */
+GPTX_API int gptx_compare_logits(const float *a, const float *b, size_t rows, int n_logits,
+                                 int vocab_size, const gptx_compare_options *opts,
+                                 gptx_compare_report *report);
+
+/* The report as readable text, NUL-terminated. With capacity too small,
+ * GPTX_ERR_SHAPE is returned and *len holds the length needed (without the
+ * NUL); GPTX_COMPARE_TEXT_MAX bytes are always enough. len may be NULL.
+ * A report from an older, shorter header prints its missing fields as 0. */
+#define GPTX_COMPARE_TEXT_MAX 4096
+GPTX_API int gptx_compare_report_format(const gptx_compare_report *report, char *buf,
+                                        size_t capacity, size_t *len);
+
+/* ------------------------------------------------------------------------ */
+/* Communicator: data-parallel training                                     */
+/* ------------------------------------------------------------------------ */
+
+/* One process per rank; every rank runs the same program and calls the
+ * collectives below in the same order. A communicator is bound to the
+ * context it was created with (the model buffers it reduces live there).
+ * Engines: "single" (world size 1, no launcher: every collective is a no-op
+ * and costs nothing), "mpi" (CPU contexts, started by mpirun) and "nccl"
+ * (CUDA contexts, started by mpirun or with torchrun-style variables).
+ * See docs/distributed.md. */
+typedef struct gptx_comm gptx_comm;
+
+typedef enum gptx_comm_launcher {
+    GPTX_LAUNCHER_NONE = 0,    /* no launcher variables: one process */
+    GPTX_LAUNCHER_MPI = 1,     /* mpirun / mpiexec (OMPI_COMM_WORLD_* or PMI_* variables) */
+    GPTX_LAUNCHER_TORCHRUN = 2 /* RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT */
+} gptx_comm_launcher;
+
+/* What the environment says about this process, read without starting any
+ * engine: a program can pick its device (local_rank) or thread count
+ * (cores / local_world_size) before creating its context. */
+typedef struct gptx_comm_launch_info {
+    size_t struct_size;   /* set by gptx_comm_launch_info_init */
+    int launcher;         /* gptx_comm_launcher */
+    int rank;             /* in [0, world_size) */
+    int world_size;
+    int local_rank;       /* rank among the processes of this node */
+    int local_world_size; /* processes on this node (0 = the launcher does not say) */
+} gptx_comm_launch_info;
+
+GPTX_API void gptx_comm_launch_info_init(gptx_comm_launch_info *info);
+/* Reads the launcher variables. MPI launchers take precedence over
+ * torchrun-style ones. GPTX_ERR_INVALID names a malformed or inconsistent
+ * variable (RANK=3 with WORLD_SIZE=2, WORLD_SIZE without RANK, ...). */
+GPTX_API int gptx_comm_detect_launch(gptx_comm_launch_info *info);
+
+typedef enum gptx_comm_engine {
+    GPTX_COMM_AUTO = 0,   /* single for world size 1; mpi for CPU, nccl for CUDA contexts */
+    GPTX_COMM_SINGLE = 1, /* ignore the launcher: rank 0 of 1 */
+    GPTX_COMM_MPI = 2,    /* needs a build with GPTX_FEATURE_MPI */
+    GPTX_COMM_NCCL = 3    /* needs a build with GPTX_FEATURE_NCCL and a CUDA context */
+} gptx_comm_engine;
+
+typedef struct gptx_comm_options {
+    size_t struct_size;     /* set by gptx_comm_options_init */
+    int engine;             /* gptx_comm_engine (default AUTO) */
+    /* A collective, the barrier or the start-up that has not completed after
+     * this many seconds fails with GPTX_ERR_BACKEND (a rank died, hangs or
+     * skipped a collective); the communicator is unusable afterwards.
+     * Default 600; 0 = wait forever. */
+    double timeout_seconds;
+} gptx_comm_options;
+
+GPTX_API void gptx_comm_options_init(gptx_comm_options *opts);
+/* Creates this process's communicator from the launcher variables; opts may
+ * be NULL. A world size above 1 without an engine that can serve it (MPI not
+ * compiled in, torchrun-style variables with a CPU context, ...) is
+ * GPTX_ERR_UNSUPPORTED with a message that says what to do. The MPI engine
+ * initializes MPI if the program has not (and finalizes it when the last
+ * communicator is destroyed, so create at most one per process lifetime). */
+GPTX_API int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options *opts);
+/* Not collective. After a failed collective, releases without waiting for
+ * the other ranks. */
+GPTX_API void gptx_comm_destroy(gptx_comm *comm);
+/* "single", "mpi" or "nccl" ("" for NULL). */
+GPTX_API const char *gptx_comm_engine_name(const gptx_comm *comm);
+/* Rank, world size, node-local rank and node-local size; -1 for NULL. */
+GPTX_API int gptx_comm_rank(const gptx_comm *comm);
+GPTX_API int gptx_comm_world_size(const gptx_comm *comm);
+GPTX_API int gptx_comm_local_rank(const gptx_comm *comm);
+GPTX_API int gptx_comm_local_world_size(const gptx_comm *comm);
+
+/* Collectives: every rank must make the same calls with the same counts.
+ * Results are bitwise identical on every rank. */
+typedef enum gptx_comm_op { GPTX_COMM_SUM = 0, GPTX_COMM_MAX = 1, GPTX_COMM_MIN = 2 } gptx_comm_op;
+
+GPTX_API int gptx_comm_barrier(gptx_comm *comm);
+/* In place over count host values (metrics, counters, flags). */
+GPTX_API int gptx_comm_allreduce_f64(gptx_comm *comm, double *values, size_t count, int op);
+GPTX_API int gptx_comm_allreduce_i64(gptx_comm *comm, int64_t *values, size_t count, int op);
+/* bytes of host memory from rank root to every rank. */
+GPTX_API int gptx_comm_broadcast(gptx_comm *comm, void *data, size_t bytes, int root);
+
+/* Makes every rank hold the global token-weighted mean gradient: with g_r the
+ * gradients accumulated on rank r over local_tokens n_r targets (the mean
+ * over its own targets, as backward leaves it), every rank ends with
+ * sum_r n_r * g_r / sum_r n_r. Ranks may pass different counts (unequal
+ * shards, ignored targets) and 0 (a rank with no targets contributes
+ * nothing); if every rank passes 0 the gradients become 0. Call it once per
+ * optimizer step, after the last backward and before gptx_optimizer_step;
+ * ranks that then step identical optimizers keep bitwise identical
+ * parameters. The model must belong to the communicator's context. */
+GPTX_API int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t local_tokens);
+
 #ifdef __cplusplus
 }
 #endif
