@@ -1,133 +1,136 @@
 /* Causal self-attention, flash style: the forward pass keeps only each query
- * row's log-sum-exp; the backward pass recomputes the probabilities one row
- * at a time. Nothing of size (B, NH, T, T) is ever stored, so activation
- * memory grows linearly with T (scratch: one row of T floats per task). */
+ * row's log-sum-exp; the backward pass recomputes the probabilities block by
+ * block. Nothing of size (B, NH, T, T) is stored: a task's scratch is two
+ * (BLOCK, T) tiles, so activation memory grows linearly with T.
+ *
+ * Tasks are (batch, head) pairs run on the thread pool; inside a task the
+ * tile products are single-threaded OpenBLAS sgemm calls, so each output has
+ * one writer and the result does not depend on the thread count. */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_backend.h"
+#include "cpu_math.h"
 #include "errors.h"
+
+#define BLOCK 64 /* query rows per tile */
 
 typedef struct {
     float *out, *lse, *dqkv;
     const float *qkv, *dout, *outc, *lsec;
     int B, T, C, NH;
-    float *scratch; /* ntasks * T floats */
-    int ntasks_per_bh; /* forward: row blocks per (b, h) */
+    float *scratch; /* per task: 2 * BLOCK * T floats */
 } attn_args;
 
-static inline float dot(const float *a, const float *b, int n) {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+/* p[s] = exp(p[s] - shift) for s <= last, 0 after it; returns the sum. */
+static float exp_row_causal(float *p, int T, int last, float shift) {
+    float acc[8] = {0};
+    int s = 0;
+    for (; s + 8 <= last + 1; s += 8)
+        for (int k = 0; k < 8; k++) acc[k] += p[s + k] = gptx_expf(p[s + k] - shift);
+    for (; s <= last; s++) acc[0] += p[s] = gptx_expf(p[s] - shift);
+    for (; s < T; s++) p[s] = 0.0f;
+    float sum = 0.0f;
+    for (int k = 0; k < 8; k++) sum += acc[k];
+    return sum;
 }
 
-/* Task = (b, h, block of query rows). */
 static void attn_fwd_task(void *vp, int task) {
     attn_args *a = vp;
-    int C = a->C, C3 = 3 * C, T = a->T, hs = C / a->NH;
-    int bh = task / a->ntasks_per_bh, blk = task % a->ntasks_per_bh;
-    int b = bh / a->NH, h = bh % a->NH;
-    size_t lo, hi;
-    gptx_cpu_split((size_t)T, a->ntasks_per_bh, blk, &lo, &hi);
-    float *p = a->scratch + (size_t)task * T;
+    int C = a->C, C3 = 3 * C, T = a->T, NH = a->NH, hs = C / NH;
+    int b = task / NH, h = task % NH;
+    float *S = a->scratch + (size_t)task * 2 * BLOCK * T;
     float scale = 1.0f / sqrtf((float)hs);
-    const float *base = a->qkv + (size_t)b * T * C3;
-    for (size_t t = lo; t < hi; t++) {
-        const float *q = base + t * C3 + h * hs;
-        float mx = -INFINITY;
-        for (size_t s = 0; s <= t; s++) {
-            const float *k = base + s * C3 + C + h * hs;
-            p[s] = dot(q, k, hs) * scale;
-            mx = p[s] > mx ? p[s] : mx;
+    const float *q = a->qkv + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+    for (int t0 = 0; t0 < T; t0 += BLOCK) {
+        int nq = T - t0 < BLOCK ? T - t0 : BLOCK, nk = t0 + nq; /* keys 0 .. t0+nq-1 */
+        // S (nq, nk) = Q_blk @ K^T * scale
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, scale,
+                    q + (size_t)t0 * C3, C3, k, C3, 0.0f, S, nk);
+        for (int i = 0; i < nq; i++) {
+            float *p = S + (size_t)i * nk;
+            int t = t0 + i;
+            float mx = -INFINITY;
+            for (int s = 0; s <= t; s++) mx = p[s] > mx ? p[s] : mx;
+            float sum = exp_row_causal(p, nk, t, mx), inv = 1.0f / sum;
+            for (int s = 0; s <= t; s++) p[s] *= inv;
+            a->lse[((size_t)b * NH + h) * T + t] = mx + logf(sum);
         }
-        float sum = 0.0f;
-        for (size_t s = 0; s <= t; s++) {
-            p[s] = expf(p[s] - mx);
-            sum += p[s];
-        }
-        float inv = 1.0f / sum;
-        float *o = a->out + ((size_t)b * T + t) * C + h * hs;
-        memset(o, 0, (size_t)hs * sizeof *o);
-        for (size_t s = 0; s <= t; s++) {
-            const float *v = base + s * C3 + 2 * C + h * hs;
-            float w = p[s] * inv;
-            for (int i = 0; i < hs; i++) o[i] += w * v[i];
-        }
-        a->lse[((size_t)b * a->NH + h) * T + t] = mx + logf(sum);
+        // O_blk (nq, hs) = P @ V
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hs, nk, 1.0f, S, nk, v, C3,
+                    0.0f, a->out + ((size_t)b * T + t0) * C + h * hs, C);
     }
+}
+
+static void attn_bwd_task(void *vp, int task) {
+    attn_args *a = vp;
+    int C = a->C, C3 = 3 * C, T = a->T, NH = a->NH, hs = C / NH;
+    int b = task / NH, h = task % NH;
+    float *P = a->scratch + (size_t)task * 2 * BLOCK * T, *dP = P + (size_t)BLOCK * T;
+    float scale = 1.0f / sqrtf((float)hs);
+    const float *q = a->qkv + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+    float *dq = a->dqkv + (size_t)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+    for (int t = 0; t < T; t++) {
+        memset(dk + (size_t)t * C3, 0, (size_t)hs * sizeof(float));
+        memset(dv + (size_t)t * C3, 0, (size_t)hs * sizeof(float));
+    }
+    for (int t0 = 0; t0 < T; t0 += BLOCK) {
+        int nq = T - t0 < BLOCK ? T - t0 : BLOCK, nk = t0 + nq;
+        const float *dO = a->dout + ((size_t)b * T + t0) * C + h * hs;
+        // P (nq, nk) = exp(Q_blk @ K^T * scale - lse), causal
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, scale,
+                    q + (size_t)t0 * C3, C3, k, C3, 0.0f, P, nk);
+        for (int i = 0; i < nq; i++)
+            exp_row_causal(P + (size_t)i * nk, nk, t0 + i,
+                           a->lsec[((size_t)b * NH + h) * T + t0 + i]);
+        // dV (nk, hs) += P^T @ dO_blk
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, P, nk, dO, C, 1.0f,
+                    dv, C3);
+        // dP (nq, nk) = dO_blk @ V^T
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, 1.0f, dO, C, v, C3, 0.0f,
+                    dP, nk);
+        // dS = P * (dP - D) * scale, D = dO . O per row
+        for (int i = 0; i < nq; i++) {
+            const float *o = a->outc + ((size_t)b * T + t0 + i) * C + h * hs;
+            const float *g = dO + (size_t)i * C;
+            float D = 0.0f;
+            for (int d = 0; d < hs; d++) D += g[d] * o[d];
+            float *ds = dP + (size_t)i * nk;
+            const float *p = P + (size_t)i * nk;
+            for (int s = 0; s < nk; s++) ds[s] = p[s] * (ds[s] - D) * scale;
+        }
+        // dQ_blk (nq, hs) = dS @ K; dK (nk, hs) += dS^T @ Q_blk
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hs, nk, 1.0f, dP, nk, k, C3,
+                    0.0f, dq + (size_t)t0 * C3, C3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, dP, nk,
+                    q + (size_t)t0 * C3, C3, 1.0f, dk, C3);
+    }
+}
+
+/* Runs B*NH tasks with single-threaded products inside them. */
+static int run_heads(gptx_backend *be, attn_args *a, gptx_task_fn fn) {
+    int ntasks = a->B * a->NH;
+    a->scratch = malloc((size_t)ntasks * 2 * BLOCK * a->T * sizeof(float));
+    if (!a->scratch) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory for attention scratch");
+    openblas_set_num_threads(1); /* the pool supplies the parallelism here */
+    gptx_threadpool_run(be->pool, ntasks, fn, a);
+    gptx_cpu_blas_threads(be);
+    free(a->scratch);
+    return GPTX_OK;
 }
 
 int gptx_cpu_attention_forward(gptx_backend *be, float *out, float *lse, const float *qkv, int B,
                                int T, int C, int NH) {
-    int nbh = B * NH;
-    /* enough tasks to keep every thread busy even when B*NH is small */
-    int per = (be->nthreads * 4 + nbh - 1) / nbh;
-    if (per > T) per = T;
-    if (per < 1) per = 1;
-    int ntasks = nbh * per;
-    float *scratch = malloc((size_t)ntasks * T * sizeof *scratch);
-    if (!scratch) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory for attention scratch");
-    attn_args a = {.out = out, .lse = lse, .qkv = qkv, .B = B, .T = T, .C = C, .NH = NH,
-                   .scratch = scratch, .ntasks_per_bh = per};
-    gptx_threadpool_run(be->pool, ntasks, attn_fwd_task, &a);
-    free(scratch);
-    return GPTX_OK;
-}
-
-/* Task = one (b, h): dk and dv accumulate over query rows in order. */
-static void attn_bwd_task(void *vp, int task) {
-    attn_args *a = vp;
-    int C = a->C, C3 = 3 * C, T = a->T, hs = C / a->NH;
-    int b = task / a->NH, h = task % a->NH;
-    float *p = a->scratch + (size_t)task * T;
-    float scale = 1.0f / sqrtf((float)hs);
-    const float *base = a->qkv + (size_t)b * T * C3;
-    float *dbase = a->dqkv + (size_t)b * T * C3;
-    for (int t = 0; t < T; t++) {
-        float *dq = dbase + (size_t)t * C3 + h * hs;
-        memset(dq, 0, (size_t)hs * sizeof *dq);
-        memset(dbase + (size_t)t * C3 + C + h * hs, 0, (size_t)hs * sizeof(float));
-        memset(dbase + (size_t)t * C3 + 2 * C + h * hs, 0, (size_t)hs * sizeof(float));
-    }
-    for (int t = 0; t < T; t++) {
-        const float *q = base + (size_t)t * C3 + h * hs;
-        const float *dout = a->dout + ((size_t)b * T + t) * C + h * hs;
-        const float *o = a->outc + ((size_t)b * T + t) * C + h * hs;
-        float *dq = dbase + (size_t)t * C3 + h * hs;
-        float lse = a->lsec[((size_t)b * a->NH + h) * T + t];
-        /* D = sum_s p_s * (dout . v_s) = dout . out */
-        float D = dot(dout, o, hs);
-        for (int s = 0; s <= t; s++) {
-            const float *k = base + (size_t)s * C3 + C + h * hs;
-            const float *v = base + (size_t)s * C3 + 2 * C + h * hs;
-            float pr = expf(dot(q, k, hs) * scale - lse);
-            float *dv = dbase + (size_t)s * C3 + 2 * C + h * hs;
-            for (int i = 0; i < hs; i++) dv[i] += pr * dout[i];
-            p[s] = pr * (dot(dout, v, hs) - D) * scale; /* dscore, pre-scaled */
-        }
-        for (int s = 0; s <= t; s++) {
-            const float *k = base + (size_t)s * C3 + C + h * hs;
-            float *dk = dbase + (size_t)s * C3 + C + h * hs;
-            float ds = p[s];
-            for (int i = 0; i < hs; i++) {
-                dq[i] += ds * k[i];
-                dk[i] += ds * q[i];
-            }
-        }
-    }
+    attn_args a = {.out = out, .lse = lse, .qkv = qkv, .B = B, .T = T, .C = C, .NH = NH};
+    return run_heads(be, &a, attn_fwd_task);
 }
 
 int gptx_cpu_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
                                 const float *qkv, const float *out, const float *lse, int B,
                                 int T, int C, int NH) {
-    int ntasks = B * NH;
-    float *scratch = malloc((size_t)ntasks * T * sizeof *scratch);
-    if (!scratch) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory for attention scratch");
     attn_args a = {.dqkv = dqkv, .qkv = qkv, .dout = dout, .outc = out, .lsec = lse, .B = B,
-                   .T = T, .C = C, .NH = NH, .scratch = scratch};
-    gptx_threadpool_run(be->pool, ntasks, attn_bwd_task, &a);
-    free(scratch);
-    return GPTX_OK;
+                   .T = T, .C = C, .NH = NH};
+    return run_heads(be, &a, attn_bwd_task);
 }

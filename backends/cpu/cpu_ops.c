@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_backend.h"
+#include "cpu_math.h"
 #include "errors.h"
 
 /* Column blocks for reductions over rows (bias/LayerNorm/embedding grads). */
@@ -267,7 +268,7 @@ static void gelu_fwd_task(void *vp, int task) {
     for (size_t i = lo; i < hi; i++) {
         float x = a->x[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        a->out[i] = 0.5f * x * (1.0f + tanhf(u));
+        a->out[i] = 0.5f * x * (1.0f + gptx_tanhf(u));
     }
 }
 
@@ -278,7 +279,7 @@ static void gelu_bwd_task(void *vp, int task) {
     for (size_t i = lo; i < hi; i++) {
         float x = a->x[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
+        float th = gptx_tanhf(u);
         float sech2 = 1.0f - th * th;
         float grad = 0.5f * (1.0f + th) +
                      0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
@@ -326,6 +327,52 @@ typedef struct {
     int ntasks;
 } ce_args;
 
+/* Lanes for row reductions: LANES independent partial results combined in a
+ * fixed order, so the compiler can vectorize while the result stays the same
+ * for every thread count. */
+#define LANES 16
+
+/* Float order as int32 order (sign-magnitude -> two's complement), so the
+ * max below is an integer max, which compilers vectorize. */
+static inline int32_t order_key(float f) {
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    return i >= 0 ? i : i ^ 0x7fffffff;
+}
+
+static float row_max(const float *row, int n) {
+    int32_t m[LANES];
+    for (int k = 0; k < LANES; k++) m[k] = INT32_MIN;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) {
+            int32_t key = order_key(row[j + k]);
+            m[k] = key > m[k] ? key : m[k];
+        }
+    for (; j < n; j++) {
+        int32_t key = order_key(row[j]);
+        m[0] = key > m[0] ? key : m[0];
+    }
+    int32_t best = m[0];
+    for (int k = 1; k < LANES; k++) best = m[k] > best ? m[k] : best;
+    best = best >= 0 ? best : best ^ 0x7fffffff;
+    float mx;
+    memcpy(&mx, &best, sizeof mx);
+    return mx;
+}
+
+/* sum_j exp(row[j] - shift) */
+static float row_sum_exp(const float *row, int n, float shift) {
+    float acc[LANES] = {0};
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int k = 0; k < LANES; k++) acc[k] += gptx_expf(row[j + k] - shift);
+    for (; j < n; j++) acc[0] += gptx_expf(row[j] - shift);
+    float s = 0.0f;
+    for (int k = 0; k < LANES; k++) s += acc[k];
+    return s;
+}
+
 static void ce_fwd_task(void *vp, int task) {
     ce_args *a = vp;
     size_t lo, hi;
@@ -335,11 +382,8 @@ static void ce_fwd_task(void *vp, int task) {
         float *row = a->logits + n * a->Vp;
         if (a->mask)
             for (int j = a->V; j < a->Vp; j++) row[j] = -INFINITY;
-        float mx = -INFINITY;
-        for (int j = 0; j < ncols; j++) mx = row[j] > mx ? row[j] : mx;
-        float s = 0.0f;
-        for (int j = 0; j < ncols; j++) s += expf(row[j] - mx);
-        float lse = mx + logf(s);
+        float mx = row_max(row, ncols);
+        float lse = mx + logf(row_sum_exp(row, ncols, mx));
         a->lse_out[n] = lse;
         if (!a->targets) continue; /* logits only */
         int32_t t = a->targets[n];
@@ -359,8 +403,8 @@ static void ce_bwd_task(void *vp, int task) {
             memset(row, 0, (size_t)a->Vp * sizeof *row);
             continue;
         }
-        float lse = a->lse_in[n];
-        for (int j = 0; j < ncols; j++) row[j] = expf(row[j] - lse) * a->dloss;
+        float lse = a->lse_in[n], dloss = a->dloss;
+        for (int j = 0; j < ncols; j++) row[j] = gptx_expf(row[j] - lse) * dloss;
         for (int j = ncols; j < a->Vp; j++) row[j] = 0.0f;
         row[t] -= a->dloss;
     }
@@ -396,12 +440,20 @@ static void reduce_task(void *vp, int task) {
     reduce_args *a = vp;
     size_t lo = (size_t)task * REDUCE_CHUNK;
     size_t hi = lo + REDUCE_CHUNK < a->n ? lo + REDUCE_CHUNK : a->n;
-    double s = 0.0;
+    /* 8 double accumulators: not bound by the latency of one add chain */
+    double acc[8] = {0};
+    size_t i = lo;
     if (a->squares) {
-        for (size_t i = lo; i < hi; i++) s += (double)a->x[i] * a->x[i];
+        for (; i + 8 <= hi; i += 8)
+            for (int k = 0; k < 8; k++) acc[k] += (double)a->x[i + k] * a->x[i + k];
+        for (; i < hi; i++) acc[0] += (double)a->x[i] * a->x[i];
     } else {
-        for (size_t i = lo; i < hi; i++) s += a->x[i];
+        for (; i + 8 <= hi; i += 8)
+            for (int k = 0; k < 8; k++) acc[k] += a->x[i + k];
+        for (; i < hi; i++) acc[0] += a->x[i];
     }
+    double s = 0.0;
+    for (int k = 0; k < 8; k++) s += acc[k];
     a->partials[task] = s;
 }
 
