@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Smoke test of gptx-bench (ctest bench_ladder_smoke): the tiny config in
+# both modes must pass and write its CSV/JSON/SVG; with every tolerance
+# scaled to 0 it must report FAIL and exit 1.
+#   ladder_smoke.sh GPTX_BENCH OUT_DIR
+set -u
+bench="$1"
+out="$2"
+rm -rf "$out"
+mkdir -p "$out"
+fail=0
+err() { echo "ladder_smoke: $*" >&2; fail=1; }
+
+for mode in cumulative isolated; do
+  prefix="$out/tiny-$mode"
+  "$bench" --config tiny --mode "$mode" --steps 3 --warmup 1 --repeats 1 --threads 2 \
+    --out-prefix "$prefix" > "$prefix.md"
+  rc=$?
+  [[ $rc -eq 0 ]] || err "$mode: exit status $rc, expected 0"
+  for ext in csv json svg tokens.bin; do
+    [[ -s "$prefix.$ext" ]] || err "$mode: $prefix.$ext missing or empty"
+  done
+  # 1 baseline + 6 changes + 5 CUDA rows, each a CSV line after the header
+  lines=$(wc -l < "$prefix.csv")
+  [[ $lines -eq 13 ]] || err "$mode: $prefix.csv has $lines lines, expected 13"
+  [[ $(grep -c '"PASS' "$prefix.csv") -eq 7 ]] || err "$mode: expected 7 PASS rows in the CSV"
+  [[ $(grep -c '"n/a (' "$prefix.csv") -eq 5 ]] || err "$mode: expected 5 CUDA n/a rows"
+  grep -q '"all_pass": true' "$prefix.json" || err "$mode: JSON lacks \"all_pass\": true"
+  grep -q '</svg>' "$prefix.svg" || err "$mode: SVG not closed"
+  [[ $(grep -c '<rect x=' "$prefix.svg") -eq 7 ]] || err "$mode: expected 7 bars in the SVG"
+  grep -q 'do not multiply' "$prefix.md" || err "$mode: the Markdown lacks the note on speed-ups"
+  grep -q 'timing scope: training steps only' "$prefix.md" || err "$mode: no timing scope"
+done
+
+# the FAIL path: exact equality demanded, flash attention reorders sums
+prefix="$out/tiny-exact"
+"$bench" --config tiny --mode isolated --steps 1 --warmup 0 --repeats 1 --threads 2 \
+  --tolerance-scale 0 --out-prefix "$prefix" > "$prefix.md"
+rc=$?
+[[ $rc -eq 1 ]] || err "tolerance 0: exit status $rc, expected 1"
+grep -q '| FAIL |' "$prefix.md" || err "tolerance 0: no FAIL row in the table"
+grep -q '"all_pass": false' "$prefix.json" || err "tolerance 0: JSON lacks \"all_pass\": false"
+
+if [[ $fail -ne 0 ]]; then
+  echo "ladder_smoke: FAILED (outputs in $out)" >&2
+  exit 1
+fi
+echo "ladder_smoke: all checks passed"
