@@ -442,7 +442,10 @@ static void test_elementwise(pair *p) {
         CHECK_OK(p->cpu_ops->gelu_backward(p->cpu, r, x, y, n));
         CHECK_OK(p->cu_ops->gelu_backward(p->cu, dr, dx, dy, n));
         a = down(p, dr, n);
-        compare("gelu backward", r, a, n, 1e-6, 1e-5);
+        /* the CPU reference's tanh is a vectorized approximation (abs error ~2e-7,
+         * backends/cpu/cpu_math.h); GELU's derivative scales that by up to ~15
+         * at |x| = 6 */
+        compare("gelu backward", r, a, n, 5e-6, 1e-5);
         free(a);
         CHECK_OK(p->cpu_ops->residual_forward(p->cpu, r, x, y, n));
         CHECK_OK(p->cu_ops->residual_forward(p->cu, dr, dx, dy, n));
