@@ -1,7 +1,7 @@
 /* Branch-free float exp and tanh that compilers vectorize (libm's expf and
  * tanhf are scalar calls). exp: Cephes' range reduction and degree-5
  * polynomial, max relative error ~2e-7 on [-87, 88]; inputs below -87
- * (e^-87 ~ 1.6e-38) give exactly 0, so -inf gives 0 as it must. tanh from
+ * (e^-87 ~ 1.6e-38) give exactly 0, so -inf gives 0 as it must; NaN stays NaN; inputs above 88 saturate at e^88. tanh from
  * exp: absolute error ~2e-7. Deterministic: the same bits on every thread
  * count, as everything else in the CPU backend. */
 #ifndef GPTX_CPU_MATH_H
@@ -12,11 +12,10 @@
 #include <string.h>
 
 static inline float gptx_expf(float x) {
-    float zero_below = x < -87.0f ? 0.0f : 1.0f;
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    float n = floorf(x * 1.44269504088896341f + 0.5f); /* round(x / ln 2) */
-    float r = x - n * 0.693359375f;                     /* ln 2 split in two parts */
+    float xc = x > -87.0f ? x : -87.0f; /* also maps NaN to a finite value... */
+    xc = xc < 88.0f ? xc : 88.0f;
+    float n = floorf(xc * 1.44269504088896341f + 0.5f); /* round(x / ln 2) */
+    float r = xc - n * 0.693359375f;                     /* ln 2 split in two parts */
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -25,10 +24,11 @@ static inline float gptx_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23; /* 2^n, n in [-126, 127] */
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23; /* 2^n, n in [-126, 127] */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return y * scale * zero_below;
+    y = x < -87.0f ? 0.0f : y * scale;
+    return x == x ? y : x; /* ...so NaN is passed on here */
 }
 
 static inline float gptx_tanhf(float x) {
