@@ -61,15 +61,15 @@ int gptx_afile_open(gptx_afile *f, const char *path) {
 int gptx_afile_write(gptx_afile *f, const void *data, size_t n) {
     if (f->fd < 0) return GPTX_FAIL(GPTX_ERR_STATE, "the file is not open");
     const unsigned char *p = data;
-    size_t todo = n;
+    size_t remaining = n;
     int64_t limit = atomic_load(&fail_after);
     int simulate = 0;
     if (limit >= 0 && f->written + n > (uint64_t)limit) {
-        todo = f->written >= (uint64_t)limit ? 0 : (size_t)((uint64_t)limit - f->written);
+        remaining = f->written >= (uint64_t)limit ? 0 : (size_t)((uint64_t)limit - f->written);
         simulate = 1;
     }
-    while (todo > 0) {
-        ssize_t w = write(f->fd, p, todo);
+    while (remaining > 0) {
+        ssize_t w = write(f->fd, p, remaining);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             int e = w < 0 ? errno : ENOSPC;
@@ -79,7 +79,7 @@ int gptx_afile_write(gptx_afile *f, const void *data, size_t n) {
             return rc;
         }
         p += w;
-        todo -= (size_t)w;
+        remaining -= (size_t)w;
         f->written += (uint64_t)w;
     }
     if (simulate) {
