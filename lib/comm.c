@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm_internal.h"
 #include "context.h"
@@ -462,4 +463,31 @@ int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t loca
     if (buf != model->grads)
         return model->ctx->ops->upload_f32(model->ctx->be, model->grads, buf, n);
     return GPTX_OK;
+}
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double timeout_s,
+                         const char *where, const char *what, int rank, int world_size) {
+    double start = monotonic_seconds();
+    long pause_ns = 1000;
+    for (unsigned iter = 0;; iter++) {
+        int done = 0;
+        int rc = test(arg, &done);
+        if (rc != GPTX_OK || done) return rc;
+        if (iter < 256) continue;
+        if (timeout_s > 0 && monotonic_seconds() - start > timeout_s)
+            return gptx_fail(GPTX_ERR_BACKEND, where,
+                             "%s: the other ranks did not complete it within %g s (rank %d of "
+                             "%d waited): a rank died, hangs, or called a different collective; "
+                             "this communicator cannot be used again",
+                             what, timeout_s, rank, world_size);
+        struct timespec ts = {0, pause_ns};
+        nanosleep(&ts, NULL);
+        if (pause_ns < 100000) pause_ns *= 2;
+    }
 }

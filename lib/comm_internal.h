@@ -62,6 +62,14 @@ int comm_nccl_create(comm_engine **out, const comm_setup *s,
                      const unsigned char id[COMM_NCCL_ID_BYTES]);
 #endif
 
+/* Polls test(arg, &done) until done: the first 256 polls spin, then the
+ * waiter sleeps with a growing pause of at most 100 us so it leaves the core
+ * to ranks still computing. A failing test is returned as it is; after
+ * timeout_s (0 = no limit) it fails with GPTX_ERR_BACKEND naming `what`,
+ * `where` and this rank. Shared by the MPI and NCCL engines. */
+int comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double timeout_s,
+                         const char *where, const char *what, int rank, int world_size);
+
 /* TCP rendezvous: an all-gather of one fixed-size blob per rank through rank
  * 0, which listens at addr:port. all receives world_size * len bytes, rank
  * r's blob at r * len. Ranks may start in any order: the others retry the

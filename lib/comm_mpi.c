@@ -34,12 +34,6 @@ static pthread_mutex_t g_mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_mpi_users;
 static int g_mpi_owned;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int mpi_error(int err, const char *what) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -55,29 +49,22 @@ static int mpi_error(int err, const char *what) {
         if (mpi_rc_ != MPI_SUCCESS) return mpi_error(mpi_rc_, (what));                             \
     } while (0)
 
-/* Drives a request to completion, or fails once the deadline has passed.
- * Spins briefly (a collective among ready ranks completes in microseconds),
- * then sleeps with a growing pause of at most 100 us so a waiting rank
- * leaves the core to ranks still computing. */
+typedef struct {
+    MPI_Request *req;
+    const char *what;
+} request_poll;
+
+static int test_request(void *arg, int *done) {
+    request_poll *p = arg;
+    int rc = MPI_Test(p->req, done, MPI_STATUS_IGNORE);
+    return rc == MPI_SUCCESS ? GPTX_OK : mpi_error(rc, p->what);
+}
+
+/* Drives a request to completion, or fails once the deadline has passed. */
 static int wait_request(mpi_engine *e, MPI_Request *req, const char *what) {
-    double start = now_s();
-    long pause_ns = 1000;
-    for (unsigned iter = 0;; iter++) {
-        int done = 0;
-        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return mpi_error(rc, what);
-        if (done) return GPTX_OK;
-        if (iter < 256) continue;
-        if (e->timeout_s > 0 && now_s() - start > e->timeout_s)
-            return gptx_fail(GPTX_ERR_BACKEND, ENGINE_WHERE,
-                             "%s: the other ranks did not complete it within %g s (rank %d of "
-                             "%d waited): a rank died, hangs, or called a different collective; "
-                             "this communicator cannot be used again",
-                             what, e->timeout_s, e->base.rank, e->base.world_size);
-        struct timespec ts = {0, pause_ns};
-        nanosleep(&ts, NULL);
-        if (pause_ns < 100000) pause_ns *= 2;
-    }
+    request_poll p = {req, what};
+    return comm_poll_until_done(test_request, &p, e->timeout_s, ENGINE_WHERE, what, e->base.rank,
+                                e->base.world_size);
 }
 
 static void mpi_destroy(comm_engine *base, int failed) {

@@ -34,12 +34,6 @@ typedef struct nccl_engine {
     size_t scratch_bytes;
 } nccl_engine;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cuda_error(cudaError_t err, const char *what) {
     return gptx_fail(GPTX_ERR_BACKEND, ENGINE_WHERE, "%s failed: %s (%s)", what,
                      cudaGetErrorName(err), cudaGetErrorString(err));
@@ -60,30 +54,30 @@ static int nccl_error(nccl_engine *e, ncclResult_t r, const char *what) {
 /* Waits until the communicator has no call in flight and, when stream_too,
  * the engine's stream is idle; fails on an asynchronous NCCL error or when
  * the deadline passes. */
-static int wait_done(nccl_engine *e, int stream_too, const char *what) {
-    double start = now_s();
-    long pause_ns = 1000;
-    for (unsigned iter = 0;; iter++) {
-        ncclResult_t async = ncclSuccess;
-        ncclResult_t r = ncclCommGetAsyncError(e->comm, &async);
-        if (r != ncclSuccess) return nccl_error(e, r, "ncclCommGetAsyncError");
-        if (async != ncclSuccess && async != ncclInProgress) return nccl_error(e, async, what);
-        if (async == ncclSuccess) {
-            cudaError_t q = stream_too ? cudaStreamQuery(e->stream) : cudaSuccess;
-            if (q == cudaSuccess) return GPTX_OK;
-            if (q != cudaErrorNotReady) return cuda_error(q, what);
-        }
-        if (iter < 256) continue;
-        if (e->timeout_s > 0 && now_s() - start > e->timeout_s)
-            return gptx_fail(GPTX_ERR_BACKEND, ENGINE_WHERE,
-                             "%s: the other ranks did not complete it within %g s (rank %d of %d "
-                             "waited): a rank died, hangs, or called a different collective; this "
-                             "communicator cannot be used again",
-                             what, e->timeout_s, e->base.rank, e->base.world_size);
-        struct timespec ts = {0, pause_ns};
-        nanosleep(&ts, NULL);
-        if (pause_ns < 100000) pause_ns *= 2;
+typedef struct {
+    nccl_engine *e;
+    int stream_too;
+    const char *what;
+} done_poll;
+
+static int test_done(void *arg, int *done) {
+    done_poll *p = arg;
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(p->e->comm, &async);
+    if (r != ncclSuccess) return nccl_error(p->e, r, "ncclCommGetAsyncError");
+    if (async != ncclSuccess && async != ncclInProgress) return nccl_error(p->e, async, p->what);
+    if (async == ncclSuccess) {
+        cudaError_t q = p->stream_too ? cudaStreamQuery(p->e->stream) : cudaSuccess;
+        if (q == cudaSuccess) *done = 1;
+        else if (q != cudaErrorNotReady) return cuda_error(q, p->what);
     }
+    return GPTX_OK;
+}
+
+static int wait_done(nccl_engine *e, int stream_too, const char *what) {
+    done_poll p = {e, stream_too, what};
+    return comm_poll_until_done(test_done, &p, e->timeout_s, ENGINE_WHERE, what, e->base.rank,
+                                e->base.world_size);
 }
 
 /* An NCCL call on the non-blocking communicator: ncclInProgress means
