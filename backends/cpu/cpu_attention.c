@@ -25,7 +25,7 @@ typedef struct {
 } attn_args;
 
 /* p[s] = exp(p[s] - shift) for s <= last, 0 after it; returns the sum. */
-static float exp_row_causal(float *p, int T, int last, float shift) {
+GPTX_CPU_HOT static float exp_row_causal(float *p, int T, int last, float shift) {
     float acc[8] = {0};
     int s = 0;
     for (; s + 8 <= last + 1; s += 8)

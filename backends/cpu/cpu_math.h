@@ -11,6 +11,18 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Hot loops are compiled three times (AVX-512, AVX2, the x86-64-v2 baseline)
+ * and the loader picks the widest the CPU has (GNU ifunc). Every clone
+ * computes the same bits: the library is built with -ffp-contract=off (no FMA
+ * is formed), the math below is branch-free per element, and reductions keep
+ * a fixed number of lanes combined in a fixed order, whatever the vector
+ * width. GPTX_NO_MULTIVERSION builds the baseline only. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(GPTX_NO_MULTIVERSION)
+#define GPTX_CPU_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GPTX_CPU_HOT
+#endif
+
 static inline float gptx_expf(float x) {
     float xc = x > -87.0f ? x : -87.0f; /* also maps NaN to a finite value... */
     xc = xc < 88.0f ? xc : 88.0f;

@@ -89,7 +89,7 @@ typedef struct {
     int ntasks;
 } ln_fwd_args;
 
-static void ln_fwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void ln_fwd_task(void *vp, int task) {
     ln_fwd_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
@@ -128,7 +128,7 @@ typedef struct {
 } ln_bwd_args;
 
 /* Pass 1, per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w. */
-static void ln_bwd_rows_task(void *vp, int task) {
+GPTX_CPU_HOT static void ln_bwd_rows_task(void *vp, int task) {
     ln_bwd_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
@@ -152,7 +152,7 @@ static void ln_bwd_rows_task(void *vp, int task) {
 }
 
 /* Pass 2, per block of channels: dw += sum_n dout * xhat, db += sum_n dout. */
-static void ln_bwd_cols_task(void *vp, int task) {
+GPTX_CPU_HOT static void ln_bwd_cols_task(void *vp, int task) {
     ln_bwd_args *a = vp;
     int c0 = task * COL_BLOCK, c1 = c0 + COL_BLOCK < a->C ? c0 + COL_BLOCK : a->C;
     float dw[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
@@ -220,7 +220,7 @@ typedef struct {
     int N, OC;
 } dbias_args;
 
-static void dbias_task(void *vp, int task) {
+GPTX_CPU_HOT static void dbias_task(void *vp, int task) {
     dbias_args *a = vp;
     int c0 = task * COL_BLOCK, c1 = c0 + COL_BLOCK < a->OC ? c0 + COL_BLOCK : a->OC;
     float acc[COL_BLOCK] = {0};
@@ -261,7 +261,7 @@ typedef struct {
     int ntasks;
 } ew_args;
 
-static void gelu_fwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void gelu_fwd_task(void *vp, int task) {
     ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
@@ -272,7 +272,7 @@ static void gelu_fwd_task(void *vp, int task) {
     }
 }
 
-static void gelu_bwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void gelu_bwd_task(void *vp, int task) {
     ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
@@ -287,7 +287,7 @@ static void gelu_bwd_task(void *vp, int task) {
     }
 }
 
-static void residual_task(void *vp, int task) {
+GPTX_CPU_HOT static void residual_task(void *vp, int task) {
     ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
@@ -340,7 +340,7 @@ static inline int32_t order_key(float f) {
     return i >= 0 ? i : i ^ 0x7fffffff;
 }
 
-static float row_max(const float *row, int n) {
+GPTX_CPU_HOT static float row_max(const float *row, int n) {
     int32_t m[LANES];
     for (int k = 0; k < LANES; k++) m[k] = INT32_MIN;
     int j = 0;
@@ -362,7 +362,7 @@ static float row_max(const float *row, int n) {
 }
 
 /* sum_j exp(row[j] - shift) */
-static float row_sum_exp(const float *row, int n, float shift) {
+GPTX_CPU_HOT static float row_sum_exp(const float *row, int n, float shift) {
     float acc[LANES] = {0};
     int j = 0;
     for (; j + LANES <= n; j += LANES)
@@ -391,7 +391,7 @@ static void ce_fwd_task(void *vp, int task) {
     }
 }
 
-static void ce_bwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void ce_bwd_task(void *vp, int task) {
     ce_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
@@ -436,7 +436,7 @@ typedef struct {
     int squares;
 } reduce_args;
 
-static void reduce_task(void *vp, int task) {
+GPTX_CPU_HOT static void reduce_task(void *vp, int task) {
     reduce_args *a = vp;
     size_t lo = (size_t)task * REDUCE_CHUNK;
     size_t hi = lo + REDUCE_CHUNK < a->n ? lo + REDUCE_CHUNK : a->n;
@@ -495,7 +495,7 @@ typedef struct {
 
 /* One pass over a contiguous slice of the flat buffers, crossing tensor
  * boundaries; each tensor keeps its own weight decay. */
-static void adamw_task(void *vp, int task) {
+GPTX_CPU_HOT static void adamw_task(void *vp, int task) {
     adamw_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->total, a->ntasks, task, &lo, &hi);
