@@ -11,6 +11,10 @@
  * lm_head (Vp, C). The attention products (6*L*T*C per token, 1.6 % of the
  * small config's FLOPs) are not replayed.
  *
+ * Two ways to use the threads: OpenBLAS's own threading, and the way the CPU
+ * backend runs them (backends/cpu/cpu_gemm.c: OpenBLAS single-threaded, each
+ * product cut along M or N into one part per thread).
+ *
  * The printed rate is those products' FLOPs divided by their time: a step
  * that also runs LayerNorm, attention, GELU, the cross-entropy and AdamW can
  * only be slower, so rate / (sgemm 2048^3 rate) bounds the fraction of the
@@ -20,6 +24,8 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,15 +52,67 @@ static const model_shape shapes[] = {
     {"gpt2-124M-short", 2, 256, 12, 768, 50304},
 };
 
+static int split_threads = 0; /* > 0: cut each product into this many parts */
+
+typedef struct {
+    int ta, tb, M, N, K, part, nparts;
+    float beta;
+    const float *A, *B;
+    float *C;
+    int lda, ldb, ldc;
+} part_args;
+
+static int part_start(int dim, int part, int nparts) {
+    return part >= nparts ? dim : (int)((int64_t)dim * part / nparts) & ~15;
+}
+
+static void *run_part(void *vp) {
+    part_args *a = vp;
+    int split_n = a->N > a->M, dim = split_n ? a->N : a->M;
+    int lo = part_start(dim, a->part, a->nparts), hi = part_start(dim, a->part + 1, a->nparts);
+    const float *A = a->A, *B = a->B;
+    float *C = a->C;
+    int M = a->M, N = a->N;
+    if (split_n) {
+        B += a->tb ? (size_t)lo * a->ldb : (size_t)lo;
+        C += lo;
+        N = hi - lo;
+    } else {
+        A += a->ta ? (size_t)lo : (size_t)lo * a->lda;
+        C += (size_t)lo * a->ldc;
+        M = hi - lo;
+    }
+    if (hi > lo)
+        cblas_sgemm(CblasRowMajor, a->ta ? CblasTrans : CblasNoTrans,
+                    a->tb ? CblasTrans : CblasNoTrans, M, N, a->K, 1.0f, A, a->lda, B, a->ldb,
+                    a->beta, C, a->ldc);
+    return NULL;
+}
+
+static void sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                  int ldb, float beta, float *C, int ldc) {
+    if (split_threads <= 1) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    part_args a[64];
+    pthread_t th[64];
+    int n = split_threads < 64 ? split_threads : 64;
+    for (int p = 0; p < n; p++) {
+        a[p] = (part_args){ta, tb, M, N, K, p, n, beta, A, B, C, lda, ldb, ldc};
+        if (p > 0) pthread_create(&th[p], NULL, run_part, &a[p]);
+    }
+    run_part(&a[0]);
+    for (int p = 1; p < n; p++) pthread_join(th[p], NULL);
+}
+
 /* The three products of one weight matrix, as cpu_ops.c issues them. */
 static void weight_products(int N, int C, int OC, const float *in, const float *w, float *out,
                             float *din, float *dw) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, in, C, w, C, 0.0f, out,
-                OC);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, out, OC, w, C, 0.0f,
-                din, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, out, OC, in, C, 1.0f, dw,
-                C);
+    sgemm(0, 1, N, OC, C, in, C, w, C, 0.0f, out, OC);
+    sgemm(0, 0, N, C, OC, out, OC, w, C, 0.0f, din, C);
+    sgemm(1, 0, OC, C, N, out, OC, in, C, 1.0f, dw, C);
 }
 
 static float *filled(size_t n, unsigned seed) {
@@ -107,8 +165,6 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (threads > 0) openblas_set_num_threads(threads);
-
     int N = s->B * s->T, C = s->C, Vp = s->Vp;
     int layer_oc[4] = {3 * C, C, 4 * C, C}, layer_c[4] = {C, C, C, 4 * C};
     size_t wmax = (size_t)Vp * C, omax = (size_t)N * Vp, imax = (size_t)N * 4 * C;
@@ -122,32 +178,38 @@ int main(int argc, char **argv) {
     double flop = 0.0;
     for (int k = 0; k < 4; k++) flop += 6.0 * N * (double)layer_oc[k] * layer_c[k];
     flop = flop * s->L + 6.0 * N * (double)Vp * C;
-    double t_lm = 0.0;
-    for (int r = -warmup; r < reps; r++) {
-        double t0 = now_s();
-        for (int l = 0; l < s->L; l++)
-            for (int k = 0; k < 4; k++)
-                weight_products(N, layer_c[k], layer_oc[k], in, w, out, din, dw);
-        double t1 = now_s();
-        weight_products(N, C, Vp, in, w, out, din, dw);
-        double t2 = now_s();
-        if (r >= 0) {
-            t[r] = t2 - t0;
-            t_lm += t2 - t1;
-        }
-    }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
     double lm_flop = 6.0 * N * (double)Vp * C;
-    printf("gptx-bench-gemm-ceiling: %s (B %d, T %d, L %d, C %d, Vp %d), OpenBLAS %d threads\n",
-           s->name, s->B, s->T, s->L, C, Vp, openblas_get_num_threads());
+    printf("gptx-bench-gemm-ceiling: %s (B %d, T %d, L %d, C %d, Vp %d), %d threads\n", s->name,
+           s->B, s->T, s->L, C, Vp, threads > 0 ? threads : openblas_get_num_threads());
     printf("products    : %d weight matrices x 3 sgemm (forward, input grad, weight grad), "
            "%.2f GFLOP per step\n", 4 * s->L + 1, flop * 1e-9);
-    printf("time        : median %.4f s per step's products (min %.4f, max %.4f, %d reps)\n",
-           med, t[0], t[reps - 1], reps);
-    printf("lm_head     : %.1f GFLOP/s (mean)\n", lm_flop * reps / t_lm * 1e-9);
-    printf("ceiling     : %.2f GFLOP/s median (best %.2f)\n", flop / med * 1e-9,
-           flop / t[0] * 1e-9);
+    for (int mode = 0; mode < 2; mode++) {
+        /* mode 0: OpenBLAS threads; mode 1: single-threaded OpenBLAS, one part per thread */
+        int nthr = threads > 0 ? threads : openblas_get_num_threads();
+        openblas_set_num_threads(mode ? 1 : nthr);
+        split_threads = mode ? nthr : 0;
+        double t_lm = 0.0;
+        for (int r = -warmup; r < reps; r++) {
+            double t0 = now_s();
+            for (int l = 0; l < s->L; l++)
+                for (int k = 0; k < 4; k++)
+                    weight_products(N, layer_c[k], layer_oc[k], in, w, out, din, dw);
+            double t1 = now_s();
+            weight_products(N, C, Vp, in, w, out, din, dw);
+            double t2 = now_s();
+            if (r >= 0) {
+                t[r] = t2 - t0;
+                t_lm += t2 - t1;
+            }
+        }
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+        printf("%-11s : median %.4f s per step's products (min %.4f, max %.4f, %d reps); "
+               "lm_head %.1f GFLOP/s\n", mode ? "gptx split" : "openblas mt", med, t[0],
+               t[reps - 1], reps, lm_flop * reps / t_lm * 1e-9);
+        printf("ceiling     : %.2f GFLOP/s median (best %.2f)\n", flop / med * 1e-9,
+               flop / t[0] * 1e-9);
+    }
     free(w);
     free(dw);
     free(out);

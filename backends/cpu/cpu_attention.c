@@ -114,9 +114,8 @@ static int run_heads(gptx_backend *be, attn_args *a, gptx_task_fn fn) {
     int ntasks = a->B * a->NH;
     a->scratch = malloc((size_t)ntasks * 2 * BLOCK * a->T * sizeof(float));
     if (!a->scratch) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory for attention scratch");
-    openblas_set_num_threads(1); /* the pool supplies the parallelism here */
+    gptx_cpu_blas_single(); /* tasks are (batch, head) pairs: the pool supplies the parallelism */
     gptx_threadpool_run(be->pool, ntasks, fn, a);
-    gptx_cpu_blas_threads(be);
     free(a->scratch);
     return GPTX_OK;
 }

@@ -4,7 +4,6 @@
  * backward. Same function as the flash-style kernels in cpu_attention.c;
  * used by the ablation benchmark to show what the fused path saves in time
  * and memory. Matrix products go through OpenBLAS with strided heads. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -41,13 +40,12 @@ int gptx_cpu_attention_naive_forward(gptx_backend *be, float *out, float *att, c
                                      const float *qkv, int B, int T, int C, int NH) {
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
-    gptx_cpu_blas_threads(be);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + h * hs;
             float *S = att + ((size_t)b * NH + h) * T * T;
             // (T, hs) @ (T, hs)^T -> (T, T), every entry, the masked ones too
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, q + C, C3,
+            gptx_cpu_sgemm(be, 0, 1, T, T, hs, scale, q, C3, q + C, C3,
                         0.0f, S, T);
         }
     softmax_args sa = {att, mask, T, 0, (size_t)B * NH * T};
@@ -58,7 +56,7 @@ int gptx_cpu_attention_naive_forward(gptx_backend *be, float *out, float *att, c
             const float *v = qkv + (size_t)b * T * C3 + 2 * C + h * hs;
             const float *P = att + ((size_t)b * NH + h) * T * T;
             // (T, T) @ (T, hs) -> (T, hs) into the head's columns of out
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, v, C3,
+            gptx_cpu_sgemm(be, 0, 0, T, hs, T, 1.0f, P, T, v, C3,
                         0.0f, out + (size_t)b * T * C + h * hs, C);
         }
     return GPTX_OK;
@@ -90,7 +88,6 @@ int gptx_cpu_attention_naive_backward(gptx_backend *be, float *dqkv, float *datt
                                       int B, int T, int C, int NH) {
     int hs = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
-    gptx_cpu_blas_threads(be);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *v = qkv + (size_t)b * T * C3 + 2 * C + h * hs;
@@ -99,10 +96,10 @@ int gptx_cpu_attention_naive_backward(gptx_backend *be, float *dqkv, float *datt
             float *dP = datt + ((size_t)b * NH + h) * T * T;
             float *dv = dqkv + (size_t)b * T * C3 + 2 * C + h * hs;
             // dV = P^T @ dO: (T, T)^T @ (T, hs)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dO, C, 0.0f,
+            gptx_cpu_sgemm(be, 1, 0, T, hs, T, 1.0f, P, T, dO, C, 0.0f,
                         dv, C3);
             // dP = dO @ V^T: (T, hs) @ (T, hs)^T
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dO, C, v, C3, 0.0f,
+            gptx_cpu_sgemm(be, 0, 1, T, T, hs, 1.0f, dO, C, v, C3, 0.0f,
                         dP, T);
         }
     dsoftmax_args da = {datt, att, T, 0, (size_t)B * NH * T};
@@ -114,9 +111,9 @@ int gptx_cpu_attention_naive_backward(gptx_backend *be, float *dqkv, float *datt
             const float *dS = datt + ((size_t)b * NH + h) * T * T;
             float *dq = dqkv + (size_t)b * T * C3 + h * hs, *dk = dq + C;
             // dQ = dS @ K * scale, dK = dS^T @ Q * scale
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, dS, T, k, C3,
+            gptx_cpu_sgemm(be, 0, 0, T, hs, T, scale, dS, T, k, C3,
                         0.0f, dq, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, dS, T, q, C3, 0.0f,
+            gptx_cpu_sgemm(be, 1, 0, T, hs, T, scale, dS, T, q, C3, 0.0f,
                         dk, C3);
         }
     return GPTX_OK;

@@ -27,9 +27,9 @@ static int cpu_create(gptx_backend **out, const gptx_context_options *opts) {
         return rc;
     }
     be->nthreads = n;
-    /* The context's thread count governs OpenBLAS too (a process-wide
-     * setting: contexts with different counts re-apply theirs per product). */
-    openblas_set_num_threads(n);
+    /* The context's thread count governs the products too: the pool splits
+     * them and OpenBLAS itself runs single-threaded (cpu_gemm.c). */
+    gptx_cpu_blas_single();
     *out = be;
     return GPTX_OK;
 }

@@ -60,8 +60,15 @@ int gptx_cpu_crossentropy_backward(gptx_backend *be, float *logits, const float 
                                    const int32_t *targets, int N, int V, int Vp, float dloss);
 int gptx_cpu_sum_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
 int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
-/* Re-applies the context's thread count to OpenBLAS (a process-wide setting). */
-void gptx_cpu_blas_threads(gptx_backend *be);
+/* Row-major sgemm (cblas argument order; trans_* are 0/1) run by the pool:
+ * one single-threaded OpenBLAS call per thread on a slice of M or N, so the
+ * bits do not depend on the thread count (cpu_gemm.c). */
+void gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc);
+/* OpenBLAS runs single-threaded under gptx (a process-wide setting): the
+ * pool supplies the parallelism. */
+void gptx_cpu_blas_single(void);
 /* Kernel variants for ablations (cpu_ops_unfused.c, cpu_attention_naive.c). */
 int gptx_cpu_attention_naive_forward(gptx_backend *be, float *out, float *att, const float *mask,
                                      const float *qkv, int B, int T, int C, int NH);

@@ -1,7 +1,6 @@
 /* CPU fp32 kernels (everything except attention). Every reduction runs in a
  * fixed order that does not depend on the number of threads: work is split
  * so that each output element has exactly one writer. */
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,10 +180,6 @@ int gptx_cpu_layernorm_backward(gptx_backend *be, float *dinp, float *dw, float 
 
 /* ---- matmul --------------------------------------------------------------- */
 
-void gptx_cpu_blas_threads(gptx_backend *be) {
-    if (openblas_get_num_threads() != be->nthreads) openblas_set_num_threads(be->nthreads);
-}
-
 typedef struct {
     float *out;
     const float *bias;
@@ -201,7 +196,6 @@ static void bias_fill_task(void *vp, int task) {
 
 int gptx_cpu_matmul_forward(gptx_backend *be, float *out, const float *inp, const float *w,
                             const float *bias, int N, int C, int OC) {
-    gptx_cpu_blas_threads(be);
     float beta = 0.0f;
     if (bias) {
         bias_fill_args a = {out, bias, N, OC, gptx_cpu_ntasks(be, (size_t)N)};
@@ -209,8 +203,7 @@ int gptx_cpu_matmul_forward(gptx_backend *be, float *out, const float *inp, cons
         beta = 1.0f;
     }
     // (N, C) @ (OC, C)^T -> (N, OC)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, beta, out,
-                OC);
+    gptx_cpu_sgemm(be, 0, 1, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
     return GPTX_OK;
 }
 
@@ -234,15 +227,12 @@ GPTX_CPU_HOT static void dbias_task(void *vp, int task) {
 int gptx_cpu_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *dbias,
                              const float *dout, const float *inp, const float *w, int N, int C,
                              int OC) {
-    gptx_cpu_blas_threads(be);
     if (dinp) {
         // (N, OC) @ (OC, C) -> (N, C)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
-                    0.0f, dinp, C);
+        gptx_cpu_sgemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
     }
     // (N, OC)^T @ (N, C) -> (OC, C), accumulated
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-                dw, C);
+    gptx_cpu_sgemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (dbias) {
         dbias_args a = {dbias, dout, N, OC};
         gptx_threadpool_run(be->pool, (OC + COL_BLOCK - 1) / COL_BLOCK, dbias_task, &a);

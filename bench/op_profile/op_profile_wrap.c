@@ -1,10 +1,10 @@
 /* Per-op timing wrappers for gptx-op-profile. Linked with -Wl,--wrap=<symbol>
- * around every CPU backend kernel and cblas_sgemm, so the library sources
- * are compiled unchanged. Not thread-safe: the backend calls its ops from
- * the calling thread only. Depends on the private backend interface
+ * around every CPU backend kernel and gptx_cpu_sgemm (the products issued
+ * by the matmul ops; attention's per-tile products run inside the pool and
+ * count as attention), so the library sources are compiled unchanged. Not
+ * thread-safe: the wrapped functions are called from the calling thread only. Depends on the private backend interface
  * (backends/cpu/cpu_backend.h) and must follow it when that changes. */
 #define _POSIX_C_SOURCE 200809L
-#include <cblas.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -83,14 +83,14 @@ static const char *mm_kind(int N, int C, int OC) {
     return "other";
 }
 
-void __real_cblas_sgemm(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE, const enum CBLAS_TRANSPOSE, const blasint, const blasint, const blasint, const float, const float *, const blasint, const float *, const blasint, const float, float *, const blasint);
-void __wrap_cblas_sgemm(const enum CBLAS_ORDER o, const enum CBLAS_TRANSPOSE ta, const enum CBLAS_TRANSPOSE tb, const blasint M, const blasint N, const blasint K, const float al, const float *A, const blasint lda, const float *B, const blasint ldb, const float be, float *Cm, const blasint ldc) {
+void __real_gptx_cpu_sgemm(gptx_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *Cm, int ldc);
+void __wrap_gptx_cpu_sgemm(gptx_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *Cm, int ldc) {
     double t0 = tnow();
-    __real_cblas_sgemm(o, ta, tb, M, N, K, al, A, lda, B, ldb, be, Cm, ldc);
+    __real_gptx_cpu_sgemm(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
     double dt = tnow() - t0;
     static char buf[MAXK][96]; static int nb;
     char key[96];
-    snprintf(key, sizeof key, "  sgemm %s%s %dx%dx%d", ta == CblasTrans ? "T" : "N", tb == CblasTrans ? "T" : "N", (int)M, (int)N, (int)K);
+    snprintf(key, sizeof key, "  sgemm %s%s %dx%dx%d", ta ? "T" : "N", tb ? "T" : "N", M, N, K);
     int k; for (k = 0; k < nb; k++) if (!strcmp(buf[k], key)) break;
     if (k == nb) { strcpy(buf[nb++], key); }
     add(buf[k], dt, 2.0 * M * N * K);

@@ -1,0 +1,65 @@
+/* Matrix products for the CPU backend: OpenBLAS sgemm, parallelized by the
+ * backend's own thread pool instead of OpenBLAS's threads.
+ *
+ * Why not OpenBLAS's threading: (1) its threaded driver changes how an
+ * output element's sum is formed with the thread count at some shapes (e.g.
+ * 1000x250x777: different bits at 1 and 2 threads, test_thread_invariance),
+ * which breaks deterministic mode; (2) its workers spin for a long time after
+ * each product and compete for the cores with the pool's next op. Here every
+ * product is cut along M or N only, into one part per thread; each part is a
+ * single-threaded sgemm over the full K, so each element is the same sum
+ * whatever the thread count, and no thread exists besides the pool's. */
+#include <cblas.h>
+
+#include "cpu_backend.h"
+
+void gptx_cpu_blas_single(void) {
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+typedef struct {
+    int ta, tb, M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    int lda, ldb, ldc;
+    int split_n, nparts;
+} gemm_args;
+
+/* Part boundaries on multiples of 16 (whole kernel tiles) except the end. */
+static int part_start(int dim, int part, int nparts) {
+    if (part >= nparts) return dim;
+    return (int)((int64_t)dim * part / nparts) & ~15;
+}
+
+static void gemm_task(void *vp, int part) {
+    gemm_args *a = vp;
+    int dim = a->split_n ? a->N : a->M;
+    int lo = part_start(dim, part, a->nparts), hi = part_start(dim, part + 1, a->nparts);
+    if (hi <= lo) return;
+    const float *A = a->A, *B = a->B;
+    float *C = a->C;
+    int M = a->M, N = a->N;
+    if (a->split_n) { /* columns lo..hi of C: rows (tb) or columns of B */
+        B += a->tb ? (size_t)lo * a->ldb : (size_t)lo;
+        C += lo;
+        N = hi - lo;
+    } else { /* rows lo..hi of C: rows of A, or columns when A is transposed */
+        A += a->ta ? (size_t)lo : (size_t)lo * a->lda;
+        C += (size_t)lo * a->ldc;
+        M = hi - lo;
+    }
+    cblas_sgemm(CblasRowMajor, a->ta ? CblasTrans : CblasNoTrans, a->tb ? CblasTrans : CblasNoTrans,
+                M, N, a->K, a->alpha, A, a->lda, B, a->ldb, a->beta, C, a->ldc);
+}
+
+void gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc) {
+    gptx_cpu_blas_single();
+    /* Cut the dimension whose operand is larger, so the smaller one is the
+     * operand every part packs again. */
+    gemm_args a = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc,
+                   N > M, be->nthreads};
+    gptx_threadpool_run(be->pool, a.nparts, gemm_task, &a);
+}
