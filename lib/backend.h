@@ -2,10 +2,22 @@
  * The private backend interface: one table of function pointers per backend.
  * lib/ calls only through this table and never knows which backend runs.
  *
- * Buffers are opaque device pointers obtained from alloc(); all tensors in
- * them are fp32 in this version's interface (a backend that stores another
- * dtype converts in the copy entries). Shapes are noted as (rows, cols).
- * Every op returns a gptx_status and sets the error message on failure.
+ * Buffers are opaque device pointers obtained from alloc(). Shapes are noted
+ * as (rows, cols). Every op returns a gptx_status and sets the error message
+ * on failure.
+ *
+ * Storage classes (see `storage` below). The pointer types stay `float *`,
+ * but what an op reads or writes through an argument depends on its class:
+ *   parameters, gradients, AdamW moments, per-row statistics (LayerNorm
+ *   mean/rstd, log-sum-exp, losses): fp32 always;
+ *   activations (marked [act]: layer inputs/outputs, qkv, logits and their
+ *   gradients): storage.act_bytes per element (4 = fp32, 2 = bf16);
+ *   weights read by forward/backward (marked [w]): the parameter buffer
+ *   itself when storage.wcopy_bytes is 0, else the compute copy of the
+ *   weights (wcopy_bytes per element) that lib/ keeps in step with the
+ *   parameters through convert_weights.
+ * lib/ never dereferences device pointers and carves views in bytes, so it
+ * does not need to know what the element types are.
  */
 #ifndef GPTX_BACKEND_H
 #define GPTX_BACKEND_H
@@ -30,6 +42,13 @@ typedef struct gptx_adamw_hyper {
     float bias_correction2; /* 1 - beta2^t */
     float grad_scale;       /* multiplies every gradient (global-norm clipping) */
 } gptx_adamw_hyper;
+
+/* How a backend stores each class of tensor under the context's precision. */
+typedef struct gptx_backend_storage {
+    size_t act_bytes;   /* bytes per activation element: 4 (fp32) or 2 (bf16) */
+    size_t wcopy_bytes; /* 0: ops read the fp32 parameters; else bytes per element
+                         * of the compute copy of the weights */
+} gptx_backend_storage;
 
 typedef struct gptx_backend_ops {
     const char *name;
@@ -102,6 +121,19 @@ typedef struct gptx_backend_ops {
     /* One fused AdamW pass over every range of params/grads/m/v. */
     int (*adamw)(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                  const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
+
+    /* OPTIONAL precision entries. NULL = fp32 everywhere: precision() is
+     * GPTX_PRECISION_FP32, storage is {4, 0}, and the act/weight copies are
+     * never called. */
+    /* the policy in effect (a gptx_precision, DEFAULT resolved) */
+    int (*precision)(const gptx_backend *be);
+    void (*storage)(const gptx_backend *be, gptx_backend_storage *out);
+    /* host fp32 (n) <- [act] src (n), converting */
+    int (*download_act)(gptx_backend *be, float *host, const float *src, size_t n);
+    /* [act] dst (n) = value */
+    int (*fill_act)(gptx_backend *be, float *dst, float value, size_t n);
+    /* [w] copy (n) = params (n) rounded to the copy's type */
+    int (*convert_weights)(gptx_backend *be, float *copy, const float *params, size_t n);
 
     /* OPTIONAL (may be NULL, e.g. CPU: callers fall back to malloc/free):
      * page-locked host memory for fast asynchronous uploads (data loader batches). */

@@ -127,6 +127,8 @@ static int meta_has(const gptx_st_file *f, const char *key) { return gptx_st_met
 
 /* ---- the file's identity and model config ------------------------------------ */
 
+static int read_precision(const gptx_st_file *f, int *precision);
+
 static int check_identity(const gptx_st_file *f, int *is_training) {
     const char *L = f->src.label, *s;
     s = gptx_st_meta(f, "format");
@@ -148,7 +150,38 @@ static int check_identity(const gptx_st_file *f, int *is_training) {
         return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': kind is \"%.20s\"; expected \"model\" or \"training\"",
                          L, s);
     *is_training = strcmp(s, "training") == 0;
+    int precision;
+    return read_precision(f, &precision);
+}
+
+/* The policy the file was written under: its "precision" key, fp32 for
+ * files from before the key existed (everything was fp32 then). */
+static int read_precision(const gptx_st_file *f, int *precision) {
+    const char *s = gptx_st_meta(f, "precision");
+    *precision = GPTX_PRECISION_FP32;
+    if (!s) return GPTX_OK;
+    int p = gptx_precision_from_name(s);
+    if (p <= GPTX_PRECISION_DEFAULT) {
+        gptx_clear_error();
+        return GPTX_FAIL(GPTX_ERR_FORMAT,
+                         "'%s': metadata precision is \"%.20s\"; expected fp32, tf32, bf16 or "
+                         "bf16_pure", f->src.label, s);
+    }
+    *precision = p;
     return GPTX_OK;
+}
+
+int gptx_checkpoint_precision(const char *path, int *precision) {
+    GPTX_CHECK_NULL(path);
+    GPTX_CHECK_NULL(precision);
+    gptx_st_file f;
+    GPTX_TRY(gptx_st_open(&f, path));
+    int is_training = 0, p = GPTX_PRECISION_FP32;
+    int rc = check_identity(&f, &is_training);
+    if (rc == GPTX_OK) rc = read_precision(&f, &p);
+    gptx_st_close(&f);
+    if (rc == GPTX_OK) *precision = p;
+    return rc;
 }
 
 int gptx_ckpt_check_config(const gptx_model_config *c, const char *label) {
@@ -420,6 +453,10 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
     meta_add(meta, "gptx_version", "%s", gptx_version());
     meta_add(meta, "kind", "%s", tv ? "training" : "model");
     meta_add(meta, "dtype", "float32");
+    /* values are always written as fp32; this says what precision they had */
+    meta_add(meta, "precision", "%s", gptx_precision_name(m->ctx->precision));
+    if (m->ctx->precision == GPTX_PRECISION_BF16_PURE)
+        meta_add(meta, "stochastic_rounding", "%d", m->ctx->opts.stochastic_rounding);
     meta_add_config(meta, &m->cfg);
     if (tv) {
         meta_add(meta, "lr_schedule_step", "%" PRId64, tv->lr_schedule_step);
@@ -533,6 +570,7 @@ static int load_weights_host(const gptx_st_file *f, const gptx_layout *L, float 
 static int apply_weights(gptx_model *m, const float *host) {
     gptx_context *ctx = m->ctx;
     m->phase = GPTX_PHASE_NONE;
+    gptx_model_params_changed(m);
     GPTX_TRY(ctx->ops->upload_f32(ctx->be, m->params, host, m->layout.nparams));
     return ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
 }

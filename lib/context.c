@@ -18,6 +18,8 @@ void gptx_context_options_init(gptx_context_options *opts) {
     opts->fused_qkv = 1;
     opts->fused_norm_gelu = 1;
     opts->fused_adamw = 1;
+    opts->precision = GPTX_PRECISION_DEFAULT;
+    opts->stochastic_rounding = 0;
 }
 
 void gptx_memory_stats_init(gptx_memory_stats *stats) {
@@ -31,6 +33,30 @@ static int read_context_options(gptx_context_options *dst, const gptx_context_op
     if (!src) return GPTX_OK;
     return gptx_read_options(dst, sizeof *dst, src, src->struct_size, "context options",
                              "gptx_context_options_init");
+}
+
+static int resolved_precision(const gptx_context *ctx) {
+    return ctx->ops->precision ? ctx->ops->precision(ctx->be) : GPTX_PRECISION_FP32;
+}
+
+static const char *const precision_names[] = {"default", "fp32", "tf32", "bf16", "bf16_pure"};
+
+const char *gptx_precision_name(int precision) {
+    if (precision < 0 || precision > GPTX_PRECISION_BF16_PURE) return NULL;
+    return precision_names[precision];
+}
+
+int gptx_precision_from_name(const char *name) {
+    GPTX_CHECK_NULL(name);
+    for (int i = 0; i <= GPTX_PRECISION_BF16_PURE; i++)
+        if (strcmp(name, precision_names[i]) == 0) return i;
+    return GPTX_FAIL(GPTX_ERR_INVALID,
+                     "precision '%.40s'; expected default, fp32, tf32, bf16 or bf16_pure", name);
+}
+
+int gptx_context_precision(const gptx_context *ctx) {
+    if (!ctx) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'ctx' is NULL");
+    return ctx->precision;
 }
 
 int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in) {
@@ -48,6 +74,16 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
         return GPTX_FAIL(GPTX_ERR_INVALID,
                          "options.fused_qkv/fused_norm_gelu/fused_adamw are %d/%d/%d; expected 0 or 1",
                          opts.fused_qkv, opts.fused_norm_gelu, opts.fused_adamw);
+    if (opts.precision < GPTX_PRECISION_DEFAULT || opts.precision > GPTX_PRECISION_BF16_PURE)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "options.precision is %d; expected GPTX_PRECISION_*",
+                         opts.precision);
+    if (opts.stochastic_rounding & ~1)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "options.stochastic_rounding is %d; expected 0 or 1",
+                         opts.stochastic_rounding);
+    if (opts.stochastic_rounding && opts.precision != GPTX_PRECISION_BF16_PURE)
+        return GPTX_FAIL(GPTX_ERR_INVALID,
+                         "options.stochastic_rounding needs GPTX_PRECISION_BF16_PURE (precision "
+                         "is %s)", gptx_precision_name(opts.precision));
     if (opts.device < 0)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.device is %d; must be >= 0", opts.device);
 
@@ -82,6 +118,7 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
                 ctx->ops = cuda;
                 ctx->be = probe;
                 ctx->opts = opts;
+                ctx->precision = resolved_precision(ctx);
                 *out = ctx;
                 gptx_clear_error();
                 return GPTX_OK;
@@ -103,6 +140,7 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
     }
     ctx->ops = ops;
     ctx->opts = opts;
+    ctx->precision = resolved_precision(ctx);
     *out = ctx;
     return GPTX_OK;
 }

@@ -1,4 +1,5 @@
-/* The context: one backend instance and the options it was created with. */
+/* The context: one backend instance, the options it was created with and
+ * the precision policy the backend resolved. */
 #ifndef GPTX_CONTEXT_H
 #define GPTX_CONTEXT_H
 
@@ -8,6 +9,7 @@ struct gptx_context {
     const gptx_backend_ops *ops;
     gptx_backend *be;
     gptx_context_options opts;
+    int precision; /* opts.precision with DEFAULT resolved by the backend */
 };
 
 #endif

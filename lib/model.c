@@ -72,7 +72,7 @@ static void free_activations(gptx_model *m) {
     free(m->acts);
     m->acts = NULL;
     m->act_B = m->act_T = 0;
-    m->act_floats = 0;
+    m->act_size = 0;
 }
 
 int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_config *cfg_in) {
@@ -108,8 +108,15 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     m->ln_backward = co->fused_norm_gelu ? ops->layernorm_backward : ops->layernorm_backward_unfused;
     m->gelu_fwd = co->fused_norm_gelu ? ops->gelu_forward : ops->gelu_forward_unfused;
     m->gelu_bwd = co->fused_norm_gelu ? ops->gelu_backward : ops->gelu_backward_unfused;
+    gptx_backend_storage st = {sizeof(float), 0};
+    if (ops->storage) ops->storage(ctx->be, &st);
+    m->act_bytes = st.act_bytes;
+    m->wcopy_bytes = st.wcopy_bytes;
+    m->wcopy_stale = 1;
     int rc = gptx_layout_build(&m->layout, &cfg);
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->params);
+    if (rc == GPTX_OK && m->wcopy_bytes)
+        rc = ctx->ops->alloc(ctx->be, m->layout.nparams * m->wcopy_bytes, &m->wcopy);
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->grads);
     if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->params, 0.0f, m->layout.nparams);
     if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
@@ -126,6 +133,7 @@ void gptx_model_destroy(gptx_model *m) {
     free_activations(m);
     if (m->params) OPS(m)->free(BE(m), m->params);
     if (m->grads) OPS(m)->free(BE(m), m->grads);
+    if (m->wcopy) OPS(m)->free(BE(m), m->wcopy);
     gptx_layout_free(&m->layout);
     free(m);
 }
@@ -198,6 +206,7 @@ int gptx_model_init_random(gptx_model *m, uint64_t seed) {
         rc = OPS(m)->upload_f32(BE(m), m->params + t->offset, host, t->numel);
     }
     free(host);
+    gptx_model_params_changed(m);
     if (rc == GPTX_OK) rc = gptx_model_zero_grad(m);
     m->phase = GPTX_PHASE_NONE;
     return rc;
@@ -210,42 +219,42 @@ int gptx_model_zero_grad(gptx_model *m) {
 
 /* ---- activations ------------------------------------------------------------ */
 
-/* Carves views for (B, T) out of one buffer; with base == NULL only counts. */
-static size_t carve_activations(gptx_model *m, float *base, int B, int T) {
+/* Carves views for (B, T) out of one buffer; with base == NULL only counts
+ * bytes. Views are carved in bytes: activations take m->act_bytes per element
+ * (the backend's activation type, lib/backend.h), ids and per-row statistics
+ * 4; every view starts on a 64-byte boundary. */
+static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
     size_t BT = (size_t)B * T, C = (size_t)m->cfg.n_embd, NH = (size_t)m->cfg.n_head;
-    size_t Vp = (size_t)m->cfg.padded_vocab_size, off = 0;
-#define TAKE(ptr, n)                                  \
-    do {                                              \
-        if (base) (ptr) = base + off;                 \
-        off += ((size_t)(n) + 15) / 16 * 16;          \
+    size_t Vp = (size_t)m->cfg.padded_vocab_size, off = 0, A = m->act_bytes;
+#define TAKE_BYTES(ptr, n, esz)                               \
+    do {                                                      \
+        if (base) (ptr) = (void *)(base + off);               \
+        off += ((size_t)(n) * (esz) + 63) / 64 * 64;          \
     } while (0)
-    float *ids = NULL, *tgt = NULL;
-    TAKE(ids, BT); /* int32 and float have the same size */
-    TAKE(tgt, BT);
-    if (base) {
-        m->inputs = (int32_t *)ids;
-        m->targets = (int32_t *)tgt;
-    }
+#define TAKE(ptr, n) TAKE_BYTES(ptr, n, A)          /* activation type */
+#define TAKE32(ptr, n) TAKE_BYTES(ptr, n, 4)        /* ids, statistics: 4 bytes */
+    TAKE32(m->inputs, BT);
+    TAKE32(m->targets, BT);
     TAKE(m->encoded, BT * C);
     for (int l = 0; l < m->cfg.n_layer; l++) {
         gptx_layer_acts *a = base ? &m->acts[l] : &(gptx_layer_acts){0};
         TAKE(a->ln1, BT * C);
-        TAKE(a->ln1_mean, BT);
-        TAKE(a->ln1_rstd, BT);
+        TAKE32(a->ln1_mean, BT);
+        TAKE32(a->ln1_rstd, BT);
         TAKE(a->qkv, 3 * BT * C);
         TAKE(a->atty, BT * C);
-        TAKE(a->att_lse, BT * NH);
+        TAKE32(a->att_lse, BT * NH);
         TAKE(a->residual2, BT * C);
         TAKE(a->ln2, BT * C);
-        TAKE(a->ln2_mean, BT);
-        TAKE(a->ln2_rstd, BT);
+        TAKE32(a->ln2_mean, BT);
+        TAKE32(a->ln2_rstd, BT);
         TAKE(a->fch, 4 * BT * C);
         TAKE(a->fch_gelu, 4 * BT * C);
         TAKE(a->residual3, BT * C);
         if (m->naive_attention) TAKE(a->att, BT * NH * (size_t)T);
     }
     if (m->naive_attention) {
-        TAKE(m->att_mask, (size_t)T * T);
+        TAKE32(m->att_mask, (size_t)T * T);
         TAKE(m->datt, BT * NH * (size_t)T);
     }
     if (!m->fused_qkv) {
@@ -261,11 +270,11 @@ static size_t carve_activations(gptx_model *m, float *base, int B, int T) {
     if (base)
         for (int l = 0; l < m->cfg.n_layer; l++) m->acts[l].attproj = m->acts[l].fcproj = proj;
     TAKE(m->lnf, BT * C);
-    TAKE(m->lnf_mean, BT);
-    TAKE(m->lnf_rstd, BT);
+    TAKE32(m->lnf_mean, BT);
+    TAKE32(m->lnf_rstd, BT);
     TAKE(m->logits, BT * Vp);
-    TAKE(m->losses, BT);
-    TAKE(m->loss_lse, BT);
+    TAKE32(m->losses, BT);
+    TAKE32(m->loss_lse, BT);
     TAKE(m->dresidual, BT * C);
     TAKE(m->dln, BT * C);
     TAKE(m->datty, BT * C);
@@ -273,13 +282,15 @@ static size_t carve_activations(gptx_model *m, float *base, int B, int T) {
     TAKE(m->dfch, 4 * BT * C);
     TAKE(m->dfch_gelu, 4 * BT * C);
 #undef TAKE
+#undef TAKE32
+#undef TAKE_BYTES
     return off;
 }
 
 static int ensure_activations(gptx_model *m, int B, int T) {
     size_t n = carve_activations(m, NULL, B, T);
     m->att_mask_T = 0; /* views move: the naive-attention mask is rebuilt */
-    if (m->act_buf && n <= m->act_floats) {
+    if (m->act_buf && n <= m->act_size) {
         /* a smaller batch fits: re-carve the views for (B, T) */
         carve_activations(m, m->act_buf, B, T);
         return GPTX_OK;
@@ -287,7 +298,7 @@ static int ensure_activations(gptx_model *m, int B, int T) {
     free_activations(m);
     m->acts = calloc((size_t)m->cfg.n_layer, sizeof *m->acts);
     if (!m->acts) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    int rc = OPS(m)->alloc(BE(m), n * sizeof(float), &m->act_buf);
+    int rc = OPS(m)->alloc(BE(m), n, &m->act_buf);
     if (rc != GPTX_OK) {
         free(m->acts);
         m->acts = NULL;
@@ -295,7 +306,7 @@ static int ensure_activations(gptx_model *m, int B, int T) {
     }
     m->act_B = B;
     m->act_T = T;
-    m->act_floats = n;
+    m->act_size = n;
     carve_activations(m, m->act_buf, B, T);
     return GPTX_OK;
 }
@@ -316,10 +327,40 @@ static int ensure_attention_mask(gptx_model *m, int T) {
 
 /* ---- forward ---------------------------------------------------------------- */
 
-#define PARAM(m, idx) ((m)->params + (m)->layout.tensors[idx].offset)
+/* The weights the ops read ([w] in lib/backend.h): the parameters, or the
+ * backend's compute copy of them. */
+#define PARAM(m, idx) weight_at(m, (m)->layout.tensors[idx].offset)
 #define GRAD(m, idx) ((m)->grads + (m)->layout.tensors[idx].offset)
 #define PARAM_OR_NULL(m, idx) ((idx) < 0 ? NULL : PARAM(m, idx))
 #define GRAD_OR_NULL(m, idx) ((idx) < 0 ? NULL : GRAD(m, idx))
+
+static const float *weight_at(const gptx_model *m, size_t elems) {
+    if (!m->wcopy) return m->params + elems;
+    return (const float *)((const char *)m->wcopy + elems * m->wcopy_bytes);
+}
+
+/* `elems` elements past a weight view / an activation view */
+static const float *w_offset(const gptx_model *m, const float *w, size_t elems) {
+    return (const float *)((const char *)w + elems * (m->wcopy ? m->wcopy_bytes : sizeof(float)));
+}
+static const float *act_offset(const gptx_model *m, const float *a, size_t elems) {
+    return (const float *)((const char *)a + elems * m->act_bytes);
+}
+
+void gptx_model_params_changed(gptx_model *m) { m->wcopy_stale = 1; }
+
+/* Brings the compute copy of the weights up to date with the parameters. */
+static int refresh_weights(gptx_model *m) {
+    if (!m->wcopy || !m->wcopy_stale) return GPTX_OK;
+    GPTX_TRY(OPS(m)->convert_weights(BE(m), m->wcopy, m->params, m->layout.nparams));
+    m->wcopy_stale = 0;
+    return GPTX_OK;
+}
+
+static int download_act(const gptx_model *m, float *host, const float *src, size_t n) {
+    if (OPS(m)->download_act) return OPS(m)->download_act(BE(m), host, src, n);
+    return OPS(m)->download_f32(BE(m), host, src, n);
+}
 
 static int check_ids(const char *what, const int32_t *ids, size_t n, int vocab, int allow_ignore,
                      int64_t *counted) {
@@ -346,8 +387,9 @@ static int qkv_forward(gptx_model *m, const gptx_layer_params *p, gptx_layer_act
     if (m->fused_qkv) return ops->matmul_forward(be, a->qkv, a->ln1, w, bias, N, C, 3 * C);
     float *dst[3] = {m->q, m->k, m->v};
     for (int i = 0; i < 3; i++)
-        GPTX_TRY(ops->matmul_forward(be, dst[i], a->ln1, w + (size_t)i * C * C,
-                                     bias ? bias + (size_t)i * C : NULL, N, C, C)); // (BT, C)
+        GPTX_TRY(ops->matmul_forward(be, dst[i], a->ln1, w_offset(m, w, (size_t)i * C * C),
+                                     bias ? w_offset(m, bias, (size_t)i * C) : NULL, N, C,
+                                     C)); // (BT, C)
     return ops->qkv_interleave(be, a->qkv, m->q, m->k, m->v, N, C);
 }
 
@@ -367,7 +409,7 @@ static int qkv_backward(gptx_model *m, const gptx_layer_params *p, gptx_layer_ac
         float *dinp = i == 0 ? m->dln : m->dtmp;
         GPTX_TRY(ops->matmul_backward(be, dinp, dw + (size_t)i * C * C,
                                       db ? db + (size_t)i * C : NULL, d[i], a->ln1,
-                                      w + (size_t)i * C * C, N, C, C));
+                                      w_offset(m, w, (size_t)i * C * C), N, C, C));
         if (i > 0) GPTX_TRY(ops->residual_forward(be, m->dln, m->dln, m->dtmp, (size_t)N * C));
     }
     return GPTX_OK;
@@ -399,6 +441,7 @@ static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
     int C = m->cfg.n_embd, N = B * T;
     size_t BTC = (size_t)N * C;
     float eps = m->cfg.layernorm_eps;
+    GPTX_TRY(refresh_weights(m));
     GPTX_TRY(ops->embedding_forward(be, m->encoded, m->inputs, PARAM(m, L->wte), PARAM(m, L->wpe), B,
                                     T, C)); // -> (BT, C)
     const float *residual = m->encoded;
@@ -516,13 +559,13 @@ int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, 
     const float *residual = NULL;
     GPTX_TRY(transformer_forward(m, 1, T, &residual));
     /* last row only: (1, C) -> ln_f -> (1, Vp) logits in row 0 of the buffer */
-    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual + last,
+    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, act_offset(m, residual, last),
                                     PARAM(m, L->lnf_w), PARAM(m, L->lnf_b), 1, C, eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, 1, C, Vp));
     /* masks the padded columns exactly as the full forward pass does */
     GPTX_TRY(ops->crossentropy_forward(be, NULL, m->loss_lse, m->logits, NULL, 1, V, Vp,
                                        m->cfg.mask_padded_logits));
-    return ops->download_f32(be, host_logits, m->logits, (size_t)Vp);
+    return download_act(m, host_logits, m->logits, (size_t)Vp);
 }
 
 /* ---- backward --------------------------------------------------------------- */
@@ -549,7 +592,8 @@ int gptx_model_backward(gptx_model *m, float loss_scale) {
     const float *last = m->cfg.n_layer > 0 ? m->acts[m->cfg.n_layer - 1].residual3 : m->encoded;
     GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, L->lm_head), NULL, m->logits, m->lnf,
                                   PARAM(m, L->lm_head), N, C, Vp));
-    GPTX_TRY(ops->fill_f32(be, m->dresidual, 0.0f, BTC));
+    GPTX_TRY(ops->fill_act ? ops->fill_act(be, m->dresidual, 0.0f, BTC)
+                           : ops->fill_f32(be, m->dresidual, 0.0f, BTC));
     GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln,
                                      last, PARAM(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C));
     for (int l = m->cfg.n_layer - 1; l >= 0; l--) {
@@ -593,7 +637,7 @@ int gptx_model_get_logits(const gptx_model *m, float *dst, size_t count) {
     if (count != want)
         return GPTX_FAIL(GPTX_ERR_SHAPE, "count is %zu; logits hold B*T*padded_vocab = %zu", count,
                          want);
-    return OPS(m)->download_f32(BE(m), dst, m->logits, count);
+    return download_act(m, dst, m->logits, count);
 }
 
 int gptx_model_num_loss_tokens(const gptx_model *m, int64_t *count) {
@@ -670,6 +714,7 @@ int gptx_model_set_parameter(gptx_model *m, const char *name, const float *src, 
         if (!isfinite(src[i]))
             return GPTX_FAIL(GPTX_ERR_NON_FINITE, "src[%zu] for '%s' is not finite", i, name);
     m->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
+    gptx_model_params_changed(m);
     return OPS(m)->upload_f32(BE(m), m->params + t->offset, src, count);
 }
 

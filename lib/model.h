@@ -58,10 +58,18 @@ struct gptx_model {
     gptx_model_config cfg;
     gptx_layout layout;
     float *params, *grads; /* flat device buffers, layout.nparams each */
+    /* the backend's compute copy of the weights (NULL when the ops read the
+     * parameters), wcopy_bytes per element; refreshed before the next
+     * forward pass whenever the parameters changed */
+    void *wcopy;
+    size_t wcopy_bytes;
+    int wcopy_stale;
 
-    /* activations, (re)allocated when B*T grows */
+    /* activations, (re)allocated when B*T grows; act_bytes per element of
+     * an activation tensor (the backend's storage) */
     int act_B, act_T;
-    size_t act_floats;
+    size_t act_bytes;
+    size_t act_size; /* bytes in act_buf */
     void *act_buf;
     int32_t *inputs, *targets; /* (BT) device copies */
     float *encoded;            /* (BT, C) */
@@ -91,6 +99,11 @@ struct gptx_model {
     int64_t loss_tokens;
     float loss;
 };
+
+/* Every write to m->params outside the ops of a forward/backward pass
+ * (uploads, loads, optimizer steps) calls this: the compute copy of the
+ * weights is refreshed before the next forward pass. */
+void gptx_model_params_changed(gptx_model *m);
 
 /* For generation: runs the model on one row of T tokens (B = 1, T in
  * [1, context_length], ids checked) and writes the padded_vocab_size logits of

@@ -131,6 +131,7 @@ int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm
     }
     opt->step = t;
     model->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
+    gptx_model_params_changed(model); /* the compute copy follows before the next forward */
     return GPTX_OK;
 }
 

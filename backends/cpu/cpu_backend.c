@@ -14,6 +14,11 @@
 
 static int cpu_create(gptx_backend **out, const gptx_context_options *opts) {
     *out = NULL;
+    if (opts->precision != GPTX_PRECISION_DEFAULT && opts->precision != GPTX_PRECISION_FP32)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "the cpu backend computes in fp32 only; options.precision is %s",
+                         gptx_precision_name(opts->precision) ? gptx_precision_name(opts->precision)
+                                                              : "invalid");
     int n = opts->num_threads;
     if (n == 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);

@@ -1,4 +1,7 @@
-/* Causal self-attention, flash style, fp32: the forward pass keeps each
+/* Causal self-attention, flash style, computed in fp32 whatever the
+ * activation type A (float or bf16: q, k, v and the gradients are widened
+ * when loaded and rounded when stored; the log-sum-exp stays fp32): the
+ * forward pass keeps each
  * query row's log-sum-exp (B, NH, T) -- the CPU backend's layout -- and the
  * backward pass recomputes the probabilities from q, k and that statistic.
  * No (B, NH, T, T) buffer and no float mask; no atomics (dK/dV and dQ come
@@ -18,38 +21,38 @@
 
 /* Loads rows [r0, r0 + TILE) of one head's part (0 q, 1 k, 2 v) of qkv
  * (b's (T, 3C) slab) into tile (TILE, HS), zero outside [0, T) x [0, hs). */
-template <int HS>
-static __device__ __forceinline__ void load_tile(float (*tile)[HS], const float *slab, int part,
-                                                 int r0, int T, int C, int h, int hs) {
+template <int HS, typename A>
+static __device__ __forceinline__ void load_tile(float (*tile)[HS], const A *slab, int part, int r0,
+                                                 int T, int C, int h, int hs) {
     for (int idx = threadIdx.x; idx < TILE * HS; idx += ROWS) {
         int j = idx / HS, i = idx % HS, r = r0 + j;
-        tile[j][i] =
-            (r < T && i < hs) ? slab[(size_t)r * 3 * C + (size_t)part * C + h * hs + i] : 0.0f;
+        tile[j][i] = (r < T && i < hs)
+                         ? gptx_ld(slab[(size_t)r * 3 * C + (size_t)part * C + h * hs + i])
+                         : 0.0f;
     }
 }
 
 /* Grid (ceil(T / ROWS), B * NH); thread = query row t. */
-template <int HS>
+template <int HS, typename A>
 static __global__ void __launch_bounds__(ROWS)
-    k_attention_forward(float *out, float *lse, const float *qkv, int T, int C, int NH,
-                        float scale) {
+    k_attention_forward(A *out, float *lse, const A *qkv, int T, int C, int NH, float scale) {
     __shared__ float ks[TILE][HS], vs[TILE][HS];
     int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
     int t0 = blockIdx.x * ROWS, t = t0 + threadIdx.x;
     int valid = t < T;
-    const float *slab = qkv + (size_t)b * T * 3 * C;
+    const A *slab = qkv + (size_t)b * T * 3 * C;
     float q[HS], o[HS];
 #pragma unroll
     for (int i = 0; i < HS; i++) {
-        q[i] = valid && i < hs ? slab[(size_t)t * 3 * C + h * hs + i] : 0.0f;
+        q[i] = valid && i < hs ? gptx_ld(slab[(size_t)t * 3 * C + h * hs + i]) : 0.0f;
         o[i] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
     int t_last = t0 + ROWS - 1 < T - 1 ? t0 + ROWS - 1 : T - 1; /* same for the whole block */
     for (int s0 = 0; s0 <= t_last; s0 += TILE) {
         __syncthreads(); /* the previous tile is consumed */
-        load_tile<HS>(ks, slab, 1, s0, T, C, h, hs);
-        load_tile<HS>(vs, slab, 2, s0, T, C, h, hs);
+        load_tile<HS, A>(ks, slab, 1, s0, T, C, h, hs);
+        load_tile<HS, A>(vs, slab, 2, s0, T, C, h, hs);
         __syncthreads();
         if (!valid || s0 > t) continue;
         for (int j = 0; j < TILE && s0 + j <= t; j++) {
@@ -72,25 +75,26 @@ static __global__ void __launch_bounds__(ROWS)
     }
     if (valid) {
         float inv = 1.0f / l;
-        float *dst = out + ((size_t)b * T + t) * C + h * hs;
+        A *dst = out + ((size_t)b * T + t) * C + h * hs;
 #pragma unroll
         for (int i = 0; i < HS; i++)
-            if (i < hs) dst[i] = o[i] * inv;
+            if (i < hs) gptx_st(&dst[i], o[i] * inv);
         lse[(size_t)bh * T + t] = m + logf(l);
     }
 }
 
 /* Dsum[bh, t] = dout[b, t, head h] . out[b, t, head h] (= sum_s p_s dout.v_s). */
-static __global__ void k_attention_dsum(float *dsum, const float *dout, const float *out, int B,
-                                        int T, int C, int NH) {
+template <typename A>
+static __global__ void k_attention_dsum(float *dsum, const A *dout, const A *out, int B, int T,
+                                        int C, int NH) {
     int hs = C / NH;
     size_t total = (size_t)B * NH * T;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t t = i % T, bh = i / T, b = bh / NH, h = bh % NH;
-        const float *d = dout + (b * T + t) * C + h * hs, *o = out + (b * T + t) * C + h * hs;
+        const A *d = dout + (b * T + t) * C + h * hs, *o = out + (b * T + t) * C + h * hs;
         float s = 0.0f;
-        for (int k = 0; k < hs; k++) s += d[k] * o[k];
+        for (int k = 0; k < hs; k++) s += gptx_ld(d[k]) * gptx_ld(o[k]);
         dsum[i] = s;
     }
 }
@@ -98,29 +102,29 @@ static __global__ void k_attention_dsum(float *dsum, const float *dout, const fl
 /* Grid (ceil(T / ROWS), B * NH); thread = key row s, over query rows t >= s:
  *   p = exp(q_t . k_s * scale - lse_t);  dv_s += p dout_t;
  *   ds = p (dout_t . v_s - Dsum_t) scale; dk_s += ds q_t. */
-template <int HS>
+template <int HS, typename A>
 static __global__ void __launch_bounds__(ROWS)
-    k_attention_backward_kv(float *dqkv, const float *dout, const float *qkv, const float *lse,
+    k_attention_backward_kv(A *dqkv, const A *dout, const A *qkv, const float *lse,
                             const float *dsum, int T, int C, int NH, float scale) {
     __shared__ float qs[TILE][HS], ds_[TILE][HS], ls[TILE], dss[TILE];
     int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
     int s0 = blockIdx.x * ROWS, s = s0 + threadIdx.x;
     int valid = s < T;
-    const float *slab = qkv + (size_t)b * T * 3 * C;
-    const float *dslab = dout + (size_t)b * T * C;
+    const A *slab = qkv + (size_t)b * T * 3 * C;
+    const A *dslab = dout + (size_t)b * T * C;
     float k[HS], v[HS], dk[HS], dv[HS];
 #pragma unroll
     for (int i = 0; i < HS; i++) {
-        k[i] = valid && i < hs ? slab[(size_t)s * 3 * C + C + h * hs + i] : 0.0f;
-        v[i] = valid && i < hs ? slab[(size_t)s * 3 * C + 2 * C + h * hs + i] : 0.0f;
+        k[i] = valid && i < hs ? gptx_ld(slab[(size_t)s * 3 * C + C + h * hs + i]) : 0.0f;
+        v[i] = valid && i < hs ? gptx_ld(slab[(size_t)s * 3 * C + 2 * C + h * hs + i]) : 0.0f;
         dk[i] = dv[i] = 0.0f;
     }
     for (int q0 = s0; q0 < T; q0 += TILE) { /* queries before s0 see none of these keys */
         __syncthreads();
-        load_tile<HS>(qs, slab, 0, q0, T, C, h, hs);
+        load_tile<HS, A>(qs, slab, 0, q0, T, C, h, hs);
         for (int idx = threadIdx.x; idx < TILE * HS; idx += ROWS) {
             int j = idx / HS, i = idx % HS, r = q0 + j;
-            ds_[j][i] = (r < T && i < hs) ? dslab[(size_t)r * C + h * hs + i] : 0.0f;
+            ds_[j][i] = (r < T && i < hs) ? gptx_ld(dslab[(size_t)r * C + h * hs + i]) : 0.0f;
         }
         for (int j = threadIdx.x; j < TILE; j += ROWS) {
             int r = q0 + j;
@@ -148,32 +152,32 @@ static __global__ void __launch_bounds__(ROWS)
         }
     }
     if (valid) {
-        float *dst = dqkv + ((size_t)b * T + s) * 3 * C + h * hs;
+        A *dst = dqkv + ((size_t)b * T + s) * 3 * C + h * hs;
 #pragma unroll
         for (int i = 0; i < HS; i++) {
             if (i >= hs) continue;
-            dst[C + i] = dk[i];
-            dst[2 * C + i] = dv[i];
+            gptx_st(&dst[C + i], dk[i]);
+            gptx_st(&dst[2 * C + i], dv[i]);
         }
     }
 }
 
 /* Grid (ceil(T / ROWS), B * NH); thread = query row t, over key rows s <= t:
  *   dq_t += p (dout_t . v_s - Dsum_t) scale k_s. */
-template <int HS>
+template <int HS, typename A>
 static __global__ void __launch_bounds__(ROWS)
-    k_attention_backward_q(float *dqkv, const float *dout, const float *qkv, const float *lse,
+    k_attention_backward_q(A *dqkv, const A *dout, const A *qkv, const float *lse,
                            const float *dsum, int T, int C, int NH, float scale) {
     __shared__ float ks[TILE][HS], vs[TILE][HS];
     int bh = blockIdx.y, b = bh / NH, h = bh % NH, hs = C / NH;
     int t0 = blockIdx.x * ROWS, t = t0 + threadIdx.x;
     int valid = t < T;
-    const float *slab = qkv + (size_t)b * T * 3 * C;
+    const A *slab = qkv + (size_t)b * T * 3 * C;
     float q[HS], d[HS], dq[HS];
 #pragma unroll
     for (int i = 0; i < HS; i++) {
-        q[i] = valid && i < hs ? slab[(size_t)t * 3 * C + h * hs + i] : 0.0f;
-        d[i] = valid && i < hs ? dout[((size_t)b * T + t) * C + h * hs + i] : 0.0f;
+        q[i] = valid && i < hs ? gptx_ld(slab[(size_t)t * 3 * C + h * hs + i]) : 0.0f;
+        d[i] = valid && i < hs ? gptx_ld(dout[((size_t)b * T + t) * C + h * hs + i]) : 0.0f;
         dq[i] = 0.0f;
     }
     float l = valid ? lse[(size_t)bh * T + t] : 0.0f;
@@ -181,8 +185,8 @@ static __global__ void __launch_bounds__(ROWS)
     int t_last = t0 + ROWS - 1 < T - 1 ? t0 + ROWS - 1 : T - 1;
     for (int s0 = 0; s0 <= t_last; s0 += TILE) {
         __syncthreads();
-        load_tile<HS>(ks, slab, 1, s0, T, C, h, hs);
-        load_tile<HS>(vs, slab, 2, s0, T, C, h, hs);
+        load_tile<HS, A>(ks, slab, 1, s0, T, C, h, hs);
+        load_tile<HS, A>(vs, slab, 2, s0, T, C, h, hs);
         __syncthreads();
         if (!valid || s0 > t) continue;
         for (int j = 0; j < TILE; j++) {
@@ -200,10 +204,10 @@ static __global__ void __launch_bounds__(ROWS)
         }
     }
     if (valid) {
-        float *dst = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
+        A *dst = dqkv + ((size_t)b * T + t) * 3 * C + h * hs;
 #pragma unroll
         for (int i = 0; i < HS; i++)
-            if (i < hs) dst[i] = dq[i];
+            if (i < hs) gptx_st(&dst[i], dq[i]);
     }
 }
 
@@ -224,6 +228,38 @@ static int check_shape(int B, int T, int C, int NH, int *HS) {
     return GPTX_OK;
 }
 
+/* The instantiation for the padded head size HS and activation type A
+ * (taken through a pointer: a template-id with two arguments would split
+ * the launch macro's arguments). */
+template <typename A>
+static void launch_forward(gptx_backend *be, int HS, dim3 grid, A *out, float *lse, const A *qkv,
+                           int T, int C, int NH, float scale) {
+    void (*kern)(A *, float *, const A *, int, int, int, float) =
+        HS == 16   ? k_attention_forward<16, A>
+        : HS == 32 ? k_attention_forward<32, A>
+        : HS == 64 ? k_attention_forward<64, A>
+                   : k_attention_forward<128, A>;
+    GPTX_LAUNCH(kern, grid, ROWS, be->compute, out, lse, qkv, T, C, NH, scale);
+}
+
+template <typename A>
+static void launch_backward(gptx_backend *be, int HS, dim3 grid, A *dqkv, const A *dout,
+                            const A *qkv, const float *lse, const float *dsum, int T, int C,
+                            int NH, float scale) {
+    typedef void (*kernel_t)(A *, const A *, const A *, const float *, const float *, int, int,
+                             int, float);
+    kernel_t kv = HS == 16   ? k_attention_backward_kv<16, A>
+                  : HS == 32 ? k_attention_backward_kv<32, A>
+                  : HS == 64 ? k_attention_backward_kv<64, A>
+                             : k_attention_backward_kv<128, A>;
+    kernel_t q = HS == 16   ? k_attention_backward_q<16, A>
+                 : HS == 32 ? k_attention_backward_q<32, A>
+                 : HS == 64 ? k_attention_backward_q<64, A>
+                            : k_attention_backward_q<128, A>;
+    GPTX_LAUNCH(kv, grid, ROWS, be->compute, dqkv, dout, qkv, lse, dsum, T, C, NH, scale);
+    GPTX_LAUNCH(q, grid, ROWS, be->compute, dqkv, dout, qkv, lse, dsum, T, C, NH, scale);
+}
+
 GPTX_CUDA_FN int gptx_cuda_attention_forward(gptx_backend *be, float *out, float *lse,
                                              const float *qkv, int B, int T, int C, int NH) {
     int HS = 0;
@@ -231,15 +267,11 @@ GPTX_CUDA_FN int gptx_cuda_attention_forward(gptx_backend *be, float *out, float
     GPTX_TRY(gptx_cuda_enter(be));
     float scale = 1.0f / sqrtf((float)(C / NH));
     dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * NH));
-#define LAUNCH_FWD(H)                                                                              \
-    GPTX_LAUNCH(k_attention_forward<H>, grid, ROWS, be->compute, out, lse, qkv, T, C, NH, scale)
-    switch (HS) {
-    case 16: LAUNCH_FWD(16); break;
-    case 32: LAUNCH_FWD(32); break;
-    case 64: LAUNCH_FWD(64); break;
-    default: LAUNCH_FWD(128); break;
-    }
-#undef LAUNCH_FWD
+    if (be->act_bf16)
+        launch_forward<gptx_bf16>(be, HS, grid, (gptx_bf16 *)out, lse, (const gptx_bf16 *)qkv, T, C,
+                                  NH, scale);
+    else
+        launch_forward<float>(be, HS, grid, out, lse, qkv, T, C, NH, scale);
     GPTX_CUDA_LAUNCHED("attention_forward");
     return GPTX_OK;
 }
@@ -255,24 +287,15 @@ GPTX_CUDA_FN int gptx_cuda_attention_backward(gptx_backend *be, float *dqkv, con
     void *dev = NULL;
     GPTX_TRY(gptx_cuda_scratch(be, rows * sizeof(float), &dev));
     float *dsum = (float *)dev;
-    GPTX_LAUNCH(k_attention_dsum, gptx_cuda_blocks(rows, 256), 256, be->compute, dsum, dout, out, B,
-                T, C, NH);
+    GPTX_LAUNCH_ACT(k_attention_dsum, gptx_cuda_blocks(rows, 256), 256, be->compute, dsum,
+                    (const act_t *)dout, (const act_t *)out, B, T, C, NH);
     GPTX_CUDA_LAUNCHED("attention_dsum");
     dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * NH));
-#define LAUNCH_BWD(H)                                                                              \
-    do {                                                                                           \
-        GPTX_LAUNCH(k_attention_backward_kv<H>, grid, ROWS, be->compute, dqkv, dout, qkv, lse,     \
-                    dsum, T, C, NH, scale);                                                        \
-        GPTX_LAUNCH(k_attention_backward_q<H>, grid, ROWS, be->compute, dqkv, dout, qkv, lse,      \
-                    dsum, T, C, NH, scale);                                                        \
-    } while (0)
-    switch (HS) {
-    case 16: LAUNCH_BWD(16); break;
-    case 32: LAUNCH_BWD(32); break;
-    case 64: LAUNCH_BWD(64); break;
-    default: LAUNCH_BWD(128); break;
-    }
-#undef LAUNCH_BWD
+    if (be->act_bf16)
+        launch_backward<gptx_bf16>(be, HS, grid, (gptx_bf16 *)dqkv, (const gptx_bf16 *)dout,
+                                   (const gptx_bf16 *)qkv, lse, dsum, T, C, NH, scale);
+    else
+        launch_backward<float>(be, HS, grid, dqkv, dout, qkv, lse, dsum, T, C, NH, scale);
     GPTX_CUDA_LAUNCHED("attention_backward");
     return GPTX_OK;
 }

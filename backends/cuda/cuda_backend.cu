@@ -95,29 +95,29 @@ static void quiesce(void *user) {
 
 /* ---- options from the environment ----------------------------------------------- */
 
-/* GPTX_CUDA_PRECISION = fp32 | tf32 | bf16 chooses the matrix products'
- * compute type (fp32 when unset); GPTX_CUDA_TF32 = 1 is a shorthand for tf32
- * when GPTX_CUDA_PRECISION is unset. */
-static int read_precision(int *precision) {
+/* The policy in effect: options.precision (DEFAULT = bf16 mixed), unless
+ * the environment overrides it for programs that do not set the option:
+ * GPTX_CUDA_PRECISION = fp32 | tf32 | bf16 | bf16_pure, or GPTX_CUDA_TF32 = 1
+ * (tf32, when GPTX_CUDA_PRECISION is unset). */
+static int resolve_precision(const gptx_context_options *opts, int *precision) {
     const char *p = getenv("GPTX_CUDA_PRECISION");
     const char *t = getenv("GPTX_CUDA_TF32");
-    *precision = GPTX_CUDA_FP32;
+    *precision = opts->precision == GPTX_PRECISION_DEFAULT ? GPTX_PRECISION_BF16 : opts->precision;
     if (t && *t && strcmp(t, "0") != 0 && strcmp(t, "1") != 0)
         return GPTX_FAIL(GPTX_ERR_INVALID, "environment GPTX_CUDA_TF32 is '%s'; expected 0 or 1",
                          t);
     if (p && *p) {
-        if (strcmp(p, "fp32") == 0)
-            *precision = GPTX_CUDA_FP32;
-        else if (strcmp(p, "tf32") == 0)
-            *precision = GPTX_CUDA_TF32;
-        else if (strcmp(p, "bf16") == 0)
-            *precision = GPTX_CUDA_BF16;
-        else
+        int v = gptx_precision_from_name(p);
+        if (v <= GPTX_PRECISION_DEFAULT) {
+            gptx_clear_error();
             return GPTX_FAIL(GPTX_ERR_INVALID,
-                             "environment GPTX_CUDA_PRECISION is '%s'; expected fp32, tf32 or bf16",
+                             "environment GPTX_CUDA_PRECISION is '%s'; expected fp32, tf32, bf16 "
+                             "or bf16_pure",
                              p);
+        }
+        *precision = v;
     } else if (t && strcmp(t, "1") == 0) {
-        *precision = GPTX_CUDA_TF32;
+        *precision = GPTX_PRECISION_TF32;
     }
     return GPTX_OK;
 }
@@ -174,8 +174,11 @@ static int create_blas(gptx_backend *be) {
 
 GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options *opts) {
     *out = NULL;
-    int precision = GPTX_CUDA_FP32;
-    GPTX_TRY(read_precision(&precision));
+    int precision = GPTX_PRECISION_FP32;
+    GPTX_TRY(resolve_precision(opts, &precision));
+    if (precision == GPTX_PRECISION_BF16_PURE)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "precision bf16_pure is not implemented by the cuda backend yet");
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
@@ -205,6 +208,7 @@ GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options
     be->cc_minor = prop.minor;
     be->sm_count = prop.multiProcessorCount;
     be->precision = precision;
+    be->act_bf16 = precision == GPTX_PRECISION_BF16 || precision == GPTX_PRECISION_BF16_PURE;
     be->deterministic = opts->deterministic;
     gptx_cuda_cache_init(&be->cache, raw_alloc, raw_free, quiesce, be);
     int rc = create_streams(be);
@@ -215,6 +219,13 @@ GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options
     }
     *out = be;
     return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_precision(const gptx_backend *be) { return be->precision; }
+
+GPTX_CUDA_FN void gptx_cuda_storage(const gptx_backend *be, gptx_backend_storage *out) {
+    out->act_bytes = be->act_bf16 ? sizeof(gptx_bf16) : sizeof(float);
+    out->wcopy_bytes = be->act_bf16 ? sizeof(gptx_bf16) : 0;
 }
 
 GPTX_CUDA_FN int gptx_cuda_num_threads(const gptx_backend *be) {
@@ -321,10 +332,18 @@ GPTX_CUDA_FN int gptx_cuda_download_f32(gptx_backend *be, float *host, const flo
     return GPTX_OK;
 }
 
-static __global__ void k_fill(float *dst, float value, size_t n) {
+template <typename A>
+static __global__ void k_fill(A *dst, float value, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = value;
+        gptx_st(&dst[i], value);
+}
+
+/* dst (bf16) = src (fp32), rounded to nearest even */
+static __global__ void k_to_bf16(gptx_bf16 *dst, const float *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        gptx_st(&dst[i], src[i]);
 }
 
 GPTX_CUDA_FN int gptx_cuda_fill_f32(gptx_backend *be, float *dst, float value, size_t n) {
@@ -334,8 +353,49 @@ GPTX_CUDA_FN int gptx_cuda_fill_f32(gptx_backend *be, float *dst, float value, s
         GPTX_CUDA_TRY(cudaMemsetAsync(dst, 0, n * sizeof(float), be->compute));
         return GPTX_OK;
     }
-    GPTX_LAUNCH(k_fill, gptx_cuda_blocks(n, 256), 256, be->compute, dst, value, n);
+    GPTX_LAUNCH(k_fill<float>, gptx_cuda_blocks(n, 256), 256, be->compute, dst, value, n);
     GPTX_CUDA_LAUNCHED("fill");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_fill_act(gptx_backend *be, float *dst, float value, size_t n) {
+    if (!be->act_bf16) return gptx_cuda_fill_f32(be, dst, value, n);
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH(k_fill<gptx_bf16>, gptx_cuda_blocks(n, 256), 256, be->compute, (gptx_bf16 *)dst,
+                value, n);
+    GPTX_CUDA_LAUNCHED("fill_act");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_convert_weights(gptx_backend *be, float *copy, const float *params,
+                                           size_t n) {
+    if (!be->act_bf16)
+        return GPTX_FAIL(GPTX_ERR_STATE, "convert_weights: this context keeps no weight copy");
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH(k_to_bf16, gptx_cuda_blocks(n, 256), 256, be->compute, (gptx_bf16 *)copy, params,
+                n);
+    GPTX_CUDA_LAUNCHED("convert_weights");
+    return GPTX_OK;
+}
+
+/* Activations to the host: bf16 comes down as is (half the bytes) into the
+ * pinned partials buffer and is widened on the host, exactly. */
+GPTX_CUDA_FN int gptx_cuda_download_act(gptx_backend *be, float *host, const float *src,
+                                        size_t n) {
+    if (!be->act_bf16) return gptx_cuda_download_f32(be, host, src, n);
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_TRY(gptx_cuda_pinned_reserve(&be->partials, n * sizeof(uint16_t)));
+    GPTX_CUDA_TRY(cudaMemcpyAsync(be->partials.host, src, n * sizeof(uint16_t),
+                                  cudaMemcpyDeviceToHost, be->compute));
+    GPTX_CUDA_TRY(cudaStreamSynchronize(be->compute));
+    const uint16_t *h = (const uint16_t *)be->partials.host;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(&host[i], &u, sizeof u);
+    }
     return GPTX_OK;
 }
 

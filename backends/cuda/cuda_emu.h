@@ -16,7 +16,8 @@
  *     GPTX_CUDA_EMU_MEM_LIMIT=<bytes> makes cudaMalloc fail beyond a budget.
  *   - cuBLASLt: cublasLtMatmul computes D = alpha op(A) op(B) + beta C (+ bias
  *     per row of D) literally from the documented column-major definition,
- *     with inputs rounded to bf16 / tf32 for the fast compute types.
+ *     with inputs rounded to bf16 / tf32 for the fast compute types; A/B and
+ *     C/D may be fp32 or bf16 (__nv_bfloat16, round to nearest even).
  * What it cannot model: real concurrency between threads or streams, the
  * memory model, performance, and anything the real compiler or driver does. */
 #ifndef GPTX_CUDA_EMU_H
@@ -55,6 +56,32 @@ inline dim3 gptx_emu_blockDim, gptx_emu_gridDim;
 #define gridDim gptx_emu_gridDim
 
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+/* ---- bf16 (cuda_bf16.h subset) ------------------------------------------- */
+
+/* The top 16 bits of an fp32; conversions round to nearest, ties to even,
+ * and keep NaN a (quiet) NaN, like __float2bfloat16. */
+struct __nv_bfloat16 {
+    uint16_t x;
+};
+static inline __nv_bfloat16 __float2bfloat16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    __nv_bfloat16 h;
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        h.x = (uint16_t)((u >> 16) | 0x40u);
+        return h;
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    h.x = (uint16_t)(u >> 16);
+    return h;
+}
+static inline float __bfloat162float(__nv_bfloat16 h) {
+    uint32_t u = (uint32_t)h.x << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* ---- runtime ------------------------------------------------------------ */
 
@@ -409,7 +436,7 @@ typedef enum cublasComputeType_t {
     CUBLAS_COMPUTE_32F_FAST_16BF = 75,
     CUBLAS_COMPUTE_32F_FAST_TF32 = 77
 } cublasComputeType_t;
-typedef enum cudaDataType_t { CUDA_R_32F = 0 } cudaDataType_t;
+typedef enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType_t;
 typedef enum cublasLtEpilogue_t {
     CUBLASLT_EPILOGUE_DEFAULT = 1,
     CUBLASLT_EPILOGUE_BIAS = 4
@@ -418,7 +445,8 @@ typedef enum cublasLtMatmulDescAttributes_t {
     CUBLASLT_MATMUL_DESC_TRANSA = 3,
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
-    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26
 } cublasLtMatmulDescAttributes_t;
 typedef enum cublasLtMatmulPreferenceAttributes_t {
     CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
@@ -434,12 +462,25 @@ struct gptx_emu_lt_handle {
 struct gptx_emu_lt_desc {
     cublasComputeType_t compute;
     int transa, transb, epilogue;
-    const float *bias;
+    const void *bias;
+    int bias_type; /* -1: the type of D (the documented default) */
 };
 struct gptx_emu_lt_layout {
+    cudaDataType_t type;
     uint64_t rows, cols;
     int64_t ld;
 };
+/* Element i of a matrix of the given type, as fp32. */
+static inline float gptx_emu_lt_get(const void *p, int type, size_t i) {
+    if (type == CUDA_R_16BF) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    return ((const float *)p)[i];
+}
+static inline void gptx_emu_lt_put(void *p, int type, size_t i, float v) {
+    if (type == CUDA_R_16BF)
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    else
+        ((float *)p)[i] = v;
+}
 struct gptx_emu_lt_pref {
     size_t workspace;
 };
@@ -468,7 +509,7 @@ static inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
 }
 static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
                                                       cublasComputeType_t c, cudaDataType_t) {
-    *d = new gptx_emu_lt_desc{c, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, NULL};
+    *d = new gptx_emu_lt_desc{c, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, NULL, -1};
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
@@ -493,15 +534,20 @@ static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t
         break;
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
         if (size != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
-        d->bias = *(const float *const *)buf;
+        d->bias = *(const void *const *)buf;
+        break;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+        if (size != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+        d->bias_type = *(const int32_t *)buf;
         break;
     }
     return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t,
+static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t t,
                                                         uint64_t rows, uint64_t cols, int64_t ld) {
     if (ld < (int64_t)rows) return CUBLAS_STATUS_INVALID_VALUE;
-    *l = new gptx_emu_lt_layout{rows, cols, ld};
+    if (t != CUDA_R_32F && t != CUDA_R_16BF) return CUBLAS_STATUS_NOT_SUPPORTED;
+    *l = new gptx_emu_lt_layout{t, rows, cols, ld};
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
@@ -573,8 +619,14 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
         lc->ld != ld->ld)
         return CUBLAS_STATUS_INVALID_VALUE;
     if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && !d->bias) return CUBLAS_STATUS_INVALID_VALUE;
-    const float *a = (const float *)A, *b = (const float *)B, *c = (const float *)C;
-    float *out = (float *)D;
+    /* the type combinations the backend uses and cuBLASLt documents for
+     * CUBLAS_COMPUTE_32F: A and B of one type; C and D of one type, fp32 or
+     * that of A/B; bf16 inputs only with the plain 32F compute type */
+    if (la->type != lb->type || lc->type != ld->type ||
+        (ld->type != CUDA_R_32F && ld->type != la->type) ||
+        (la->type == CUDA_R_16BF && d->compute != CUBLAS_COMPUTE_32F))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    int bias_type = d->bias_type < 0 ? (int)ld->type : d->bias_type;
     float al = *(const float *)alpha, be = *(const float *)beta;
     float *col = (float *)malloc(m * sizeof(float));
     if (!col) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -582,17 +634,20 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
         for (uint64_t i = 0; i < m; i++) {
             float acc = 0.0f; /* fp32 accumulation, like the library */
             for (uint64_t p = 0; p < k; p++) {
-                float x = d->transa == CUBLAS_OP_N ? a[i + p * la->ld] : a[p + i * la->ld];
-                float y = d->transb == CUBLAS_OP_N ? b[p + j * lb->ld] : b[j + p * lb->ld];
+                float x = gptx_emu_lt_get(A, la->type, d->transa == CUBLAS_OP_N ? i + p * la->ld
+                                                                                  : p + i * la->ld);
+                float y = gptx_emu_lt_get(B, lb->type, d->transb == CUBLAS_OP_N ? p + j * lb->ld
+                                                                                  : j + p * lb->ld);
                 acc += gptx_emu_round_input(x, d->compute) * gptx_emu_round_input(y, d->compute);
             }
             float v = al * acc;
-            if (be != 0.0f) v += be * c[i + j * lc->ld];
-            if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) v += d->bias[i];
+            if (be != 0.0f) v += be * gptx_emu_lt_get(C, lc->type, i + j * lc->ld);
+            if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) v += gptx_emu_lt_get(d->bias, bias_type, i);
             col[i] = v;
         }
-        /* C may alias D: write the column after reading all of it */
-        for (uint64_t i = 0; i < m; i++) out[i + j * ld->ld] = col[i];
+        /* C may alias D: write the column after reading all of it; a bf16
+         * D is rounded once, from the fp32 result */
+        for (uint64_t i = 0; i < m; i++) gptx_emu_lt_put(D, ld->type, i + j * ld->ld, col[i]);
     }
     free(col);
     return CUBLAS_STATUS_SUCCESS;

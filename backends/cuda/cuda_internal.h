@@ -21,6 +21,7 @@
     gptx_emu::launch((grid), (block), [&]() { kernel(__VA_ARGS__); })
 #else
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #define GPTX_CUDA_FN
 #define GPTX_LAUNCH(kernel, grid, block, stream, ...)                                              \
@@ -33,7 +34,27 @@ extern "C" {
 #include "errors.h"
 }
 
-enum { GPTX_CUDA_FP32 = 0, GPTX_CUDA_TF32 = 1, GPTX_CUDA_BF16 = 2 };
+/* Activation storage: float, or bf16 under the bf16 policies. Kernels that
+ * touch activations are templates over the element type and compute in
+ * fp32: gptx_ld widens, gptx_st rounds to nearest even. */
+typedef __nv_bfloat16 gptx_bf16;
+static __device__ __forceinline__ float gptx_ld(float x) { return x; }
+static __device__ __forceinline__ float gptx_ld(gptx_bf16 x) { return __bfloat162float(x); }
+static __device__ __forceinline__ void gptx_st(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void gptx_st(gptx_bf16 *p, float v) { *p = __float2bfloat16(v); }
+
+/* Launches kernel<act_t> with act_t the backend's activation type; the
+ * arguments cast activation pointers to (act_t *). Needs `be` in scope. */
+#define GPTX_LAUNCH_ACT(kernel, grid, block, stream, ...)                                          \
+    do {                                                                                           \
+        if (be->act_bf16) {                                                                        \
+            typedef gptx_bf16 act_t;                                                               \
+            GPTX_LAUNCH(kernel<act_t>, grid, block, stream, __VA_ARGS__);                          \
+        } else {                                                                                   \
+            typedef float act_t;                                                                   \
+            GPTX_LAUNCH(kernel<act_t>, grid, block, stream, __VA_ARGS__);                          \
+        }                                                                                          \
+    } while (0)
 
 /* Page-locked host buffer reused across calls. An asynchronous copy that
  * reads or writes it records `done`; the next reserve waits for it, so the
@@ -48,7 +69,7 @@ typedef struct gptx_cuda_pinned {
 /* One cached cuBLASLt heuristic answer. */
 typedef struct gptx_cuda_algo {
     int valid; /* 0 empty, 1 algo, 2 no algorithm for this key */
-    int key[14];
+    int key[16];
     cublasLtMatmulAlgo_t algo;
 } gptx_cuda_algo;
 
@@ -58,7 +79,8 @@ struct gptx_backend {
     int device, ndevices;
     char device_name[256];
     int cc_major, cc_minor, sm_count;
-    int precision;     /* GPTX_CUDA_FP32 / TF32 / BF16: matrix products */
+    int precision;     /* gptx_precision in effect (DEFAULT resolved) */
+    int act_bf16;      /* activations and the weight copy are bf16 (BF16 policies) */
     int deterministic; /* context option (every kernel here is deterministic) */
     cudaStream_t compute, copy;
     cudaEvent_t ev_compute, ev_copy;
@@ -125,7 +147,7 @@ GPTX_CUDA_FN int gptx_cuda_scratch(gptx_backend *be, size_t bytes, void **ptr);
 GPTX_CUDA_FN int gptx_cuda_pinned_reserve(gptx_cuda_pinned *p, size_t bytes);
 /* Records that a copy queued on `stream` uses the buffer. */
 GPTX_CUDA_FN int gptx_cuda_pinned_mark(gptx_cuda_pinned *p, cudaStream_t stream);
-/* Column sums of a row-major (N, C) matrix in fixed order into acc (C):
+/* Column sums of a row-major (N, C) activation-type matrix in fixed order into fp32 acc (C):
  * acc[c] += sum_n x[n, c] (x2 NULL), or for LayerNorm (x2 = inp):
  * acc[c] += sum_n x[n, c] * (x2[n, c] - mean[n]) * rstd[n] and
  * acc2[c] += sum_n x[n, c]. Two passes, no atomics. */

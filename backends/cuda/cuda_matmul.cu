@@ -1,7 +1,10 @@
-/* Matrix products through cuBLASLt, fp32 in and out; the compute type
- * follows the backend's precision (fp32, tf32 or bf16 tensor cores with
- * fp32 accumulation). The forward bias is cuBLASLt's BIAS epilogue; the bias
- * gradient is the fixed-order column sum of cuda_ops.cu.
+/* Matrix products through cuBLASLt, always with fp32 accumulation. By
+ * policy: fp32 (fp32 data, CUBLAS_COMPUTE_32F), tf32 (fp32 data, inputs
+ * rounded to TF32 on tensor cores), bf16 / bf16_pure (bf16 activations and
+ * weight copy in, bf16 activations out, fp32 weight gradients accumulated
+ * in place: CUBLAS_COMPUTE_32F with CUDA_R_16BF A/B). The forward bias is
+ * cuBLASLt's BIAS epilogue (bias of D's type); the bias gradient is the
+ * fixed-order column sum of cuda_ops.cu.
  *
  * cuBLASLt is column-major: a row-major (R, K) matrix with leading
  * dimension K is the column-major (K, R) matrix, its transpose. Each
@@ -25,11 +28,7 @@ static uint32_t alignment_of(const void *p) {
 }
 
 static cublasComputeType_t compute_type(const gptx_backend *be) {
-    switch (be->precision) {
-    case GPTX_CUDA_TF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
-    case GPTX_CUDA_BF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
-    default: return CUBLAS_COMPUTE_32F;
-    }
+    return be->precision == GPTX_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
 #define LT_TRY(call)                                                                               \
@@ -43,10 +42,11 @@ static cublasComputeType_t compute_type(const gptx_backend *be) {
     } while (0)
 
 /* D (m x n, ld ldd) = op(A) (m x k) * op(B) (k x n) + beta * D, plus bias[i]
- * on row i of D when bias is not NULL. Column-major, fp32 storage. */
-static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int k, const float *A,
-                     int lda, const float *B, int ldb, float *D, int ldd, float beta,
-                     const float *bias) {
+ * on row i of D when bias is not NULL. Column-major; A and B of type tab, D
+ * (and the bias) of type td. */
+static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int k, const void *A,
+                     int lda, const void *B, int ldb, void *D, int ldd, float beta,
+                     const void *bias, cudaDataType_t tab, cudaDataType_t td) {
     int rc = GPTX_OK;
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
@@ -54,8 +54,9 @@ static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int
     float alpha = 1.0f;
     cublasComputeType_t ct = compute_type(be);
     uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_d = alignment_of(D);
-    int key[14] = {transa,       transb,       m,         n,         k,         lda,    ldb, ldd,
-                   beta != 0.0f, bias != NULL, (int)al_a, (int)al_b, (int)al_d, (int)ct};
+    int key[16] = {transa,       transb,       m,         n,         k,         lda,
+                   ldb,          ldd,          beta != 0.0f, bias != NULL, (int)al_a, (int)al_b,
+                   (int)al_d,    (int)ct,      (int)tab,  (int)td};
     const cublasLtMatmulAlgo_t *algo = NULL;
 
     LT_TRY(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
@@ -71,9 +72,9 @@ static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int
                                               sizeof bias));
     }
     /* layouts describe the stored matrices, before op() */
-    LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, transa ? k : m, transa ? m : k, lda));
-    LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, transb ? n : k, transb ? k : n, ldb));
-    LT_TRY(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd));
+    LT_TRY(cublasLtMatrixLayoutCreate(&la, tab, transa ? k : m, transa ? m : k, lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&lb, tab, transb ? n : k, transb ? k : n, ldb));
+    LT_TRY(cublasLtMatrixLayoutCreate(&ld, td, m, n, ldd));
 
     for (int i = 0; i < GPTX_CUDA_ALGO_CACHE && !algo; i++) {
         if (!be->algos[i].valid || memcmp(be->algos[i].key, key, sizeof key) != 0) continue;
@@ -136,10 +137,16 @@ done:
 
 /* out[n, oc] += bias[oc]: used when the epilogue is not (unaligned bias, no
  * epilogue algorithm for the shape). */
-static __global__ void k_add_bias(float *out, const float *bias, int OC, size_t total) {
+template <typename A>
+static __global__ void k_add_bias(A *out, const A *bias, int OC, size_t total) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x)
-        out[i] += bias[i % (size_t)OC];
+        gptx_st(&out[i], gptx_ld(out[i]) + gptx_ld(bias[i % (size_t)OC]));
+}
+
+/* storage type of activations and of the weights the products read */
+static cudaDataType_t act_type(const gptx_backend *be) {
+    return be->act_bf16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
 GPTX_CUDA_FN int gptx_cuda_matmul_forward(gptx_backend *be, float *out, const float *inp,
@@ -148,17 +155,19 @@ GPTX_CUDA_FN int gptx_cuda_matmul_forward(gptx_backend *be, float *out, const fl
     /* the epilogue reads the bias vectorised: only offered for 16-byte aligned
      * biases, and dropped for shapes cuBLASLt has no epilogue algorithm for */
     int epilogue = bias && alignment_of(bias) >= 16;
-    int rc = lt_matmul(be, 1, 0, OC, N, C, w, C, inp, C, out, OC, 0.0f, epilogue ? bias : NULL);
+    cudaDataType_t t = act_type(be);
+    int rc = lt_matmul(be, 1, 0, OC, N, C, w, C, inp, C, out, OC, 0.0f, epilogue ? bias : NULL, t,
+                       t);
     if (rc == GPTX_ERR_UNSUPPORTED && epilogue) {
         gptx_clear_error();
         epilogue = 0;
-        rc = lt_matmul(be, 1, 0, OC, N, C, w, C, inp, C, out, OC, 0.0f, NULL);
+        rc = lt_matmul(be, 1, 0, OC, N, C, w, C, inp, C, out, OC, 0.0f, NULL, t, t);
     }
     GPTX_TRY(rc);
     if (bias && !epilogue) {
         size_t total = (size_t)N * OC;
-        GPTX_LAUNCH(k_add_bias, gptx_cuda_blocks(total, 256), 256, be->compute, out, bias, OC,
-                    total);
+        GPTX_LAUNCH_ACT(k_add_bias, gptx_cuda_blocks(total, 256), 256, be->compute, (act_t *)out,
+                        (const act_t *)bias, OC, total);
         GPTX_CUDA_LAUNCHED("add_bias");
     }
     return GPTX_OK;
@@ -168,8 +177,10 @@ GPTX_CUDA_FN int gptx_cuda_matmul_backward(gptx_backend *be, float *dinp, float 
                                            const float *dout, const float *inp, const float *w,
                                            int N, int C, int OC) {
     GPTX_TRY(gptx_cuda_enter(be));
-    if (dinp) GPTX_TRY(lt_matmul(be, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, 0.0f, NULL));
-    GPTX_TRY(lt_matmul(be, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, 1.0f, NULL));
+    cudaDataType_t t = act_type(be);
+    if (dinp) GPTX_TRY(lt_matmul(be, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, 0.0f, NULL, t, t));
+    /* weight gradients stay fp32 under every policy */
+    GPTX_TRY(lt_matmul(be, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, 1.0f, NULL, t, CUDA_R_32F));
     if (dbias) GPTX_TRY(gptx_cuda_column_sums(be, dbias, NULL, dout, NULL, NULL, NULL, N, OC));
     return GPTX_OK;
 }

@@ -2,9 +2,12 @@
  * LayerNorm, GELU, residual, softmax cross-entropy, AdamW, QKV layout.
  *
  * Written to be obviously correct first: one thread per output element or
- * one warp / block per row, fp32 throughout, and no atomics anywhere, so
+ * one warp / block per row, and no atomics anywhere, so
  * every result is bitwise repeatable. Reductions over rows (bias, LayerNorm
- * and embedding gradients) run in an order fixed by the shapes alone. */
+ * and embedding gradients) run in an order fixed by the shapes alone.
+ * Activations are `T` (float, or bf16 under the bf16 policies: see
+ * cuda_internal.h); every kernel computes in fp32, and statistics,
+ * gradients of parameters and the AdamW state are fp32 always. */
 #include "cuda_internal.h"
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
@@ -23,12 +26,13 @@ static __device__ __forceinline__ float warp_sum(float v) {
 
 /* ---- embedding ------------------------------------------------------------- */
 
-static __global__ void k_embedding_forward(float *out, const int32_t *inp, const float *wte,
-                                           const float *wpe, int T, int C, size_t total) {
+template <typename A>
+static __global__ void k_embedding_forward(A *out, const int32_t *inp, const A *wte, const A *wpe,
+                                           int T, int C, size_t total) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t n = i / (size_t)C, c = i % (size_t)C;
-        out[i] = wte[(size_t)inp[n] * C + c] + wpe[(n % (size_t)T) * C + c];
+        gptx_st(&out[i], gptx_ld(wte[(size_t)inp[n] * C + c]) + gptx_ld(wpe[(n % (size_t)T) * C + c]));
     }
 }
 
@@ -37,8 +41,8 @@ GPTX_CUDA_FN int gptx_cuda_embedding_forward(gptx_backend *be, float *out, const
                                              int C) {
     GPTX_TRY(gptx_cuda_enter(be));
     size_t BT = (size_t)B * T, total = BT * C;
-    GPTX_LAUNCH(k_embedding_forward, gptx_cuda_blocks(total, 256), 256, be->compute, out, inp, wte,
-                wpe, T, C, total);
+    GPTX_LAUNCH_ACT(k_embedding_forward, gptx_cuda_blocks(total, 256), 256, be->compute,
+                    (act_t *)out, inp, (const act_t *)wte, (const act_t *)wpe, T, C, total);
     GPTX_CUDA_LAUNCHED("embedding_forward");
     /* copy the ids to the host now, while the device works, so backward can
      * bucket them by token without waiting */
@@ -52,13 +56,13 @@ GPTX_CUDA_FN int gptx_cuda_embedding_forward(gptx_backend *be, float *out, const
 }
 
 /* dwpe[t, c] += sum over b (in order) of dout[b, t, c] */
-static __global__ void k_embedding_backward_wpe(float *dwpe, const float *dout, int B, int T,
-                                                int C) {
+template <typename A>
+static __global__ void k_embedding_backward_wpe(float *dwpe, const A *dout, int B, int T, int C) {
     size_t total = (size_t)T * C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         float acc = dwpe[i];
-        for (int b = 0; b < B; b++) acc += dout[(size_t)b * total + i];
+        for (int b = 0; b < B; b++) acc += gptx_ld(dout[(size_t)b * total + i]);
         dwpe[i] = acc;
     }
 }
@@ -66,14 +70,15 @@ static __global__ void k_embedding_backward_wpe(float *dwpe, const float *dout, 
 /* Block s owns token seg_tok[s]: dwte[tok, c] += dout[pos[j], c] for its
  * positions j in increasing order (the CPU backend's order), so each row of
  * dwte has exactly one writer. */
-static __global__ void k_embedding_backward_wte(float *dwte, const float *dout, const int32_t *pos,
+template <typename A>
+static __global__ void k_embedding_backward_wte(float *dwte, const A *dout, const int32_t *pos,
                                                 const int32_t *seg_tok, const int32_t *seg_start,
                                                 int C) {
     int s = blockIdx.x;
     int tok = seg_tok[s], j0 = seg_start[s], j1 = seg_start[s + 1];
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = dwte[(size_t)tok * C + c];
-        for (int j = j0; j < j1; j++) acc += dout[(size_t)pos[j] * C + c];
+        for (int j = j0; j < j1; j++) acc += gptx_ld(dout[(size_t)pos[j] * C + c]);
         dwte[(size_t)tok * C + c] = acc;
     }
 }
@@ -84,8 +89,8 @@ GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, flo
     GPTX_TRY(gptx_cuda_enter(be));
     size_t BT = (size_t)B * T;
     if (BT > 0x7fffffffu) return GPTX_FAIL(GPTX_ERR_SHAPE, "B*T %zu is too large", BT);
-    GPTX_LAUNCH(k_embedding_backward_wpe, gptx_cuda_blocks((size_t)T * C, 256), 256, be->compute,
-                dwpe, dout, B, T, C);
+    GPTX_LAUNCH_ACT(k_embedding_backward_wpe, gptx_cuda_blocks((size_t)T * C, 256), 256,
+                    be->compute, dwpe, (const act_t *)dout, B, T, C);
     GPTX_CUDA_LAUNCHED("embedding_backward_wpe");
 
     /* the ids on the host: from embedding_forward's copy when it still
@@ -144,8 +149,8 @@ GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, flo
                                   cudaMemcpyHostToDevice, be->compute));
     GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
     const int32_t *dpos = (const int32_t *)dev;
-    GPTX_LAUNCH(k_embedding_backward_wte, (unsigned)nseg, 256, be->compute, dwte, dout, dpos,
-                dpos + BT, dpos + BT + nseg, C);
+    GPTX_LAUNCH_ACT(k_embedding_backward_wte, (unsigned)nseg, 256, be->compute, dwte,
+                    (const act_t *)dout, dpos, dpos + BT, dpos + BT + nseg, C);
     GPTX_CUDA_LAUNCHED("embedding_backward_wte");
     return GPTX_OK;
 }
@@ -154,24 +159,26 @@ GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, flo
 
 /* One warp per row: mean, then variance of the centred values (two passes,
  * like the CPU backend), then the affine output. */
+template <typename A>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    k_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                        const float *b, int N, int C, float eps) {
+    k_layernorm_forward(A *out, float *mean, float *rstd, const A *inp, const A *w, const A *b,
+                        int N, int C, float eps) {
     int lane = threadIdx.x % 32;
     size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
     if (row >= (size_t)N) return; /* whole warp: no barrier follows */
-    const float *x = inp + row * C;
+    const A *x = inp + row * C;
     float s = 0.0f;
-    for (int c = lane; c < C; c += 32) s += x[c];
+    for (int c = lane; c < C; c += 32) s += gptx_ld(x[c]);
     float m = warp_sum(s) / (float)C;
     float v = 0.0f;
     for (int c = lane; c < C; c += 32) {
-        float d = x[c] - m;
+        float d = gptx_ld(x[c]) - m;
         v += d * d;
     }
     float r = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
-    float *o = out + row * C;
-    for (int c = lane; c < C; c += 32) o[c] = (x[c] - m) * r * w[c] + b[c];
+    A *o = out + row * C;
+    for (int c = lane; c < C; c += 32)
+        gptx_st(&o[c], (gptx_ld(x[c]) - m) * r * gptx_ld(w[c]) + gptx_ld(b[c]));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -183,49 +190,51 @@ GPTX_CUDA_FN int gptx_cuda_layernorm_forward(gptx_backend *be, float *out, float
                                              int N, int C, float eps) {
     GPTX_TRY(gptx_cuda_enter(be));
     unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
-    GPTX_LAUNCH(k_layernorm_forward, blocks, ROW_THREADS, be->compute, out, mean, rstd, inp, w, b,
-                N, C, eps);
+    GPTX_LAUNCH_ACT(k_layernorm_forward, blocks, ROW_THREADS, be->compute, (act_t *)out, mean, rstd,
+                    (const act_t *)inp, (const act_t *)w, (const act_t *)b, N, C, eps);
     GPTX_CUDA_LAUNCHED("layernorm_forward");
     return GPTX_OK;
 }
 
 /* One warp per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w. */
+template <typename A>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    k_layernorm_backward_rows(float *dinp, const float *dout, const float *inp, const float *w,
-                              const float *mean, const float *rstd, int N, int C) {
+    k_layernorm_backward_rows(A *dinp, const A *dout, const A *inp, const A *w, const float *mean,
+                              const float *rstd, int N, int C) {
     int lane = threadIdx.x % 32;
     size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
     if (row >= (size_t)N) return;
-    const float *x = inp + row * C, *d = dout + row * C;
+    const A *x = inp + row * C, *d = dout + row * C;
     float m = mean[row], r = rstd[row];
     float gs = 0.0f, gxs = 0.0f;
     for (int c = lane; c < C; c += 32) {
-        float g = d[c] * w[c];
+        float g = gptx_ld(d[c]) * gptx_ld(w[c]);
         gs += g;
-        gxs += g * (x[c] - m) * r;
+        gxs += g * (gptx_ld(x[c]) - m) * r;
     }
     gs = warp_sum(gs) / (float)C;
     gxs = warp_sum(gxs) / (float)C;
-    float *dx = dinp + row * C;
+    A *dx = dinp + row * C;
     for (int c = lane; c < C; c += 32) {
-        float xhat = (x[c] - m) * r;
-        dx[c] += r * (d[c] * w[c] - gs - xhat * gxs);
+        float xhat = (gptx_ld(x[c]) - m) * r;
+        gptx_st(&dx[c], gptx_ld(dx[c]) + r * (gptx_ld(d[c]) * gptx_ld(w[c]) - gs - xhat * gxs));
     }
 }
 
 /* Pass 1 of a column sum: block (k, cb) sums rows [k*COLSUM_ROWS, ...) of
  * columns [cb*COLSUM_THREADS, ...), one column per thread, rows in order. */
+template <typename A>
 static __global__ void __launch_bounds__(COLSUM_THREADS)
-    k_colsum_partial(float *part, float *part2, const float *x, const float *x2, const float *mean,
+    k_colsum_partial(float *part, float *part2, const A *x, const A *x2, const float *mean,
                      const float *rstd, int N, int C) {
     int c = blockIdx.y * COLSUM_THREADS + threadIdx.x;
     if (c >= C) return;
     int r0 = blockIdx.x * COLSUM_ROWS, r1 = r0 + COLSUM_ROWS < N ? r0 + COLSUM_ROWS : N;
     float a = 0.0f, a2 = 0.0f;
     for (int n = r0; n < r1; n++) {
-        float d = x[(size_t)n * C + c];
+        float d = gptx_ld(x[(size_t)n * C + c]);
         if (x2) {
-            a += d * (x2[(size_t)n * C + c] - mean[n]) * rstd[n];
+            a += d * (gptx_ld(x2[(size_t)n * C + c]) - mean[n]) * rstd[n];
             a2 += d;
         } else {
             a += d;
@@ -261,8 +270,8 @@ GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2
     GPTX_TRY(gptx_cuda_scratch(be, (x2 ? 2 : 1) * per * sizeof(float), &dev));
     float *part = (float *)dev, *part2 = x2 ? part + per : NULL;
     dim3 grid((unsigned)nparts, (unsigned)cblocks);
-    GPTX_LAUNCH(k_colsum_partial, grid, COLSUM_THREADS, be->compute, part, part2, x, x2, mean, rstd,
-                N, C);
+    GPTX_LAUNCH_ACT(k_colsum_partial, grid, COLSUM_THREADS, be->compute, part, part2,
+                    (const act_t *)x, (const act_t *)x2, mean, rstd, N, C);
     GPTX_CUDA_LAUNCHED("colsum_partial");
     GPTX_LAUNCH(k_colsum_final, gptx_cuda_blocks((size_t)C, 256), 256, be->compute, acc, acc2, part,
                 (const float *)part2, nparts, C);
@@ -275,46 +284,50 @@ GPTX_CUDA_FN int gptx_cuda_layernorm_backward(gptx_backend *be, float *dinp, flo
                                               const float *mean, const float *rstd, int N, int C) {
     GPTX_TRY(gptx_cuda_enter(be));
     unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
-    GPTX_LAUNCH(k_layernorm_backward_rows, blocks, ROW_THREADS, be->compute, dinp, dout, inp, w,
-                mean, rstd, N, C);
+    GPTX_LAUNCH_ACT(k_layernorm_backward_rows, blocks, ROW_THREADS, be->compute, (act_t *)dinp,
+                    (const act_t *)dout, (const act_t *)inp, (const act_t *)w, mean, rstd, N, C);
     GPTX_CUDA_LAUNCHED("layernorm_backward_rows");
     return gptx_cuda_column_sums(be, dw, db, dout, inp, mean, rstd, N, C);
 }
 
 /* ---- elementwise ---------------------------------------------------------------- */
 
-static __global__ void k_gelu_forward(float *out, const float *inp, size_t n) {
+template <typename A>
+static __global__ void k_gelu_forward(A *out, const A *inp, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float x = inp[i];
+        float x = gptx_ld(inp[i]);
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        out[i] = 0.5f * x * (1.0f + tanhf(u));
+        gptx_st(&out[i], 0.5f * x * (1.0f + tanhf(u)));
     }
 }
 
-static __global__ void k_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+template <typename A>
+static __global__ void k_gelu_backward(A *dinp, const A *inp, const A *dout, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float x = inp[i];
+        float x = gptx_ld(inp[i]);
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
         float th = tanhf(u);
         float sech2 = 1.0f - th * th;
         float grad =
             0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = grad * dout[i];
+        gptx_st(&dinp[i], grad * gptx_ld(dout[i]));
     }
 }
 
-static __global__ void k_residual_forward(float *out, const float *a, const float *b, size_t n) {
+template <typename A>
+static __global__ void k_residual_forward(A *out, const A *a, const A *b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        out[i] = a[i] + b[i];
+        gptx_st(&out[i], gptx_ld(a[i]) + gptx_ld(b[i]));
 }
 
 GPTX_CUDA_FN int gptx_cuda_gelu_forward(gptx_backend *be, float *out, const float *inp, size_t n) {
     if (n == 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
-    GPTX_LAUNCH(k_gelu_forward, gptx_cuda_blocks(n, 256), 256, be->compute, out, inp, n);
+    GPTX_LAUNCH_ACT(k_gelu_forward, gptx_cuda_blocks(n, 256), 256, be->compute, (act_t *)out,
+                    (const act_t *)inp, n);
     GPTX_CUDA_LAUNCHED("gelu_forward");
     return GPTX_OK;
 }
@@ -323,7 +336,8 @@ GPTX_CUDA_FN int gptx_cuda_gelu_backward(gptx_backend *be, float *dinp, const fl
                                          const float *dout, size_t n) {
     if (n == 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
-    GPTX_LAUNCH(k_gelu_backward, gptx_cuda_blocks(n, 256), 256, be->compute, dinp, inp, dout, n);
+    GPTX_LAUNCH_ACT(k_gelu_backward, gptx_cuda_blocks(n, 256), 256, be->compute, (act_t *)dinp,
+                    (const act_t *)inp, (const act_t *)dout, n);
     GPTX_CUDA_LAUNCHED("gelu_backward");
     return GPTX_OK;
 }
@@ -332,7 +346,8 @@ GPTX_CUDA_FN int gptx_cuda_residual_forward(gptx_backend *be, float *out, const 
                                             const float *b, size_t n) {
     if (n == 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
-    GPTX_LAUNCH(k_residual_forward, gptx_cuda_blocks(n, 256), 256, be->compute, out, a, b, n);
+    GPTX_LAUNCH_ACT(k_residual_forward, gptx_cuda_blocks(n, 256), 256, be->compute, (act_t *)out,
+                    (const act_t *)a, (const act_t *)b, n);
     GPTX_CUDA_LAUNCHED("residual_forward");
     return GPTX_OK;
 }
@@ -350,17 +365,18 @@ static __device__ __forceinline__ void lse_combine(float *m, float *s, float m2,
 /* One block per row: masks [V, Vp) to -inf when asked, then the row's
  * log-sum-exp over the columns inside the softmax in one pass (running max
  * and sum per thread, then a fixed tree), then the row's loss. */
+template <typename A>
 static __global__ void __launch_bounds__(CE_THREADS)
-    k_crossentropy_forward(float *losses, float *lse, float *logits, const int32_t *targets, int V,
+    k_crossentropy_forward(float *losses, float *lse, A *logits, const int32_t *targets, int V,
                            int Vp, int mask) {
     __shared__ float sm[CE_THREADS], ss[CE_THREADS];
-    float *row = logits + (size_t)blockIdx.x * Vp;
+    A *row = logits + (size_t)blockIdx.x * Vp;
     if (mask)
-        for (int j = V + threadIdx.x; j < Vp; j += CE_THREADS) row[j] = -INFINITY;
+        for (int j = V + threadIdx.x; j < Vp; j += CE_THREADS) gptx_st(&row[j], -INFINITY);
     int ncols = mask ? V : Vp;
     float m = -INFINITY, s = 0.0f;
     for (int j = threadIdx.x; j < ncols; j += CE_THREADS) {
-        float x = row[j];
+        float x = gptx_ld(row[j]);
         if (x == -INFINITY) continue; /* weight 0 */
         if (x > m) {
             s = s * expf(m - x) + 1.0f;
@@ -386,25 +402,26 @@ static __global__ void __launch_bounds__(CE_THREADS)
         lse[blockIdx.x] = l;
         if (targets) {
             int32_t t = targets[blockIdx.x];
-            losses[blockIdx.x] = t == GPTX_IGNORE_INDEX ? 0.0f : l - row[t];
+            losses[blockIdx.x] = t == GPTX_IGNORE_INDEX ? 0.0f : l - gptx_ld(row[t]);
         }
     }
 }
 
 /* logits row -> dloss * (softmax - onehot(target)); zeros for ignored rows.
  * Masked columns hold -inf, so their gradient is exp(-inf) = 0. */
-static __global__ void k_crossentropy_backward(float *logits, const float *lse,
-                                               const int32_t *targets, int Vp, float dloss) {
-    float *row = logits + (size_t)blockIdx.x * Vp;
+template <typename A>
+static __global__ void k_crossentropy_backward(A *logits, const float *lse, const int32_t *targets,
+                                               int Vp, float dloss) {
+    A *row = logits + (size_t)blockIdx.x * Vp;
     int32_t t = targets[blockIdx.x];
     float l = lse[blockIdx.x];
     for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
         float g = 0.0f;
         if (t != GPTX_IGNORE_INDEX) {
-            g = expf(row[j] - l) * dloss;
+            g = expf(gptx_ld(row[j]) - l) * dloss;
             if (j == t) g -= dloss;
         }
-        row[j] = g;
+        gptx_st(&row[j], g);
     }
 }
 
@@ -413,8 +430,8 @@ GPTX_CUDA_FN int gptx_cuda_crossentropy_forward(gptx_backend *be, float *losses,
                                                 int Vp, int mask_padded) {
     if (N <= 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
-    GPTX_LAUNCH(k_crossentropy_forward, (unsigned)N, CE_THREADS, be->compute, losses, lse, logits,
-                targets, V, Vp, mask_padded);
+    GPTX_LAUNCH_ACT(k_crossentropy_forward, (unsigned)N, CE_THREADS, be->compute, losses, lse,
+                    (act_t *)logits, targets, V, Vp, mask_padded);
     GPTX_CUDA_LAUNCHED("crossentropy_forward");
     return GPTX_OK;
 }
@@ -424,8 +441,8 @@ GPTX_CUDA_FN int gptx_cuda_crossentropy_backward(gptx_backend *be, float *logits
                                                  float dloss) {
     if (N <= 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
-    GPTX_LAUNCH(k_crossentropy_backward, (unsigned)N, CE_THREADS, be->compute, logits, lse, targets,
-                Vp, dloss);
+    GPTX_LAUNCH_ACT(k_crossentropy_backward, (unsigned)N, CE_THREADS, be->compute, (act_t *)logits,
+                    lse, targets, Vp, dloss);
     GPTX_CUDA_LAUNCHED("crossentropy_backward");
     return GPTX_OK;
 }
@@ -504,13 +521,13 @@ GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *g
 
 /* ---- QKV layout (separate-QKV ablation variant) ------------------------------------------ */
 
-static __global__ void k_qkv_layout(float *qkv, float *q, float *k, float *v, int C, size_t total,
-                                    int split) {
+template <typename A>
+static __global__ void k_qkv_layout(A *qkv, A *q, A *k, A *v, int C, size_t total, int split) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t n = i / (3 * (size_t)C), j = i % (3 * (size_t)C);
         size_t part = j / (size_t)C, c = j % (size_t)C;
-        float *src = part == 0 ? q : part == 1 ? k : v;
+        A *src = part == 0 ? q : part == 1 ? k : v;
         if (split)
             src[n * C + c] = qkv[i];
         else
@@ -523,8 +540,8 @@ GPTX_CUDA_FN int gptx_cuda_qkv_interleave(gptx_backend *be, float *qkv, const fl
     GPTX_TRY(gptx_cuda_enter(be));
     size_t total = (size_t)N * 3 * C;
     if (total == 0) return GPTX_OK;
-    GPTX_LAUNCH(k_qkv_layout, gptx_cuda_blocks(total, 256), 256, be->compute, qkv, (float *)q,
-                (float *)k, (float *)v, C, total, 0);
+    GPTX_LAUNCH_ACT(k_qkv_layout, gptx_cuda_blocks(total, 256), 256, be->compute, (act_t *)qkv,
+                    (act_t *)q, (act_t *)k, (act_t *)v, C, total, 0);
     GPTX_CUDA_LAUNCHED("qkv_interleave");
     return GPTX_OK;
 }
@@ -534,8 +551,8 @@ GPTX_CUDA_FN int gptx_cuda_qkv_split(gptx_backend *be, float *q, float *k, float
     GPTX_TRY(gptx_cuda_enter(be));
     size_t total = (size_t)N * 3 * C;
     if (total == 0) return GPTX_OK;
-    GPTX_LAUNCH(k_qkv_layout, gptx_cuda_blocks(total, 256), 256, be->compute, (float *)qkv, q, k, v,
-                C, total, 1);
+    GPTX_LAUNCH_ACT(k_qkv_layout, gptx_cuda_blocks(total, 256), 256, be->compute, (act_t *)qkv,
+                    (act_t *)q, (act_t *)k, (act_t *)v, C, total, 1);
     GPTX_CUDA_LAUNCHED("qkv_split");
     return GPTX_OK;
 }

@@ -21,6 +21,12 @@ extern "C" {
 GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options *opts);
 GPTX_CUDA_FN void gptx_cuda_destroy(gptx_backend *be);
 GPTX_CUDA_FN int gptx_cuda_num_threads(const gptx_backend *be);
+GPTX_CUDA_FN int gptx_cuda_precision(const gptx_backend *be);
+GPTX_CUDA_FN void gptx_cuda_storage(const gptx_backend *be, gptx_backend_storage *out);
+GPTX_CUDA_FN int gptx_cuda_download_act(gptx_backend *be, float *host, const float *src, size_t n);
+GPTX_CUDA_FN int gptx_cuda_fill_act(gptx_backend *be, float *dst, float value, size_t n);
+GPTX_CUDA_FN int gptx_cuda_convert_weights(gptx_backend *be, float *copy, const float *params,
+                                           size_t n);
 GPTX_CUDA_FN int gptx_cuda_alloc(gptx_backend *be, size_t bytes, void **ptr);
 GPTX_CUDA_FN void gptx_cuda_free(gptx_backend *be, void *ptr);
 GPTX_CUDA_FN int gptx_cuda_memory_stats(const gptx_backend *be, gptx_memory_stats *stats);

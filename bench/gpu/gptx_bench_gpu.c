@@ -21,7 +21,8 @@
  * P_mat is every weight matrix used in a product (c_attn, attn c_proj, c_fc,
  * mlp c_proj per layer, and the padded head once). MFU = model FLOP/s /
  * 989e12 (H100/H200 SXM dense bf16 peak) whatever the precision; the
- * products' precision is --precision (GPTX_CUDA_PRECISION).
+ * precision policy is --precision (the context option; bf16 = bf16
+ * activations with fp32 master weights, the default).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -50,6 +51,7 @@ static int create_context(gptx_context **out, const gptx_context_options *o) {
         free(ctx);
         return rc;
     }
+    ctx->precision = ctx->ops->precision(ctx->be);
     *out = ctx;
     return GPTX_OK;
 }
@@ -173,7 +175,12 @@ static double matmul_params(const gptx_model *m) {
 int main(int argc, char **argv) {
     bench_args a = {"bf16", NULL, 0, 512, 1024, 12, 12, 768, 50257, 50304, 3, 10};
     if (parse_args(&a, argc, argv) != 0) return 2;
-    if (setenv("GPTX_CUDA_PRECISION", a.precision, 1) != 0) return 2;
+    int precision = gptx_precision_from_name(a.precision);
+    if (precision <= GPTX_PRECISION_DEFAULT) {
+        fprintf(stderr, "gptx-bench-gpu: --precision %s; expected fp32, tf32 or bf16\n",
+                a.precision);
+        return 2;
+    }
 
     int T = a.seq;
     double t_ctx = now_s();
@@ -181,6 +188,7 @@ int main(int argc, char **argv) {
     gptx_context_options co;
     gptx_context_options_init(&co);
     co.backend = GPTX_BACKEND_CUDA;
+    co.precision = precision;
     int rc = create_context(&ctx, &co);
     if (rc != GPTX_OK) {
         fprintf(stderr, "gptx-bench-gpu: no CUDA context: %s (%s)\n", gptx_last_error(),
@@ -197,8 +205,8 @@ int main(int argc, char **argv) {
     cfg.n_layer = a.layers;
     cfg.n_head = a.heads;
     cfg.n_embd = a.width;
-    printf("gptx-bench-gpu (gptx %s, backend %s, products %s)\n", gptx_version(),
-           gptx_context_backend_name(ctx), a.precision);
+    printf("gptx-bench-gpu (gptx %s, backend %s, precision %s)\n", gptx_version(),
+           gptx_context_backend_name(ctx), gptx_precision_name(gptx_context_precision(ctx)));
     printf("config      : vocab %d (padded %d), T %d, layers %d, heads %d, width %d\n", a.vocab,
            a.padded_vocab, T, a.layers, a.heads, a.width);
     printf("cold        : context creation %.3f s (device, streams, cuBLASLt handle + workspace)\n",

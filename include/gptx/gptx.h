@@ -108,7 +108,23 @@ typedef struct gptx_context_options {
     int fused_qkv;        /* 1 = one (3C, C) product; 0 = separate Q, K, V products + concat */
     int fused_norm_gelu;  /* 1 = fused LayerNorm/GELU kernels; 0 = step-by-step passes */
     int fused_adamw;      /* 1 = one AdamW pass over all parameters; 0 = one pass per tensor */
+    /* Numeric precision policy (gptx_precision). The CPU backend accepts
+     * only DEFAULT and FP32; see docs/cuda.md for the CUDA policies. */
+    int precision;
+    /* 1 = BF16_PURE rounds each updated parameter and moment stochastically
+     * (reproducible: keyed by seed, step and index); 0 = round to nearest
+     * even. Only valid with GPTX_PRECISION_BF16_PURE. */
+    int stochastic_rounding;
 } gptx_context_options;
+
+typedef enum gptx_precision {
+    GPTX_PRECISION_DEFAULT = 0,  /* the backend's default: CPU fp32, CUDA bf16 (mixed) */
+    GPTX_PRECISION_FP32 = 1,     /* fp32 everywhere */
+    GPTX_PRECISION_TF32 = 2,     /* fp32 storage; matrix products take TF32 inputs */
+    GPTX_PRECISION_BF16 = 3,     /* bf16 activations and weight copy; fp32 master weights,
+                                  * gradients and AdamW moments */
+    GPTX_PRECISION_BF16_PURE = 4 /* bf16 parameters and moments too (update computed in fp32) */
+} gptx_precision;
 
 typedef enum gptx_attention_impl {
     GPTX_ATTENTION_FLASH = 0, /* per-row log-sum-exp saved, probabilities recomputed */
@@ -122,6 +138,13 @@ GPTX_API void gptx_context_destroy(gptx_context *ctx);
 /* Backend that was selected: "cpu" or "cuda". */
 GPTX_API const char *gptx_context_backend_name(const gptx_context *ctx);
 GPTX_API int gptx_context_num_threads(const gptx_context *ctx);
+/* The precision policy in effect (a gptx_precision, never DEFAULT: the
+ * backend's choice is resolved), or a negative status. */
+GPTX_API int gptx_context_precision(const gptx_context *ctx);
+/* "fp32", "tf32", "bf16", "bf16_pure", "default"; NULL for other values. */
+GPTX_API const char *gptx_precision_name(int precision);
+/* The gptx_precision for a name of gptx_precision_name, or GPTX_ERR_INVALID. */
+GPTX_API int gptx_precision_from_name(const char *name);
 
 /* Memory the library holds through this context, in bytes.
  * allocated: bytes in live buffers (parameters, gradients, optimizer state,
@@ -478,6 +501,10 @@ GPTX_API void gptx_train_state_init(gptx_train_state *st);
 GPTX_API int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st,
                                   const char *path);
 GPTX_API int gptx_checkpoint_load(gptx_model *model, gptx_train_state *st, const char *path);
+/* The precision policy a gptx model or training file was written under
+ * (its metadata "precision"; files from before it was recorded are fp32).
+ * Files load under any policy: the values are converted. */
+GPTX_API int gptx_checkpoint_precision(const char *path, int *precision);
 
 /* ------------------------------------------------------------------------ */
 /* Numerics: layered comparison of two runs                                 */

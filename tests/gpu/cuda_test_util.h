@@ -4,8 +4,9 @@
  *   - with GPTX_TEST_CUDA_EMU (label `emu`): against the same backend sources
  *     compiled for the CPU emulation (tests/gpu/cuda_emu_backend.cpp), which
  *     runs everywhere and checks the kernels' logic, not the GPU.
- * The precision of the matrix products comes from GPTX_CUDA_PRECISION, read
- * when the backend is created. */
+ * The precision policy is the context option (a name of
+ * gptx_precision_name; NULL = fp32); GPTX_CUDA_PRECISION, which would
+ * override it, is unset by these helpers. */
 #ifndef GPTX_CUDA_TEST_UTIL_H
 #define GPTX_CUDA_TEST_UTIL_H
 
@@ -33,7 +34,7 @@ static inline const gptx_backend_ops *cuda_test_ops(void) { return gptx_cuda_bac
 #define CUDA_TEST_KIND "cuda"
 #endif
 
-/* Sets the precision the next backend instance uses (NULL = unset). */
+/* Sets the environment override (NULL = unset): the error tests use it. */
 static inline void cuda_test_precision(const char *precision) {
     if (precision)
         setenv("GPTX_CUDA_PRECISION", precision, 1);
@@ -43,11 +44,16 @@ static inline void cuda_test_precision(const char *precision) {
 
 /* A backend instance of the table (no context). GPTX_ERR_UNSUPPORTED means
  * there is no device: the caller exits SKIP_EXIT. */
+static inline int cuda_test_precision_value(const char *precision) {
+    return precision ? gptx_precision_from_name(precision) : GPTX_PRECISION_FP32;
+}
+
 static inline int cuda_test_backend(gptx_backend **be, const char *precision) {
     gptx_context_options o;
     gptx_context_options_init(&o);
     o.backend = GPTX_BACKEND_CUDA;
-    cuda_test_precision(precision);
+    o.precision = cuda_test_precision_value(precision);
+    cuda_test_precision(NULL);
     return cuda_test_ops()->create(be, &o);
 }
 
@@ -56,24 +62,27 @@ static inline int cuda_test_backend(gptx_backend **be, const char *precision) {
  * context is assembled by hand, as context.c would. */
 static inline int cuda_test_context(gptx_context **out, const char *precision) {
     *out = NULL;
-    cuda_test_precision(precision);
+    cuda_test_precision(NULL);
 #ifdef GPTX_TEST_CUDA_EMU
     gptx_context *ctx = (gptx_context *)calloc(1, sizeof *ctx);
     if (!ctx) return GPTX_ERR_NO_MEMORY;
     gptx_context_options_init(&ctx->opts);
     ctx->opts.backend = GPTX_BACKEND_CUDA;
+    ctx->opts.precision = cuda_test_precision_value(precision);
     ctx->ops = cuda_test_ops();
     int rc = ctx->ops->create(&ctx->be, &ctx->opts);
     if (rc != GPTX_OK) {
         free(ctx);
         return rc;
     }
+    ctx->precision = ctx->ops->precision(ctx->be);
     *out = ctx;
     return GPTX_OK;
 #else
     gptx_context_options o;
     gptx_context_options_init(&o);
     o.backend = GPTX_BACKEND_CUDA;
+    o.precision = cuda_test_precision_value(precision);
     return gptx_context_create(out, &o);
 #endif
 }

@@ -8,13 +8,15 @@
 #             machine lacks OpenBLAS / jansson / PCRE2 / pkg-config, the .deb
 #             files in build-gpu-deps/ (tests/gpu/fetch_deps.sh; carry the
 #             folder) are unpacked into a private prefix first
-#   test      ctest -L gpu (every kernel against the CPU backend, the model,
-#             the reference fixtures in fp32/tf32/bf16, the 50-step training
+#   test      ctest -L gpu (every kernel against the CPU backend, the model in
+#             fp32 and bf16 mixed (bf16 activations, fp32 master weights), the
+#             reference fixtures in fp32/tf32/bf16, the 50-step training
 #             comparison, sampler equivalence), then the fixtures and the
 #             training comparison again into their own logs
 #   bench     gptx-bench-gpu (bf16 at the largest power-of-two batch; bf16,
 #             tf32, fp32 at batch 64) and bench/gpu/torch_gpu_bench.py (batch 64)
-#   sanitize  compute-sanitizer memcheck and racecheck on the kernel test
+#   sanitize  compute-sanitizer memcheck and racecheck on the kernel test,
+#             memcheck on the model test (its bf16 runs)
 #   all       build test bench
 #
 # Logs go to $OUT (the device tool's output folder; build-gpu/out otherwise):
@@ -180,6 +182,11 @@ do_sanitize() {
         --leak-check full --error-exitcode 9 "$kern"
     stage "racecheck attention" sanitize.log 240 compute-sanitizer --tool racecheck \
         --error-exitcode 9 "$kern" attention
+    # the bf16 kernels (templated on the activation type) run only through the model
+    local model
+    model=$(find_bin test_cuda_model)
+    [ -n "$model" ] && stage "memcheck model (fp32 + bf16)" sanitize.log 240 compute-sanitizer \
+        --tool memcheck --error-exitcode 9 "$model"
 }
 
 stages=("$@")

@@ -599,9 +599,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "CPU backend: %s\n", gptx_last_error());
         return 1;
     }
-    const char *precisions[] = {"fp32", "tf32", "bf16"};
+    /* bf16 stores activations as bf16: covered at the model level (test_cuda_model,
+     * test_reference_cuda, test_cuda_train), not by these fp32-buffer tests */
+    const char *precisions[] = {"fp32", "tf32"};
     printf("test_cuda_kernels on %s\n", CUDA_TEST_KIND);
-    for (int pi = 0; pi < 3; pi++) {
+    for (int pi = 0; pi < 2; pi++) {
         p.precision = precisions[pi];
         int rc = cuda_test_backend(&p.cu, p.precision);
         if (rc == GPTX_ERR_UNSUPPORTED) {
