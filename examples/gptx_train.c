@@ -207,6 +207,8 @@ int main(int argc, char **argv) {
                  : !strcmp(o.backend, "auto") ? GPTX_BACKEND_AUTO : GPTX_BACKEND_CPU;
     co.num_threads = o.threads;
     co.deterministic = 1;
+    co.precision = gptx_precision_from_name(o.precision); /* validated by the option parser */
+    co.stochastic_rounding = o.stochastic_rounding;
     if (launch.world_size > 1) {
         co.device = launch.local_rank; /* one GPU per process */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -325,7 +327,8 @@ int main(int argc, char **argv) {
     TRY(gptx_timer_create(&e2e_timer, ctx, GPTX_TIMER_END_TO_END));
     if (R == 0) {
         printf("gptx-train %s | backend %s, %d threads, precision %s\n", gptx_version(),
-               gptx_context_backend_name(ctx), gptx_context_num_threads(ctx), o.precision);
+               gptx_context_backend_name(ctx), gptx_context_num_threads(ctx),
+               gptx_precision_name(gptx_context_precision(ctx)));
         printf("data %s: %lld training tokens, %lld windows of %d+1, %lld batches/epoch%s\n", data_name,
                (long long)ti.total_tokens, (long long)ti.total_windows, T,
                (long long)ti.batches_per_epoch, val ? "" : " (no validation data)");

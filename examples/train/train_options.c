@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gptx/gptx.h"
+
 #ifndef GPTX_DATA_DIR
 #define GPTX_DATA_DIR "data"
 #endif
@@ -60,7 +62,10 @@ static void usage(void) {
         "  --resume FILE          continue from a training checkpoint\n"
         "machine:\n"
         "  --backend NAME         cpu (default), cuda or auto\n"
-        "  --precision NAME       fp32 (the only policy of the CPU backend; default)\n"
+        "  --precision NAME       default (the backend's: cpu fp32, cuda bf16), fp32, tf32, bf16\n"
+        "                         (bf16 activations, fp32 master weights and moments) or bf16_pure\n"
+        "                         (CUDA only but fp32; docs/cuda.md); recorded in checkpoints\n"
+        "  --stochastic-rounding B  1 = bf16_pure rounds updates stochastically (default 0)\n"
         "  --threads N            CPU threads, 0 = all cores (default 0; data parallel: the\n"
         "                         node's cores divided among its ranks)\n"
         "  --seed N               initialisation, data order and sampling seed (default 1337)\n"
@@ -112,7 +117,7 @@ int train_options_parse(train_options *o, int argc, char **argv) {
         .beta2 = 0.95f, .schedule = SCHEDULE_COSINE, .eval_every = 50, .eval_batches = 8,
         .sample_tokens = 48, .top_k = 40, .log_every = 10, .temperature = 0.8f, .top_p = 1.0f,
         .prompt = "Every effort moves you", .out_dir = "out", .checkpoint_every = -1,
-        .backend = "cpu", .precision = "fp32", .threads = 0, .seed = 1337, .comm_timeout = 600};
+        .backend = "cpu", .precision = "default", .threads = 0, .seed = 1337, .comm_timeout = 600};
     int steps_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
@@ -172,8 +177,13 @@ int train_options_parse(train_options *o, int argc, char **argv) {
             o->backend = v;
         }
         else if (!strcmp(k, "--precision")) {
-            if (strcmp(v, "fp32")) rc = bad(k, v, "only fp32 is available in this build");
+            if (gptx_precision_from_name(v) < 0)
+                rc = bad(k, v, "expected default, fp32, tf32, bf16 or bf16_pure");
             o->precision = v;
+        }
+        else if (!strcmp(k, "--stochastic-rounding")) {
+            rc = parse_int(k, v, 0, &o->stochastic_rounding);
+            if (!rc && o->stochastic_rounding > 1) rc = bad(k, v, "expected 0 or 1");
         }
         else if (!strcmp(k, "--threads")) rc = parse_int(k, v, 0, &o->threads);
         else if (!strcmp(k, "--comm-timeout")) rc = parse_float(k, v, 0.0, 1e9, &o->comm_timeout);

@@ -29,6 +29,7 @@ typedef struct train_options {
     const char *resume;        /* checkpoint path to resume from */
     /* machine */
     const char *backend, *precision;
+    int stochastic_rounding; /* 0/1, with precision bf16_pure */
     int threads;
     uint64_t seed;
     float comm_timeout;        /* data parallel: seconds a collective may wait */
