@@ -21,6 +21,7 @@ extern "C" {
 GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options *opts);
 GPTX_CUDA_FN void gptx_cuda_destroy(gptx_backend *be);
 GPTX_CUDA_FN int gptx_cuda_num_threads(const gptx_backend *be);
+GPTX_CUDA_FN void *gptx_cuda_compute_stream(gptx_backend *be);
 GPTX_CUDA_FN int gptx_cuda_alloc(gptx_backend *be, size_t bytes, void **ptr);
 GPTX_CUDA_FN void gptx_cuda_free(gptx_backend *be, void *ptr);
 GPTX_CUDA_FN int gptx_cuda_memory_stats(const gptx_backend *be, gptx_memory_stats *stats);
