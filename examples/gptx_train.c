@@ -391,8 +391,11 @@ int main(int argc, char **argv) {
             break;
         }
         /* one optimizer step: grad_accum micro-batches, then AdamW */
-        size_t overlap = W > 1 && o.overlap_mib > 0 ? (size_t)((double)o.overlap_mib * 1048576.0) : 0;
-        if (W > 1 && o.overlap_mib > 0 && overlap == 0) overlap = 1;
+        size_t overlap = 0; /* bucket bytes; 0 = average after backward */
+        if (W > 1 && o.overlap_mib > 0) {
+            overlap = (size_t)((double)o.overlap_mib * 1048576.0);
+            if (overlap == 0) overlap = 1;
+        }
         float lr = lr_at(&o, step, total_steps), norm = 0;
         int K = o.grad_accum;
         int64_t step_tokens = 0;

@@ -451,8 +451,8 @@ int comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, float
     GPTX_TRY(comm_engine_result(c, e->ops->allreduce_host(e, mm, 2, COMM_I64, GPTX_COMM_MAX)));
     *uniform = mm[0] == -mm[1];
     if (mm[0] > INT64_MAX / e->world_size) /* every rank sees the same: all fail alike */
-        return gptx_fail(GPTX_ERR_INVALID, func, "local_tokens up to %lld overflow the global count",
-                         (long long)mm[0]);
+        return gptx_fail(GPTX_ERR_INVALID, func,
+                         "local_tokens up to %lld overflow the global count", (long long)mm[0]);
     *total = mm[0] * e->world_size;
     if (!*uniform) {
         *total = local_tokens;
