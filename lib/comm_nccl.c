@@ -298,9 +298,9 @@ static int bucket_enqueue(nccl_engine *e, nccl_bucket *b, float *buf, size_t cou
                        "ncclAllReduce (bucket)");
     /* an operator may be destroyed once the last call using it returned */
     if (rc == GPTX_OK) rc = drop_op(e, op);
-    if (rc == GPTX_OK && cudaEventRecord(b->done, e->stream) != cudaSuccess)
-        rc = cuda_error(cudaGetLastError(), "cudaEventRecord (bucket)");
-    return rc;
+    if (rc != GPTX_OK) return rc;
+    CUDA_TRY(cudaEventRecord(b->done, e->stream), "cudaEventRecord (bucket)");
+    return GPTX_OK;
 }
 
 static int nccl_bucket_start(comm_engine *base, float *buf, size_t count, float scale,
