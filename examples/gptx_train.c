@@ -292,7 +292,10 @@ int main(int argc, char **argv) {
     ao.beta2 = o.beta2;
     ao.weight_decay = o.weight_decay;
     ao.grad_clip = o.grad_clip;
-    TRY(gptx_optimizer_create(&opt, model, &ao));
+    if (o.zero1) /* moments for this rank's shard only; world size 1: all of them */
+        TRY(gptx_optimizer_create_sharded(&opt, model, &ao, comm));
+    else
+        TRY(gptx_optimizer_create(&opt, model, &ao));
     gptx_sampler_options so;
     gptx_sampler_options_init(&so);
     so.temperature = o.temperature;
@@ -345,9 +348,11 @@ int main(int argc, char **argv) {
             printf("data parallel: %d ranks (%s engine, %d on this node), each with its own "
                    "share of the windows: global batch %d rows = %d tokens/step; batch, "
                    "batches/epoch and threads above are per rank, loss, grad norm, tokens and "
-                   "tokens/s are global\n",
+                   "tokens/s are global%s%s\n",
                    W, gptx_comm_engine_name(comm), gptx_comm_local_world_size(comm),
-                   W * o.batch * o.grad_accum, W * o.batch * T * o.grad_accum);
+                   W * o.batch * o.grad_accum, W * o.batch * T * o.grad_accum,
+                   o.zero1 ? "; ZeRO-1: optimizer state sharded" : "",
+                   o.overlap_mib > 0 ? "; gradient buckets overlapped with backward" : "");
         fflush(stdout);
     }
 
@@ -371,7 +376,17 @@ int main(int argc, char **argv) {
             snprintf(path, sizeof path, "%s/checkpoint.safetensors", o.out_dir);
             ts.lr_schedule_step = step;
             ts.tokens_seen = tokens_seen;
-            ON_RANK0(gptx_checkpoint_save(model, &ts, path), "writing the checkpoint");
+            if (o.zero1) { /* collective: the moments are gathered, rank 0 writes */
+                int rcs = gptx_checkpoint_save(model, &ts, path);
+                if (rcs != GPTX_OK)
+                    fprintf(stderr, "\ngptx-train%s: %s\n  (%s from gptx_checkpoint_save)\n",
+                            rank_label, gptx_last_error(), gptx_status_name(rcs));
+                if (W > 1 ? dp_agree(comm, rcs == GPTX_OK, "writing the checkpoint") != GPTX_OK
+                          : rcs != GPTX_OK)
+                    goto done;
+            } else {
+                ON_RANK0(gptx_checkpoint_save(model, &ts, path), "writing the checkpoint");
+            }
             train_report_line(&rep, "step %lld | checkpoint %s\n", (long long)step, path);
         }
         if (last) {
@@ -379,6 +394,11 @@ int main(int argc, char **argv) {
             break;
         }
         /* one optimizer step: grad_accum micro-batches, then AdamW */
+        size_t overlap = 0; /* bucket bytes; 0 = average after backward */
+        if (W > 1 && o.overlap_mib > 0) {
+            overlap = (size_t)((double)o.overlap_mib * 1048576.0);
+            if (overlap == 0) overlap = 1;
+        }
         float lr = lr_at(&o, step, total_steps), norm = 0;
         int K = o.grad_accum;
         int64_t step_tokens = 0;
@@ -393,13 +413,21 @@ int main(int argc, char **argv) {
             TRY(gptx_dataloader_next(train, &in, &tg, &rows, NULL));
             if (k == 0) TRY(gptx_timer_start(step_timer)); /* data for the first micro-batch is ready */
             TRY(gptx_model_forward(model, in, tg, rows, T, &l));
-            TRY(gptx_model_backward(model, 1.0f / (float)K));
-            loss_sum += l;
             step_tokens += (int64_t)rows * T;
+            if (overlap && k == K - 1) /* reduces buckets while backward runs */
+                TRY(gptx_comm_backward(comm, model, 1.0f / (float)K, step_tokens, overlap));
+            else
+                TRY(gptx_model_backward(model, 1.0f / (float)K));
+            loss_sum += l;
         }
-        /* every rank: the global token-weighted mean gradient (no-op for one rank) */
-        TRY(gptx_comm_average_gradients(comm, model, step_tokens));
-        TRY(gptx_optimizer_step(opt, model, &norm));
+        if (o.zero1) {
+            /* reduce-scatter, AdamW on this rank's shard, all-gather */
+            TRY(gptx_optimizer_step_sharded(opt, model, step_tokens, &norm));
+        } else {
+            /* every rank: the global token-weighted mean gradient (no-op for one rank) */
+            if (!overlap) TRY(gptx_comm_average_gradients(comm, model, step_tokens));
+            TRY(gptx_optimizer_step(opt, model, &norm));
+        }
         TRY(gptx_timer_stop(step_timer, step_tokens));
         double dt = now_seconds() - t0;
         loss = (float)(loss_sum / K);

@@ -165,6 +165,12 @@ typedef struct gptx_backend_ops {
                           const float *v, int N, int C);
     int (*qkv_split)(gptx_backend *be, float *q, float *k, float *v, const float *qkv, int N,
                      int C);
+
+    /* OPTIONAL (NULL: the backend runs everything in order on the host):
+     * the stream all ops are queued on (a cudaStream_t), so a communicator
+     * can order its own stream after the work queued so far without
+     * synchronizing the context (overlapped gradient buckets). */
+    void *(*compute_stream)(gptx_backend *be);
 } gptx_backend_ops;
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void);

@@ -2,7 +2,9 @@
  * gptx checkpoints: safetensors files with canonical tensor names and gptx
  * metadata. "model" files hold the weights; "training" files add the AdamW
  * moments as "optimizer.m.<name>" / "optimizer.v.<name>" and the positions of
- * the optimizer, schedule, sampler and data loaders in __metadata__.
+ * the optimizer, schedule, sampler and data loaders in __metadata__. A
+ * sharded (ZeRO-1) optimizer's moments are gathered to full vectors when
+ * saving and sliced when loading, so its files are the same as any other.
  *
  * Loading validates everything (structure, metadata, names, dtypes, shapes,
  * finiteness) and reads all data into host buffers before it changes any
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm_internal.h"
 #include "errors.h"
 #include "model.h"
 #include "optimizer.h"
@@ -421,16 +424,31 @@ static int read_train_meta(const gptx_st_file *f, train_meta *tm) {
 
 typedef struct save_ctx {
     gptx_context *ctx;
+    const float *host[2]; /* gathered moments of a sharded optimizer (host), or NULL */
+    size_t nparams;
 } save_ctx;
 
-/* entry->src is a device pointer into params or a moment buffer */
+static int in_host(const save_ctx *sc, const float *p) {
+    for (int k = 0; k < 2; k++)
+        if (sc->host[k] && p >= sc->host[k] && p < sc->host[k] + sc->nparams) return 1;
+    return 0;
+}
+
+/* entry->src is a device pointer into params or a moment buffer, or a
+ * pointer into the gathered host moments */
 static int fetch_device(void *ud, const gptx_st_entry *e, float *dst) {
-    gptx_context *ctx = ((save_ctx *)ud)->ctx;
+    const save_ctx *sc = ud;
+    if (in_host(sc, (const float *)e->src)) {
+        memcpy(dst, e->src, e->numel * sizeof(float));
+        return GPTX_OK;
+    }
+    gptx_context *ctx = sc->ctx;
     return ctx->ops->download_f32(ctx->be, dst, (const float *)e->src, e->numel);
 }
 
 typedef struct train_view {
     gptx_optimizer *optimizer;
+    const float *moments[2]; /* full host copies of a sharded optimizer's m, v; else NULL */
     gptx_sampler *sampler;
     gptx_dataloader *loader[2];
     int64_t lr_schedule_step, tokens_seen;
@@ -497,7 +515,8 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
     }
     const char *prefixes[3] = {"", PREFIX_M, PREFIX_V};
     for (int g = 0; g < ngroups; g++) {
-        const float *base = g == 0 ? m->params : g == 1 ? tv->optimizer->m : tv->optimizer->v;
+        const float *base = g == 0 ? m->params : tv->moments[g - 1] ? tv->moments[g - 1]
+                                                 : g == 1 ? tv->optimizer->m : tv->optimizer->v;
         for (int i = 0; i < L->ntensors; i++) {
             const gptx_param_desc *d = &L->tensors[i];
             size_t k = (size_t)g * (size_t)L->ntensors + (size_t)i;
@@ -510,7 +529,7 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
             e[k].src = base + d->offset;
         }
     }
-    save_ctx sc = {m->ctx};
+    save_ctx sc = {m->ctx, {tv ? tv->moments[0] : NULL, tv ? tv->moments[1] : NULL}, L->nparams};
     rc = gptx_st_write(path, e, n, meta->kv, meta->n, fetch_device, &sc);
 done:
     free(meta);
@@ -539,6 +558,23 @@ static int read_train_state(const gptx_train_state *st, gptx_train_state *out) {
                              "gptx_train_state_init");
 }
 
+/* A sharded optimizer's m and v as full host vectors on every rank: each
+ * rank contributes its shard (collective). */
+static int gather_moments(gptx_optimizer *o, float *host[2]) {
+    gptx_context *ctx = o->model->ctx;
+    size_t np = o->model->layout.nparams;
+    for (int k = 0; k < 2; k++) {
+        host[k] = host_alloc(np);
+        if (!host[k]) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu floats)", np);
+        memset(host[k], 0, np * sizeof(float));
+        if (o->shard_count > 0)
+            GPTX_TRY(ctx->ops->download_f32(ctx->be, host[k] + o->shard_offset,
+                                            k == 0 ? o->m : o->v, o->shard_count));
+        GPTX_TRY(comm_allgather_host(o->comm, host[k], np));
+    }
+    return GPTX_OK;
+}
+
 int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st, const char *path) {
     GPTX_CHECK_NULL(model);
     GPTX_CHECK_NULL(path);
@@ -546,9 +582,22 @@ int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st, co
     GPTX_TRY(read_train_state(st, &s));
     if (s.optimizer && s.optimizer->model != model)
         return GPTX_FAIL(GPTX_ERR_MISMATCH, "st->optimizer was created for another model");
-    train_view tv = {s.optimizer, s.sampler, {s.train_loader, s.val_loader}, s.lr_schedule_step,
-                     s.tokens_seen};
-    return save_file(model, &tv, path);
+    train_view tv = {s.optimizer, {NULL, NULL}, s.sampler, {s.train_loader, s.val_loader},
+                     s.lr_schedule_step, s.tokens_seen};
+    if (!s.optimizer || !s.optimizer->comm) return save_file(model, &tv, path);
+    /* sharded (ZeRO-1): collective gather, then rank 0 alone writes the same
+     * file an unsharded optimizer would */
+    GPTX_TRY(comm_usable(s.optimizer->comm, __func__));
+    float *host[2] = {NULL, NULL};
+    int rc = gather_moments(s.optimizer, host);
+    if (rc == GPTX_OK && s.optimizer->comm->engine->rank == 0) {
+        tv.moments[0] = host[0];
+        tv.moments[1] = host[1];
+        rc = save_file(model, &tv, path);
+    }
+    free(host[0]);
+    free(host[1]);
+    return rc;
 }
 
 /* ---- loading --------------------------------------------------------------------- */
@@ -639,17 +688,6 @@ int gptx_model_load_weights(gptx_model *model, const char *path) {
     return rc;
 }
 
-/* Weight decay per range follows the (restored) decay policy, as in
- * gptx_optimizer_create. */
-static void set_decay_ranges(gptx_optimizer *opt, const gptx_layout *L) {
-    const gptx_adamw_options *o = &opt->opts;
-    for (int i = 0; i < L->ntensors && i < opt->nranges; i++) {
-        int decays = o->decay_policy == GPTX_DECAY_ALL ||
-                     (o->decay_policy == GPTX_DECAY_MATRICES && L->tensors[i].ndim == 2);
-        opt->ranges[i].weight_decay = decays ? o->weight_decay : 0.0f;
-    }
-}
-
 /* Sets the loaders and the sampler, or none of them: earlier ones are put
  * back when a later one refuses its state. */
 static int apply_positions(gptx_train_state *s, const train_meta *tm) {
@@ -709,12 +747,14 @@ int gptx_ckpt_load_st(gptx_model *m, gptx_train_state *st_io, const gptx_st_file
     if (rc == GPTX_OK && s.optimizer) {
         gptx_optimizer *o = s.optimizer;
         gptx_context *ctx = m->ctx;
-        rc = ctx->ops->upload_f32(ctx->be, o->m, mom[0], np);
-        if (rc == GPTX_OK) rc = ctx->ops->upload_f32(ctx->be, o->v, mom[1], np);
+        /* a sharded optimizer takes its own slice of the full moments */
+        size_t off = o->shard_offset, cnt = o->shard_count;
+        if (cnt > 0) rc = ctx->ops->upload_f32(ctx->be, o->m, mom[0] + off, cnt);
+        if (rc == GPTX_OK && cnt > 0) rc = ctx->ops->upload_f32(ctx->be, o->v, mom[1] + off, cnt);
         if (rc == GPTX_OK) {
             o->step = tm.opt_step;
             o->opts = tm.opts;
-            set_decay_ranges(o, &m->layout);
+            optimizer_set_decay(o);
         }
     }
     if (rc == GPTX_OK && st_io && tm.has_schedule) {

@@ -20,16 +20,6 @@
 #define DETECT_FAIL(status, ...) gptx_fail((status), "gptx_comm_detect_launch", __VA_ARGS__)
 #define CREATE_FAIL(status, ...) gptx_fail((status), "gptx_comm_create", __VA_ARGS__)
 
-struct gptx_comm {
-    gptx_context *ctx;
-    comm_engine *engine;
-    comm_engine *bootstrap; /* MPI engine that started an NCCL engine under mpirun, or NULL */
-    int failed;             /* a collective failed: the engine is not used again */
-    char failure[256];      /* the first failure's message */
-    float *staging;         /* host copy of the gradients (host engine, device context) */
-    size_t staging_count;
-};
-
 /* ---- launcher detection ----------------------------------------------------- */
 
 void gptx_comm_launch_info_init(gptx_comm_launch_info *info) {
@@ -133,6 +123,21 @@ static int single_allreduce_grads(comm_engine *e, float *b, size_t n, float s, i
     (void)e, (void)b, (void)n, (void)s, (void)u;
     return GPTX_OK; /* the front end never calls it: the scale is always 1 */
 }
+static int single_allgather(comm_engine *e, float *b, size_t n) {
+    (void)e, (void)b, (void)n;
+    return GPTX_OK; /* the one shard is the whole vector */
+}
+static int single_bucket_start(comm_engine *e, float *b, size_t n, float s, int u, void **h) {
+    (void)e, (void)b, (void)n, (void)s, (void)u;
+    *h = NULL; /* never called: world size 1 runs a plain backward */
+    return GPTX_OK;
+}
+static int single_bucket_test(comm_engine *e, void *h, int *done) {
+    (void)e, (void)h;
+    *done = 1;
+    return GPTX_OK;
+}
+static void single_bucket_release(comm_engine *e, void *h) { (void)e, (void)h; }
 
 static const comm_engine_ops single_ops = {
     .name = "single",
@@ -141,6 +146,11 @@ static const comm_engine_ops single_ops = {
     .allreduce_host = single_allreduce_host,
     .broadcast_host = single_broadcast,
     .allreduce_grads = single_allreduce_grads,
+    .reduce_scatter_grads = single_allreduce_grads,
+    .allgather = single_allgather,
+    .bucket_start = single_bucket_start,
+    .bucket_test = single_bucket_test,
+    .bucket_release = single_bucket_release,
 };
 
 static int single_create(comm_engine **out) {
@@ -311,6 +321,7 @@ int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options
     gptx_comm *c = calloc(1, sizeof *c);
     if (!c) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     c->ctx = ctx;
+    c->timeout_s = s.timeout_s;
     int rc = create_engine(c, &s, o.engine);
     if (rc != GPTX_OK) {
         /* a half-made start-up may have peers waiting: release without talking */
@@ -345,7 +356,7 @@ int gptx_comm_local_world_size(const gptx_comm *comm) {
 /* ---- collectives --------------------------------------------------------------------- */
 
 /* Refuses a communicator whose engine already failed once. */
-static int usable(const gptx_comm *c, const char *func) {
+int comm_usable(const gptx_comm *c, const char *func) {
     if (!c->failed) return GPTX_OK;
     return gptx_fail(GPTX_ERR_STATE, func,
                      "an earlier collective failed, so this communicator cannot be used again "
@@ -354,7 +365,7 @@ static int usable(const gptx_comm *c, const char *func) {
 }
 
 /* Marks the communicator failed after an engine error (message already set). */
-static int engine_result(gptx_comm *c, int rc) {
+int comm_engine_result(gptx_comm *c, int rc) {
     if (rc != GPTX_OK && !c->failed) {
         c->failed = 1;
         snprintf(c->failure, sizeof c->failure, "%s", gptx_last_error());
@@ -371,8 +382,8 @@ static int check_op(int op, const char *func) {
 
 int gptx_comm_barrier(gptx_comm *comm) {
     GPTX_CHECK_NULL(comm);
-    GPTX_TRY(usable(comm, __func__));
-    return engine_result(comm, comm->engine->ops->barrier(comm->engine));
+    GPTX_TRY(comm_usable(comm, __func__));
+    return comm_engine_result(comm, comm->engine->ops->barrier(comm->engine));
 }
 
 static int allreduce_host(gptx_comm *comm, void *values, size_t count, int op, comm_dtype t,
@@ -380,9 +391,9 @@ static int allreduce_host(gptx_comm *comm, void *values, size_t count, int op, c
     if (!comm) return gptx_fail(GPTX_ERR_NULL, func, "argument 'comm' is NULL");
     if (!values && count > 0) return gptx_fail(GPTX_ERR_NULL, func, "argument 'values' is NULL");
     GPTX_TRY(check_op(op, func));
-    GPTX_TRY(usable(comm, func));
+    GPTX_TRY(comm_usable(comm, func));
     if (count == 0 || comm->engine->world_size == 1) return GPTX_OK;
-    return engine_result(
+    return comm_engine_result(
         comm, comm->engine->ops->allreduce_host(comm->engine, values, count, t, (gptx_comm_op)op));
 }
 
@@ -400,18 +411,23 @@ int gptx_comm_broadcast(gptx_comm *comm, void *data, size_t bytes, int root) {
     if (root < 0 || root >= comm->engine->world_size)
         return GPTX_FAIL(GPTX_ERR_INVALID, "root is %d; must be in [0, world size %d)", root,
                          comm->engine->world_size);
-    GPTX_TRY(usable(comm, __func__));
+    GPTX_TRY(comm_usable(comm, __func__));
     if (bytes == 0 || comm->engine->world_size == 1) return GPTX_OK;
-    return engine_result(comm, comm->engine->ops->broadcast_host(comm->engine, data, bytes, root));
+    return comm_engine_result(comm,
+                              comm->engine->ops->broadcast_host(comm->engine, data, bytes, root));
 }
 
 /* ---- gradients ------------------------------------------------------------------------ */
+
+int comm_engine_takes_model_buffers(const gptx_comm *c) {
+    return c->engine->device_buffers || context_is_cpu(c->ctx);
+}
 
 /* The engine's view of the gradients: the model's own buffer, or a host copy
  * when the engine needs host memory and the context keeps them on a device. */
 static int grads_for_engine(gptx_comm *c, gptx_model *m, float **buf) {
     size_t n = m->layout.nparams;
-    if (c->engine->device_buffers || context_is_cpu(c->ctx)) {
+    if (comm_engine_takes_model_buffers(c)) {
         *buf = m->grads;
         return GPTX_OK;
     }
@@ -427,6 +443,42 @@ static int grads_for_engine(gptx_comm *c, gptx_model *m, float **buf) {
     return c->ctx->ops->download_f32(c->ctx->be, c->staging, m->grads, n);
 }
 
+int comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, float *scale,
+                     int *uniform, int64_t *total) {
+    comm_engine *e = c->engine;
+    /* max and -min in one collective: equal counts (the usual case) need no sum */
+    int64_t mm[2] = {local_tokens, -local_tokens};
+    GPTX_TRY(comm_engine_result(c, e->ops->allreduce_host(e, mm, 2, COMM_I64, GPTX_COMM_MAX)));
+    *uniform = mm[0] == -mm[1];
+    if (mm[0] > INT64_MAX / e->world_size) /* every rank sees the same: all fail alike */
+        return gptx_fail(GPTX_ERR_INVALID, func,
+                         "local_tokens up to %lld overflow the global count", (long long)mm[0]);
+    *total = mm[0] * e->world_size;
+    if (!*uniform) {
+        *total = local_tokens;
+        GPTX_TRY(
+            comm_engine_result(c, e->ops->allreduce_host(e, total, 1, COMM_I64, GPTX_COMM_SUM)));
+    }
+    *scale = *total > 0 ? (float)((double)local_tokens / (double)*total) : 0.0f;
+    return GPTX_OK;
+}
+
+int comm_allgather_host(gptx_comm *c, float *host, size_t count) {
+    comm_engine *e = c->engine;
+    if (e->world_size == 1 || count == 0) return GPTX_OK;
+    if (!e->device_buffers) return comm_engine_result(c, e->ops->allgather(e, host, count));
+    /* the engine reduces device memory: stage through a context buffer */
+    gptx_context *ctx = c->ctx;
+    float *dev = NULL;
+    int rc = ctx->ops->alloc(ctx->be, count * sizeof(float), (void **)&dev);
+    if (rc != GPTX_OK) return rc;
+    rc = ctx->ops->upload_f32(ctx->be, dev, host, count);
+    if (rc == GPTX_OK) rc = comm_engine_result(c, e->ops->allgather(e, dev, count));
+    if (rc == GPTX_OK) rc = ctx->ops->download_f32(ctx->be, host, dev, count);
+    ctx->ops->free(ctx->be, dev);
+    return rc;
+}
+
 int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t local_tokens) {
     GPTX_CHECK_NULL(comm);
     GPTX_CHECK_NULL(model);
@@ -436,30 +488,19 @@ int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t loca
     if (model->ctx != comm->ctx)
         return GPTX_FAIL(GPTX_ERR_MISMATCH,
                          "the model belongs to another context than the communicator");
-    GPTX_TRY(usable(comm, __func__));
+    GPTX_TRY(comm_usable(comm, __func__));
     comm_engine *e = comm->engine;
     if (e->world_size == 1) return GPTX_OK; /* the mean over one rank is its own gradient */
-
-    /* max and -min in one collective: equal counts (the usual case) need no sum */
-    int64_t mm[2] = {local_tokens, -local_tokens};
-    GPTX_TRY(engine_result(comm, e->ops->allreduce_host(e, mm, 2, COMM_I64, GPTX_COMM_MAX)));
-    int uniform = mm[0] == -mm[1];
-    if (mm[0] > INT64_MAX / e->world_size) /* every rank sees the same: all fail alike */
-        return GPTX_FAIL(GPTX_ERR_INVALID, "local_tokens up to %lld overflow the global count",
-                         (long long)mm[0]);
-    int64_t total = mm[0] * e->world_size;
-    if (!uniform) {
-        total = local_tokens;
-        GPTX_TRY(
-            engine_result(comm, e->ops->allreduce_host(e, &total, 1, COMM_I64, GPTX_COMM_SUM)));
-    }
+    float scale = 0.0f;
+    int uniform = 0;
+    int64_t total = 0;
+    GPTX_TRY(comm_token_scale(comm, local_tokens, __func__, &scale, &uniform, &total));
     size_t n = model->layout.nparams;
     if (total == 0) /* nobody had a target: the mean is empty, use 0 on every rank */
         return model->ctx->ops->fill_f32(model->ctx->be, model->grads, 0.0f, n);
-    float scale = (float)((double)local_tokens / (double)total);
     float *buf = NULL;
     GPTX_TRY(grads_for_engine(comm, model, &buf));
-    GPTX_TRY(engine_result(comm, e->ops->allreduce_grads(e, buf, n, scale, uniform)));
+    GPTX_TRY(comm_engine_result(comm, e->ops->allreduce_grads(e, buf, n, scale, uniform)));
     if (buf != model->grads)
         return model->ctx->ops->upload_f32(model->ctx->be, model->grads, buf, n);
     return GPTX_OK;

@@ -38,7 +38,65 @@ struct comm_engine_ops {
      * bits on every rank. uniform = 1 promises that every rank passes the same
      * scale (an engine may then scale the sum instead of each term). */
     int (*allreduce_grads)(comm_engine *e, float *buf, size_t count, float scale, int uniform);
+
+    /* ZeRO-1 halves of allreduce_grads over buf (count floats, the full flat
+     * vector on every rank), split into shards by comm_shard(): */
+    /* rank r's shard of buf becomes sum over ranks of scale_r * buf_r (same
+     * bits as allreduce_grads gives there); the rest of buf is left undefined */
+    int (*reduce_scatter_grads)(comm_engine *e, float *buf, size_t count, float scale,
+                                int uniform);
+    /* every rank's shard of buf is copied into buf on every rank */
+    int (*allgather)(comm_engine *e, float *buf, size_t count);
+
+    /* Overlapped reduction of one bucket (backward still running): start the
+     * same reduction as allreduce_grads, then test until *done (the handle
+     * is freed then). Buckets are started in the same order on every rank
+     * and several may be in flight. release frees an unfinished handle
+     * after a failure, without communicating. */
+    int (*bucket_start)(comm_engine *e, float *buf, size_t count, float scale, int uniform,
+                        void **handle);
+    int (*bucket_test)(comm_engine *e, void *handle, int *done);
+    void (*bucket_release)(comm_engine *e, void *handle);
 };
+
+/* Rank r's shard of a count-element vector: [lo, hi), the first count % W
+ * ranks one element longer. Every engine and the sharded optimizer use it. */
+static inline void comm_shard(size_t count, int world_size, int rank, size_t *lo, size_t *hi) {
+    size_t W = (size_t)world_size, r = (size_t)rank, base = count / W, extra = count % W;
+    *lo = r * base + (r < extra ? r : extra);
+    *hi = *lo + base + (r < extra);
+}
+
+/* The public handle (lib/comm.c), shared with comm_zero.c, comm_buckets.c
+ * and checkpoint.c. */
+struct gptx_comm {
+    gptx_context *ctx;
+    comm_engine *engine;
+    comm_engine *bootstrap; /* MPI engine that started an NCCL engine under mpirun, or NULL */
+    double timeout_s;       /* the engine's limit per collective (0 = none) */
+    int failed;             /* a collective failed: the engine is not used again */
+    char failure[256];      /* the first failure's message */
+    float *staging;         /* host copy of the gradients (host engine, device context) */
+    size_t staging_count;
+};
+
+/* GPTX_ERR_STATE (reported as func) when an earlier collective failed. */
+int comm_usable(const gptx_comm *c, const char *func);
+/* Marks the communicator failed when rc is an engine error; returns rc. */
+int comm_engine_result(gptx_comm *c, int rc);
+/* 1 when the engine works on the context's own buffers (no host staging). */
+int comm_engine_takes_model_buffers(const gptx_comm *c);
+
+/* The token weighting shared by every gradient reduction: one collective
+ * (two when the counts differ) gives *scale = local_tokens / sum of all
+ * ranks' tokens, *uniform = 1 when every rank passed the same count, and
+ * *total (0 when no rank had a target). Reported as func. */
+int comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, float *scale,
+                     int *uniform, int64_t *total);
+
+/* All ranks' shards (comm_shard) of host[0..count) copied to every rank;
+ * stages through a context buffer for an engine that takes device memory. */
+int comm_allgather_host(gptx_comm *c, float *host, size_t count);
 
 /* What an engine is created from. */
 typedef struct comm_setup {

@@ -4,7 +4,9 @@
  * rank that hangs or vanished turns into GPTX_ERR_BACKEND instead of a hang.
  * Gradients are summed by reduce-scatter + all-gather: each element is added
  * up on exactly one rank and then copied, so every rank holds the same bits
- * whatever algorithm the MPI library picks. */
+ * whatever algorithm the MPI library picks. ZeRO-1 uses the two halves on
+ * their own; overlapped buckets run the pair non-blocking, progressed by
+ * MPI_Test while backward goes on. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -24,6 +26,11 @@
 typedef struct mpi_engine {
     comm_engine base;
     MPI_Comm comm;
+    /* the buckets' all-gathers: each starts when its reduce-scatter is seen
+     * finished, which differs between ranks, so they get a communicator of
+     * their own and start in bucket order (ag_next) to match everywhere */
+    MPI_Comm comm_ag;
+    unsigned long buckets_started, ag_next;
     double timeout_s;
     int *counts, *displs; /* world_size each: this round's chunks */
 } mpi_engine;
@@ -71,6 +78,7 @@ static void mpi_destroy(comm_engine *base, int failed) {
     mpi_engine *e = (mpi_engine *)base;
     /* after a failure the peers may be gone: freeing the communicator or
      * finalizing could wait for them, so the process leaves MPI as it is */
+    if (!failed && e->comm_ag != MPI_COMM_NULL) MPI_Comm_free(&e->comm_ag);
     if (!failed && e->comm != MPI_COMM_NULL) MPI_Comm_free(&e->comm);
     pthread_mutex_lock(&g_mpi_lock);
     g_mpi_users--;
@@ -132,23 +140,31 @@ static int mpi_broadcast(comm_engine *base, void *data, size_t bytes, int root) 
     return GPTX_OK;
 }
 
-static int mpi_allreduce_grads(comm_engine *base, float *buf, size_t count, float scale,
-                               int uniform) {
+/* This round's pieces [at, at + n) of every rank's shard (comm_shard of the
+ * whole count): counts/displs relative to at; ranks outside get 0. */
+static void round_parts(mpi_engine *e, size_t count, size_t at, size_t n) {
+    for (int i = 0; i < e->base.world_size; i++) {
+        size_t lo, hi;
+        comm_shard(count, e->base.world_size, i, &lo, &hi);
+        if (lo < at) lo = at;
+        if (hi > at + n) hi = at + n;
+        e->counts[i] = hi > lo ? (int)(hi - lo) : 0;
+        e->displs[i] = hi > lo ? (int)(lo - at) : 0;
+    }
+}
+
+static int mpi_reduce_scatter_grads(comm_engine *base, float *buf, size_t count, float scale,
+                                    int uniform) {
     mpi_engine *e = (mpi_engine *)base;
-    const int W = e->base.world_size, r = e->base.rank;
+    const int r = e->base.rank;
     if (!uniform && scale != 1.0f)
         for (size_t i = 0; i < count; i++) buf[i] *= scale; /* this rank's token weight */
     for (size_t at = 0; at < count; at += MPI_SEGMENT) {
         size_t n = count - at < MPI_SEGMENT ? count - at : MPI_SEGMENT;
         float *seg = buf + at;
-        int off = 0;
-        for (int i = 0; i < W; i++) {
-            e->counts[i] = (int)(n / (size_t)W + ((size_t)i < n % (size_t)W));
-            e->displs[i] = off;
-            off += e->counts[i];
-        }
+        round_parts(e, count, at, n);
         MPI_Request req;
-        /* in place: rank r's summed chunk lands at the start of seg */
+        /* in place: rank r's summed piece lands at the start of seg */
         MPI_TRY(
             MPI_Ireduce_scatter(MPI_IN_PLACE, seg, e->counts, MPI_FLOAT, MPI_SUM, e->comm, &req),
             "MPI_Ireduce_scatter");
@@ -156,11 +172,123 @@ static int mpi_allreduce_grads(comm_engine *base, float *buf, size_t count, floa
         if (uniform && scale != 1.0f)
             for (int i = 0; i < e->counts[r]; i++) seg[i] *= scale; /* 1/W of the pass */
         if (e->displs[r] > 0) memmove(seg + e->displs[r], seg, (size_t)e->counts[r] * sizeof *seg);
-        MPI_TRY(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, seg, e->counts, e->displs,
+    }
+    return GPTX_OK;
+}
+
+static int mpi_allgather(comm_engine *base, float *buf, size_t count) {
+    mpi_engine *e = (mpi_engine *)base;
+    for (size_t at = 0; at < count; at += MPI_SEGMENT) {
+        size_t n = count - at < MPI_SEGMENT ? count - at : MPI_SEGMENT;
+        round_parts(e, count, at, n);
+        MPI_Request req;
+        MPI_TRY(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf + at, e->counts, e->displs,
                                 MPI_FLOAT, e->comm, &req),
                 "MPI_Iallgatherv");
-        GPTX_TRY(wait_request(e, &req, "gradient all-gather"));
+        GPTX_TRY(wait_request(e, &req, "all-gather"));
     }
+    return GPTX_OK;
+}
+
+/* Each element is added up on exactly one rank (its shard's) and copied to
+ * the others: every rank holds the same bits whatever MPI's algorithm. */
+static int mpi_allreduce_grads(comm_engine *base, float *buf, size_t count, float scale,
+                               int uniform) {
+    GPTX_TRY(mpi_reduce_scatter_grads(base, buf, count, scale, uniform));
+    return mpi_allgather(base, buf, count);
+}
+
+/* One bucket in flight: a reduce-scatter, then (started by the test that
+ * sees it finish) an all-gather, both in place over the bucket; the bucket
+ * is split into shards of its own. */
+typedef struct mpi_bucket {
+    float *buf;
+    size_t count;
+    float scale;
+    /* 0: reduce-scatter in flight, 2: it finished but the all-gather waits
+     * for its turn, 1: all-gather in flight */
+    int uniform, phase;
+    unsigned long seq;  /* start order */
+    MPI_Request req;
+    int *counts, *displs;
+} mpi_bucket;
+
+static void mpi_bucket_release(comm_engine *base, void *handle) {
+    (void)base;
+    mpi_bucket *b = handle;
+    if (!b) return;
+    /* an unfinished request after a failure is left to MPI (the peers may be
+     * gone; MPI_Cancel does not apply to collectives) */
+    free(b->counts);
+    free(b->displs);
+    free(b);
+}
+
+static int mpi_bucket_start(comm_engine *base, float *buf, size_t count, float scale, int uniform,
+                            void **handle) {
+    mpi_engine *e = (mpi_engine *)base;
+    const int W = e->base.world_size;
+    *handle = NULL;
+    if (count > (size_t)INT32_MAX)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "bucket of %zu floats; at most %d", count, INT32_MAX);
+    mpi_bucket *b = calloc(1, sizeof *b);
+    if (b) b->counts = calloc((size_t)W, sizeof *b->counts);
+    if (b) b->displs = calloc((size_t)W, sizeof *b->displs);
+    if (!b || !b->counts || !b->displs) {
+        mpi_bucket_release(base, b);
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    }
+    b->buf = buf;
+    b->count = count;
+    b->scale = scale;
+    b->uniform = uniform;
+    b->seq = e->buckets_started;
+    for (int i = 0; i < W; i++) {
+        size_t lo, hi;
+        comm_shard(count, W, i, &lo, &hi);
+        b->counts[i] = (int)(hi - lo);
+        b->displs[i] = (int)lo;
+    }
+    if (!uniform && scale != 1.0f)
+        for (size_t i = 0; i < count; i++) buf[i] *= scale;
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, b->counts, MPI_FLOAT, MPI_SUM, e->comm,
+                                 &b->req);
+    if (rc != MPI_SUCCESS) {
+        mpi_bucket_release(base, b);
+        return mpi_error(rc, "MPI_Ireduce_scatter (bucket)");
+    }
+    e->buckets_started++;
+    *handle = b;
+    return GPTX_OK;
+}
+
+static int mpi_bucket_test(comm_engine *base, void *handle, int *done) {
+    mpi_engine *e = (mpi_engine *)base;
+    mpi_bucket *b = handle;
+    const int r = e->base.rank;
+    *done = 0;
+    int finished = b->phase == 2;
+    if (!finished) MPI_TRY(MPI_Test(&b->req, &finished, MPI_STATUS_IGNORE), "MPI_Test (bucket)");
+    if (!finished) return GPTX_OK;
+    if (b->phase == 1) {
+        mpi_bucket_release(base, b);
+        *done = 1;
+        return GPTX_OK;
+    }
+    if (b->seq != e->ag_next) { /* an earlier bucket's all-gather must start first */
+        b->phase = 2;
+        return GPTX_OK;
+    }
+    float *own = b->buf; /* rank r's summed piece is at the start */
+    if (b->uniform && b->scale != 1.0f)
+        for (int i = 0; i < b->counts[r]; i++) own[i] *= b->scale;
+    if (b->displs[r] > 0)
+        memmove(b->buf + b->displs[r], own, (size_t)b->counts[r] * sizeof *own);
+    b->phase = 1;
+    e->ag_next++;
+    MPI_TRY(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->buf, b->counts, b->displs,
+                            MPI_FLOAT, e->comm_ag, &b->req),
+            "MPI_Iallgatherv (bucket)");
     return GPTX_OK;
 }
 
@@ -171,6 +299,11 @@ static const comm_engine_ops mpi_ops = {
     .allreduce_host = mpi_allreduce_host,
     .broadcast_host = mpi_broadcast,
     .allreduce_grads = mpi_allreduce_grads,
+    .reduce_scatter_grads = mpi_reduce_scatter_grads,
+    .allgather = mpi_allgather,
+    .bucket_start = mpi_bucket_start,
+    .bucket_test = mpi_bucket_test,
+    .bucket_release = mpi_bucket_release,
 };
 
 /* Initializes MPI for gptx when the program has not; counts the users. */
@@ -198,6 +331,9 @@ static int mpi_setup(mpi_engine *e, const comm_setup *s) {
     MPI_TRY(MPI_Comm_idup(MPI_COMM_WORLD, &e->comm, &req), "MPI_Comm_idup");
     GPTX_TRY(wait_request(e, &req, "communicator start-up (MPI_Comm_idup)"));
     MPI_TRY(MPI_Comm_set_errhandler(e->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    MPI_TRY(MPI_Comm_idup(e->comm, &e->comm_ag, &req), "MPI_Comm_idup");
+    GPTX_TRY(wait_request(e, &req, "communicator start-up (MPI_Comm_idup)"));
+    MPI_TRY(MPI_Comm_set_errhandler(e->comm_ag, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     MPI_TRY(MPI_Comm_rank(e->comm, &e->base.rank), "MPI_Comm_rank");
     MPI_TRY(MPI_Comm_size(e->comm, &e->base.world_size), "MPI_Comm_size");
     const gptx_comm_launch_info *li = &s->launch;
@@ -227,6 +363,7 @@ int comm_mpi_create(comm_engine **out, const comm_setup *s) {
     e->base.ops = &mpi_ops;
     e->base.device_buffers = 0;
     e->comm = MPI_COMM_NULL;
+    e->comm_ag = MPI_COMM_NULL;
     e->timeout_s = s->timeout_s;
     pthread_mutex_lock(&g_mpi_lock);
     int rc = mpi_acquire();

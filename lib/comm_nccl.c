@@ -5,9 +5,13 @@
  * GPTX_ERR_BACKEND and destroy() then aborts the communicator instead of
  * waiting for it.
  *
- * UNVERIFIED: gptx has no CUDA backend yet, so no context can hand this
- * engine device buffers; this file is compiled and linked in CI, but the
- * engine itself has not run (docs/distributed.md). */
+ * ZeRO-1 uses ncclReduceScatter / ncclAllGather (grouped ncclReduce /
+ * ncclBroadcast for uneven shards); overlapped buckets run ncclAllReduce on
+ * the engine's stream, ordered after the compute stream by cudaEvents.
+ *
+ * UNVERIFIED: no GPU was available to the sessions that wrote it; this file
+ * is compiled and linked in CI, but the engine itself has not run
+ * (docs/distributed.md). */
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdlib.h>
@@ -182,6 +186,156 @@ static int nccl_allreduce_grads(comm_engine *base, float *buf, size_t count, flo
     return rc;
 }
 
+/* A pre-multiplied sum for this rank's token weight (plain sum for 1). */
+static int weight_op(nccl_engine *e, float scale, ncclRedOp_t *op) {
+    *op = ncclSum;
+    if (scale == 1.0f) return GPTX_OK;
+    return nccl_call(
+        e, ncclRedOpCreatePreMulSum(op, &scale, ncclFloat32, ncclScalarHostImmediate, e->comm),
+        "ncclRedOpCreatePreMulSum");
+}
+
+static int drop_op(nccl_engine *e, ncclRedOp_t op) {
+    if (op == ncclSum) return GPTX_OK;
+    return nccl_call(e, ncclRedOpDestroy(op, e->comm), "ncclRedOpDestroy");
+}
+
+/* ZeRO-1 reduce-scatter in place over the model's device gradients: equal
+ * shards use ncclReduceScatter (rank r's output at its own offset); uneven
+ * ones (count % W != 0) a group of W ncclReduce calls, one per shard owner,
+ * since NCCL has no reduce-scatter with counts. */
+static int nccl_reduce_scatter_grads(comm_engine *base, float *buf, size_t count, float scale,
+                                     int uniform) {
+    nccl_engine *e = (nccl_engine *)base;
+    (void)uniform;
+    const int W = e->base.world_size;
+    GPTX_TRY(e->ctx->ops->synchronize(e->ctx->be));
+    CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
+    ncclRedOp_t op;
+    GPTX_TRY(weight_op(e, scale, &op));
+    int rc;
+    if (count % (size_t)W == 0) {
+        size_t chunk = count / (size_t)W;
+        rc = nccl_call(e,
+                       ncclReduceScatter(buf, buf + (size_t)e->base.rank * chunk, chunk,
+                                         ncclFloat32, op, e->comm, e->stream),
+                       "ncclReduceScatter (gradients)");
+    } else {
+        rc = nccl_call(e, ncclGroupStart(), "ncclGroupStart");
+        for (int i = 0; i < W && rc == GPTX_OK; i++) {
+            size_t lo, hi;
+            comm_shard(count, W, i, &lo, &hi);
+            rc = nccl_call(e,
+                           ncclReduce(buf + lo, buf + lo, hi - lo, ncclFloat32, op, i, e->comm,
+                                      e->stream),
+                           "ncclReduce (gradient shard)");
+        }
+        if (rc == GPTX_OK) rc = nccl_call(e, ncclGroupEnd(), "ncclGroupEnd");
+    }
+    if (rc == GPTX_OK) rc = wait_done(e, 1, "gradient reduce-scatter");
+    if (rc == GPTX_OK) rc = drop_op(e, op);
+    return rc;
+}
+
+/* In place over a device buffer (parameters after the sharded update):
+ * ncclAllGather for equal shards, else one ncclBroadcast per shard owner. */
+static int nccl_allgather(comm_engine *base, float *buf, size_t count) {
+    nccl_engine *e = (nccl_engine *)base;
+    const int W = e->base.world_size;
+    GPTX_TRY(e->ctx->ops->synchronize(e->ctx->be));
+    CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
+    int rc;
+    if (count % (size_t)W == 0) {
+        size_t chunk = count / (size_t)W;
+        rc = nccl_call(e,
+                       ncclAllGather(buf + (size_t)e->base.rank * chunk, buf, chunk, ncclFloat32,
+                                     e->comm, e->stream),
+                       "ncclAllGather");
+    } else {
+        rc = nccl_call(e, ncclGroupStart(), "ncclGroupStart");
+        for (int i = 0; i < W && rc == GPTX_OK; i++) {
+            size_t lo, hi;
+            comm_shard(count, W, i, &lo, &hi);
+            rc = nccl_call(
+                e, ncclBroadcast(buf + lo, buf + lo, hi - lo, ncclFloat32, i, e->comm, e->stream),
+                "ncclBroadcast (shard)");
+        }
+        if (rc == GPTX_OK) rc = nccl_call(e, ncclGroupEnd(), "ncclGroupEnd");
+    }
+    if (rc == GPTX_OK) rc = wait_done(e, 1, "all-gather");
+    return rc;
+}
+
+/* One bucket on the engine's stream, ordered after the compute stream's
+ * work so far by an event (no host wait); `done` is recorded after it. */
+typedef struct nccl_bucket {
+    cudaEvent_t ready, done;
+} nccl_bucket;
+
+static void nccl_bucket_release(comm_engine *base, void *handle) {
+    (void)base;
+    nccl_bucket *b = handle;
+    if (!b) return;
+    if (b->ready) cudaEventDestroy(b->ready);
+    if (b->done) cudaEventDestroy(b->done);
+    free(b);
+}
+
+static int bucket_enqueue(nccl_engine *e, nccl_bucket *b, float *buf, size_t count, float scale) {
+    CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
+    CUDA_TRY(cudaEventCreateWithFlags(&b->ready, cudaEventDisableTiming), "cudaEventCreate");
+    CUDA_TRY(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "cudaEventCreate");
+    void *compute = e->ctx->ops->compute_stream ? e->ctx->ops->compute_stream(e->ctx->be) : NULL;
+    if (compute) {
+        CUDA_TRY(cudaEventRecord(b->ready, (cudaStream_t)compute), "cudaEventRecord (compute)");
+        CUDA_TRY(cudaStreamWaitEvent(e->stream, b->ready, 0), "cudaStreamWaitEvent");
+    } else {
+        GPTX_TRY(e->ctx->ops->synchronize(e->ctx->be));
+    }
+    ncclRedOp_t op;
+    GPTX_TRY(weight_op(e, scale, &op));
+    int rc = nccl_call(e, ncclAllReduce(buf, buf, count, ncclFloat32, op, e->comm, e->stream),
+                       "ncclAllReduce (bucket)");
+    /* an operator may be destroyed once the last call using it returned */
+    if (rc == GPTX_OK) rc = drop_op(e, op);
+    if (rc != GPTX_OK) return rc;
+    CUDA_TRY(cudaEventRecord(b->done, e->stream), "cudaEventRecord (bucket)");
+    return GPTX_OK;
+}
+
+static int nccl_bucket_start(comm_engine *base, float *buf, size_t count, float scale,
+                             int uniform, void **handle) {
+    nccl_engine *e = (nccl_engine *)base;
+    (void)uniform;
+    *handle = NULL;
+    nccl_bucket *b = calloc(1, sizeof *b);
+    if (!b) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    int rc = bucket_enqueue(e, b, buf, count, scale);
+    if (rc != GPTX_OK) {
+        nccl_bucket_release(base, b);
+        return rc;
+    }
+    *handle = b;
+    return GPTX_OK;
+}
+
+static int nccl_bucket_test(comm_engine *base, void *handle, int *done) {
+    nccl_engine *e = (nccl_engine *)base;
+    nccl_bucket *b = handle;
+    *done = 0;
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(e->comm, &async);
+    if (r != ncclSuccess) return nccl_error(e, r, "ncclCommGetAsyncError");
+    if (async != ncclSuccess && async != ncclInProgress)
+        return nccl_error(e, async, "gradient bucket");
+    cudaError_t q = cudaEventQuery(b->done);
+    if (q == cudaErrorNotReady) return GPTX_OK;
+    if (q != cudaSuccess) return cuda_error(q, "cudaEventQuery (bucket)");
+    nccl_bucket_release(base, b);
+    *done = 1;
+    return GPTX_OK;
+}
+
 static const comm_engine_ops nccl_ops = {
     .name = "nccl",
     .destroy = nccl_destroy,
@@ -189,6 +343,11 @@ static const comm_engine_ops nccl_ops = {
     .allreduce_host = nccl_allreduce_host,
     .broadcast_host = nccl_broadcast,
     .allreduce_grads = nccl_allreduce_grads,
+    .reduce_scatter_grads = nccl_reduce_scatter_grads,
+    .allgather = nccl_allgather,
+    .bucket_start = nccl_bucket_start,
+    .bucket_test = nccl_bucket_test,
+    .bucket_release = nccl_bucket_release,
 };
 
 int comm_nccl_check_context(const comm_setup *s) {

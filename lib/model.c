@@ -570,15 +570,35 @@ int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, 
 
 /* ---- backward --------------------------------------------------------------- */
 
-int gptx_model_backward(gptx_model *m, float loss_scale) {
-    GPTX_CHECK_NULL(m);
+int gptx_model_backward_check(const gptx_model *m, float loss_scale, const char *func) {
     if (m->phase != GPTX_PHASE_FORWARD)
-        return GPTX_FAIL(GPTX_ERR_STATE, "backward needs a successful forward pass first%s",
+        return gptx_fail(GPTX_ERR_STATE, func, "backward needs a successful forward pass first%s",
                          m->phase == GPTX_PHASE_BACKWARD ? " (backward already ran on it)" : "");
     if (!m->have_targets)
-        return GPTX_FAIL(GPTX_ERR_STATE, "the last forward pass had no targets, so there is no loss");
+        return gptx_fail(GPTX_ERR_STATE, func,
+                         "the last forward pass had no targets, so there is no loss");
     if (!isfinite(loss_scale))
-        return GPTX_FAIL(GPTX_ERR_INVALID, "loss_scale is %g; must be finite", (double)loss_scale);
+        return gptx_fail(GPTX_ERR_INVALID, func, "loss_scale is %g; must be finite",
+                         (double)loss_scale);
+    return GPTX_OK;
+}
+
+/* Region [first tensor of layer l, first tensor after it) of the flat buffer. */
+static void layer_region(const gptx_model *m, int l, size_t *lo, size_t *hi) {
+    const gptx_layout *L = &m->layout;
+    *lo = L->tensors[L->layers[l].ln1_w].offset;
+    *hi = l + 1 < m->cfg.n_layer ? L->tensors[L->layers[l + 1].ln1_w].offset
+                                 : L->tensors[L->lnf_w].offset;
+}
+
+int gptx_model_backward(gptx_model *m, float loss_scale) {
+    GPTX_CHECK_NULL(m);
+    return gptx_model_backward_hooked(m, loss_scale, NULL, NULL, __func__);
+}
+
+int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready_fn ready,
+                               void *arg, const char *func) {
+    GPTX_TRY(gptx_model_backward_check(m, loss_scale, func));
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
     const gptx_layout *L = &m->layout;
@@ -596,6 +616,14 @@ int gptx_model_backward(gptx_model *m, float loss_scale) {
                            : ops->fill_f32(be, m->dresidual, 0.0f, BTC));
     GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln,
                                      last, PARAM(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C));
+    /* ln_f (and an untied lm_head, which follows it) are final; a tied head
+     * is wte, which the embedding backward still adds to */
+    if (ready) {
+        size_t lo = L->tensors[L->lnf_w].offset;
+        size_t hi = m->cfg.tied_head ? L->tensors[L->lnf_b].offset + L->tensors[L->lnf_b].numel
+                                     : L->nparams;
+        GPTX_TRY(ready(arg, lo, hi - lo));
+    }
     for (int l = m->cfg.n_layer - 1; l >= 0; l--) {
         const gptx_layer_params *p = &L->layers[l];
         gptx_layer_acts *a = &m->acts[l];
@@ -617,9 +645,19 @@ int gptx_model_backward(gptx_model *m, float loss_scale) {
         GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b),
                                          m->dln, residual, PARAM(m, p->ln1_w), a->ln1_mean,
                                          a->ln1_rstd, N, C));
+        if (ready) {
+            size_t lo, hi;
+            layer_region(m, l, &lo, &hi);
+            GPTX_TRY(ready(arg, lo, hi - lo));
+        }
     }
     GPTX_TRY(ops->embedding_backward(be, GRAD(m, L->wte), GRAD(m, L->wpe), m->dresidual, m->inputs,
                                      B, T, C));
+    if (ready) { /* wte, wpe: the start of the buffer */
+        size_t hi = m->cfg.n_layer > 0 ? L->tensors[L->layers[0].ln1_w].offset
+                                       : L->tensors[L->lnf_w].offset;
+        GPTX_TRY(ready(arg, 0, hi));
+    }
     return GPTX_OK;
 }
 

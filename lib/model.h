@@ -115,4 +115,17 @@ void gptx_model_params_changed(gptx_model *m);
 int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, int T_reserve,
                                    float *host_logits);
 
+/* Called by backward each time a region [offset, offset + count) of the
+ * flat gradient buffer is final: ln_f (+ an untied lm_head) first, then each
+ * layer from the last, then the embeddings (+ a tied head). The regions are
+ * contiguous, reported from the end of the buffer to its start, and cover it
+ * exactly once. On a device the work that produced them may still be queued. */
+typedef int (*gptx_grads_ready_fn)(void *arg, size_t offset, size_t count);
+
+/* The checks of gptx_model_backward, without side effects (reported as func). */
+int gptx_model_backward_check(const gptx_model *m, float loss_scale, const char *func);
+/* gptx_model_backward with a hook (NULL: none); a failing hook stops backward. */
+int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready_fn ready,
+                               void *arg, const char *func);
+
 #endif

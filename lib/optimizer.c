@@ -1,4 +1,5 @@
-/* AdamW over the model's flat parameter buffer: one fused backend pass. */
+/* AdamW over the model's flat parameter buffer (or one rank's shard of it):
+ * one fused backend pass. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,13 +50,24 @@ void gptx_optimizer_destroy(gptx_optimizer *opt) {
     if (opt->m) ctx->ops->free(ctx->be, opt->m);
     if (opt->v) ctx->ops->free(ctx->be, opt->v);
     free(opt->ranges);
+    free(opt->range_tensor);
     free(opt);
 }
 
-int gptx_optimizer_create(gptx_optimizer **out, gptx_model *model, const gptx_adamw_options *in) {
-    GPTX_CHECK_NULL(out);
+void optimizer_set_decay(gptx_optimizer *opt) {
+    const gptx_adamw_options *o = &opt->opts;
+    const gptx_layout *L = &opt->model->layout;
+    for (int r = 0; r < opt->nranges; r++) {
+        const gptx_param_desc *t = &L->tensors[opt->range_tensor[r]];
+        int decays = o->decay_policy == GPTX_DECAY_ALL ||
+                     (o->decay_policy == GPTX_DECAY_MATRICES && t->ndim == 2);
+        opt->ranges[r].weight_decay = decays ? o->weight_decay : 0.0f;
+    }
+}
+
+int optimizer_create_part(gptx_optimizer **out, gptx_model *model, const gptx_adamw_options *in,
+                          size_t offset, size_t count) {
     *out = NULL;
-    GPTX_CHECK_NULL(model);
     gptx_adamw_options o;
     gptx_adamw_options_init(&o);
     if (in)
@@ -67,25 +79,31 @@ int gptx_optimizer_create(gptx_optimizer **out, gptx_model *model, const gptx_ad
     if (!opt) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     opt->model = model;
     opt->opts = o;
+    opt->shard_offset = offset;
+    opt->shard_count = count;
     const gptx_layout *L = &model->layout;
     opt->ranges = calloc((size_t)L->ntensors, sizeof *opt->ranges);
-    if (!opt->ranges) {
-        free(opt);
+    opt->range_tensor = calloc((size_t)L->ntensors, sizeof *opt->range_tensor);
+    if (!opt->ranges || !opt->range_tensor) {
+        gptx_optimizer_destroy(opt);
         return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     }
+    /* each tensor's overlap with the part, split at its bounds */
     for (int i = 0; i < L->ntensors; i++) {
         const gptx_param_desc *t = &L->tensors[i];
-        int decays = o.decay_policy == GPTX_DECAY_ALL ||
-                     (o.decay_policy == GPTX_DECAY_MATRICES && t->ndim == 2);
-        opt->ranges[i] = (gptx_param_range){t->offset, t->numel, decays ? o.weight_decay : 0.0f};
+        size_t lo = t->offset > offset ? t->offset : offset;
+        size_t hi = t->offset + t->numel < offset + count ? t->offset + t->numel : offset + count;
+        if (hi <= lo) continue;
+        opt->ranges[opt->nranges] = (gptx_param_range){lo - offset, hi - lo, 0.0f};
+        opt->range_tensor[opt->nranges++] = i;
     }
-    opt->nranges = L->ntensors;
+    optimizer_set_decay(opt);
     gptx_context *ctx = model->ctx;
-    size_t bytes = L->nparams * sizeof(float);
-    int rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->m);
-    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->v);
-    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->m, 0.0f, L->nparams);
-    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->v, 0.0f, L->nparams);
+    size_t n = count > 0 ? count : 1; /* a rank may own nothing */
+    int rc = ctx->ops->alloc(ctx->be, n * sizeof(float), (void **)&opt->m);
+    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, n * sizeof(float), (void **)&opt->v);
+    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->m, 0.0f, n);
+    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->v, 0.0f, n);
     if (rc != GPTX_OK) {
         gptx_optimizer_destroy(opt);
         return rc;
@@ -94,20 +112,20 @@ int gptx_optimizer_create(gptx_optimizer **out, gptx_model *model, const gptx_ad
     return GPTX_OK;
 }
 
-int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm) {
-    GPTX_CHECK_NULL(opt);
+int gptx_optimizer_create(gptx_optimizer **out, gptx_model *model, const gptx_adamw_options *in) {
+    GPTX_CHECK_NULL(out);
+    *out = NULL;
     GPTX_CHECK_NULL(model);
-    if (model != opt->model)
-        return GPTX_FAIL(GPTX_ERR_MISMATCH, "the optimizer was created for another model");
-    gptx_context *ctx = model->ctx;
-    double sumsq = 0.0;
-    GPTX_TRY(ctx->ops->sum_squares_to_host(ctx->be, &sumsq, model->grads, model->layout.nparams));
-    float norm = (float)sqrt(sumsq);
-    if (grad_norm) *grad_norm = norm;
+    return optimizer_create_part(out, model, in, 0, model->layout.nparams);
+}
+
+int optimizer_update(gptx_optimizer *opt, float norm, const char *func) {
+    gptx_model *model = opt->model;
     if (!isfinite(norm))
-        return GPTX_FAIL(GPTX_ERR_NON_FINITE,
+        return gptx_fail(GPTX_ERR_NON_FINITE, func,
                          "gradient norm is %g; no parameter was updated (step %lld)", (double)norm,
                          (long long)opt->step);
+    gptx_context *ctx = model->ctx;
     const gptx_adamw_options *o = &opt->opts;
     int64_t t = opt->step + 1;
     gptx_adamw_hyper h;
@@ -120,19 +138,38 @@ int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm
     /* same rule as torch.nn.utils.clip_grad_norm_ */
     h.grad_scale = 1.0f;
     if (o->grad_clip > 0.0f && norm > o->grad_clip) h.grad_scale = o->grad_clip / (norm + 1e-6f);
-    if (ctx->opts.fused_adamw) {
-        GPTX_TRY(ctx->ops->adamw(ctx->be, model->params, model->grads, opt->m, opt->v,
-                                 opt->ranges, opt->nranges, &h));
+    float *params = model->params + opt->shard_offset;
+    const float *grads = model->grads + opt->shard_offset;
+    if (opt->nranges > 0 && ctx->opts.fused_adamw) {
+        GPTX_TRY(ctx->ops->adamw(ctx->be, params, grads, opt->m, opt->v, opt->ranges,
+                                 opt->nranges, &h));
     } else {
         /* the unfused variant: one pass (one dispatch) per parameter tensor */
         for (int r = 0; r < opt->nranges; r++)
-            GPTX_TRY(ctx->ops->adamw(ctx->be, model->params, model->grads, opt->m, opt->v,
-                                     &opt->ranges[r], 1, &h));
+            GPTX_TRY(ctx->ops->adamw(ctx->be, params, grads, opt->m, opt->v, &opt->ranges[r], 1,
+                                     &h));
     }
     opt->step = t;
     model->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
     gptx_model_params_changed(model); /* the compute copy follows before the next forward */
     return GPTX_OK;
+}
+
+int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm) {
+    GPTX_CHECK_NULL(opt);
+    GPTX_CHECK_NULL(model);
+    if (model != opt->model)
+        return GPTX_FAIL(GPTX_ERR_MISMATCH, "the optimizer was created for another model");
+    if (opt->comm)
+        return GPTX_FAIL(GPTX_ERR_STATE,
+                         "this optimizer is sharded over a communicator (ZeRO-1): step it with "
+                         "gptx_optimizer_step_sharded, which also averages the gradients");
+    gptx_context *ctx = model->ctx;
+    double sumsq = 0.0;
+    GPTX_TRY(ctx->ops->sum_squares_to_host(ctx->be, &sumsq, model->grads, model->layout.nparams));
+    float norm = (float)sqrt(sumsq);
+    if (grad_norm) *grad_norm = norm;
+    return optimizer_update(opt, norm, __func__);
 }
 
 int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr) {

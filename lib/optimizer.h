@@ -1,4 +1,5 @@
-/* Optimizer internals, shared with the checkpoint code. */
+/* Optimizer internals, shared with the checkpoint code and the sharded
+ * (ZeRO-1) step in comm_zero.c. */
 #ifndef GPTX_OPTIMIZER_H
 #define GPTX_OPTIMIZER_H
 
@@ -10,10 +11,27 @@
 struct gptx_optimizer {
     gptx_model *model; /* the only model this optimizer may update */
     gptx_adamw_options opts;
-    float *m, *v;      /* first and second moments, nparams each (device buffers) */
+    /* The part of the flat parameter buffer this optimizer updates: all of
+     * it, or this rank's shard [shard_offset, shard_offset + shard_count)
+     * when sharded over comm (ZeRO-1). m and v hold shard_count floats each
+     * (device buffers); ranges are relative to shard_offset. */
+    gptx_comm *comm; /* NULL: not sharded */
+    size_t shard_offset, shard_count;
+    float *m, *v;
     gptx_param_range *ranges;
+    int *range_tensor; /* the layout tensor each range belongs to */
     int nranges;
     int64_t step;
 };
+
+/* Creates an optimizer over [offset, offset + count) of model's parameters. */
+int optimizer_create_part(gptx_optimizer **out, gptx_model *model, const gptx_adamw_options *in,
+                          size_t offset, size_t count);
+/* Weight decay per range from opts.decay_policy and opts.weight_decay. */
+void optimizer_set_decay(gptx_optimizer *opt);
+/* One AdamW update of the optimizer's part from grads at the given global
+ * gradient norm (clipped by opts.grad_clip); fails with GPTX_ERR_NON_FINITE
+ * (nothing updated) when the norm is not finite. Reported as func. */
+int optimizer_update(gptx_optimizer *opt, float norm, const char *func);
 
 #endif

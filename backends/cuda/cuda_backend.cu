@@ -260,6 +260,8 @@ GPTX_CUDA_FN int gptx_cuda_reset_peak(gptx_backend *be) {
     return GPTX_OK;
 }
 
+GPTX_CUDA_FN void *gptx_cuda_compute_stream(gptx_backend *be) { return (void *)be->compute; }
+
 GPTX_CUDA_FN int gptx_cuda_synchronize(gptx_backend *be) {
     GPTX_TRY(gptx_cuda_enter(be));
     GPTX_CUDA_TRY(cudaStreamSynchronize(be->copy));

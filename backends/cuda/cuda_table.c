@@ -50,6 +50,7 @@ static const gptx_backend_ops cuda_table = {
     .gelu_backward_unfused = NULL,
     .qkv_interleave = gptx_cuda_qkv_interleave,
     .qkv_split = gptx_cuda_qkv_split,
+    .compute_stream = gptx_cuda_compute_stream,
 };
 
 const gptx_backend_ops *gptx_cuda_backend_ops(void) { return &cuda_table; }

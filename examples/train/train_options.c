@@ -72,7 +72,13 @@ static void usage(void) {
         "data parallel (started by mpirun -np N, or torchrun-style RANK/WORLD_SIZE/... with\n"
         "CUDA; --batch is per rank, rank 0 prints and writes; see docs/distributed.md):\n"
         "  --comm-timeout S       a collective still waiting after S seconds fails the run\n"
-        "                         (a rank died or hangs); 0 = wait forever (default 600)\n",
+        "                         (a rank died or hangs); 0 = wait forever (default 600)\n"
+        "  --zero1 0|1            1 = ZeRO-1: AdamW moments sharded over the ranks (about 1/N\n"
+        "                         of the optimizer memory each), reduce-scatter + all-gather\n"
+        "                         instead of the gradient average (default 0)\n"
+        "  --overlap MIB          > 0: start each bucket of about MIB MiB of final gradients\n"
+        "                         reducing while backward still runs; 0 = average after\n"
+        "                         backward (default 0; not with --zero1)\n",
         GPTX_DATA_DIR, GPTX_DATA_DIR, GPTX_DATA_DIR);
 }
 
@@ -187,6 +193,11 @@ int train_options_parse(train_options *o, int argc, char **argv) {
         }
         else if (!strcmp(k, "--threads")) rc = parse_int(k, v, 0, &o->threads);
         else if (!strcmp(k, "--comm-timeout")) rc = parse_float(k, v, 0.0, 1e9, &o->comm_timeout);
+        else if (!strcmp(k, "--zero1")) {
+            if (strcmp(v, "0") && strcmp(v, "1")) rc = bad(k, v, "expected 0 or 1");
+            o->zero1 = !strcmp(v, "1");
+        }
+        else if (!strcmp(k, "--overlap")) rc = parse_float(k, v, 0.0, 4096.0, &o->overlap_mib);
         else if (!strcmp(k, "--seed")) {
             char *end = NULL;
             errno = 0;
@@ -198,6 +209,8 @@ int train_options_parse(train_options *o, int argc, char **argv) {
         if (rc) return rc;
     }
     if (o->epochs && steps_set) return bad("--epochs", "", "give --steps or --epochs, not both");
+    if (o->zero1 && o->overlap_mib > 0)
+        return bad("--overlap", "", "not with --zero1 (its step reduces the gradients itself)");
     if (o->val_shards && !o->train_shards)
         return bad("--val-shards", o->val_shards, "needs --train-shards");
     return 0;

@@ -33,6 +33,8 @@ typedef struct train_options {
     int threads;
     uint64_t seed;
     float comm_timeout;        /* data parallel: seconds a collective may wait */
+    int zero1;                 /* 1: optimizer state sharded over the ranks (ZeRO-1) */
+    float overlap_mib;         /* > 0: backward overlapped with buckets of this many MiB */
 } train_options;
 
 /* Parses argv into opts. Returns 0 on success, 1 after --help (exit 0),

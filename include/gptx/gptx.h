@@ -498,6 +498,8 @@ typedef struct gptx_train_state {
 } gptx_train_state;
 
 GPTX_API void gptx_train_state_init(gptx_train_state *st);
+/* With a sharded optimizer (gptx_optimizer_create_sharded) in st the save is
+ * collective: every rank of its communicator calls it, rank 0 writes. */
 GPTX_API int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st,
                                   const char *path);
 GPTX_API int gptx_checkpoint_load(gptx_model *model, gptx_train_state *st, const char *path);
@@ -722,6 +724,48 @@ GPTX_API int gptx_comm_broadcast(gptx_comm *comm, void *data, size_t bytes, int 
  * ranks that then step identical optimizers keep bitwise identical
  * parameters. The model must belong to the communicator's context. */
 GPTX_API int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t local_tokens);
+
+/* Backward overlapped with the gradient average: the same as
+ * gptx_model_backward(model, loss_scale) followed by
+ * gptx_comm_average_gradients(comm, model, local_tokens), but each group of
+ * layers whose gradients are final ("bucket", about bucket_bytes; 0 = 4 MiB)
+ * starts its reduction while backward still runs on the earlier layers.
+ * Collective. local_tokens is this rank's target count for the whole
+ * optimizer step (with accumulation: run the other micro-batches with
+ * gptx_model_backward and only the last one with this call, as the
+ * reductions must see the accumulated gradients). With world size 1 it is
+ * gptx_model_backward. Results equal the non-overlapped path to fp32
+ * rounding (buckets split the additions differently) and are bitwise equal
+ * on every rank. Then call gptx_optimizer_step (not with a sharded
+ * optimizer: its step reduces the gradients itself). */
+GPTX_API int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_scale,
+                                int64_t local_tokens, size_t bucket_bytes);
+
+/* ZeRO-1: an optimizer whose AdamW moments are sharded over comm. Rank r
+ * keeps m and v only for its shard of the flat parameter buffer (about
+ * nparams / world size floats each; gptx_optimizer_get_shard says which).
+ * The model must belong to comm's context; the communicator must outlive
+ * the optimizer. GPTX_ERR_UNSUPPORTED for an engine that stages a device
+ * context's gradients through host memory (MPI engine with a CUDA context). */
+GPTX_API int gptx_optimizer_create_sharded(gptx_optimizer **out, gptx_model *model,
+                                           const gptx_adamw_options *opts, gptx_comm *comm);
+/* [*offset, *offset + *count) of the flat parameter buffer is what this
+ * optimizer updates: everything for an unsharded one. */
+GPTX_API int gptx_optimizer_get_shard(const gptx_optimizer *opt, size_t *offset, size_t *count);
+/* One step of a sharded optimizer, in place of gptx_comm_average_gradients
+ * + gptx_optimizer_step (collective): reduce-scatter of the token-weighted
+ * gradients (as gptx_comm_average_gradients weights them), the global norm
+ * from the shards' sums of squares (for clipping; *grad_norm gets it), AdamW
+ * on this rank's shard, all-gather of the parameters. Afterwards the
+ * parameters are bitwise identical on every rank; the gradients outside this
+ * rank's shard are unspecified. gptx_optimizer_step refuses a sharded
+ * optimizer (GPTX_ERR_STATE) and this call an unsharded one
+ * (GPTX_ERR_INVALID). With a sharded optimizer in st, gptx_checkpoint_save
+ * is collective (every rank calls it; rank 0 writes the file, which equals
+ * an unsharded optimizer's); gptx_checkpoint_load reads any training file
+ * (sharded or not, any world size) on every rank, each keeping its slice. */
+GPTX_API int gptx_optimizer_step_sharded(gptx_optimizer *opt, gptx_model *model,
+                                         int64_t local_tokens, float *grad_norm);
 
 #ifdef __cplusplus
 }

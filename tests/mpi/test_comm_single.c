@@ -230,8 +230,73 @@ static int test_single_engine(void) {
     return 0;
 }
 
+/* World size 1: a sharded optimizer owns everything and steps exactly like
+ * gptx_optimizer_step; gptx_comm_backward is gptx_model_backward. Two runs
+ * of 3 steps (one plain, one sharded + gptx_comm_backward) end bit-equal. */
+static int test_single_zero_and_overlap(void) {
+    clear_launcher();
+    gptx_context *ctx = NULL;
+    REQUIRE_OK(make_cpu_context(&ctx, 1));
+    gptx_comm *comm = NULL;
+    REQUIRE_OK(gptx_comm_create(&comm, ctx, NULL));
+    gptx_model_config cfg = small_config();
+    gptx_model *m[2] = {NULL, NULL};
+    gptx_optimizer *o[2] = {NULL, NULL};
+    gptx_adamw_options ao;
+    gptx_adamw_options_init(&ao);
+    ao.lr = 1e-2f;
+    for (int k = 0; k < 2; k++) {
+        REQUIRE_OK(gptx_model_create(&m[k], ctx, &cfg));
+        REQUIRE_OK(gptx_model_init_random(m[k], 5));
+    }
+    REQUIRE_OK(gptx_optimizer_create(&o[0], m[0], &ao));
+    REQUIRE_OK(gptx_optimizer_create_sharded(&o[1], m[1], &ao, comm));
+    size_t off = 1, cnt = 0, n = gptx_model_num_parameters(m[1]);
+    CHECK_OK(gptx_optimizer_get_shard(o[1], &off, &cnt));
+    CHECK(off == 0 && cnt == n);
+    int32_t in[2 * 8], tg[2 * 8];
+    for (int s = 0; s < 3; s++) {
+        fill_tokens(in, 16, cfg.vocab_size, 10u + (uint32_t)s);
+        fill_tokens(tg, 16, cfg.vocab_size, 20u + (uint32_t)s);
+        float loss = 0, norm[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            REQUIRE_OK(gptx_model_zero_grad(m[k]));
+            REQUIRE_OK(gptx_model_forward(m[k], in, tg, 2, 8, &loss));
+        }
+        CHECK_OK(gptx_model_backward(m[0], 1.0f));
+        CHECK_OK(gptx_comm_backward(comm, m[1], 1.0f, 16, 1));
+        CHECK_OK(gptx_optimizer_step(o[0], m[0], &norm[0]));
+        CHECK_OK(gptx_optimizer_step_sharded(o[1], m[1], 16, &norm[1]));
+        CHECK(norm[0] == norm[1]);
+    }
+    float *p0 = malloc(n * sizeof *p0), *p1 = malloc(n * sizeof *p1);
+    size_t at = 0;
+    for (int i = 0; p0 && p1 && i < gptx_model_num_tensors(m[0]); i++) {
+        gptx_tensor_info ti;
+        gptx_tensor_info_init(&ti);
+        CHECK_OK(gptx_model_tensor_info(m[0], i, &ti));
+        CHECK_OK(gptx_model_get_parameter(m[0], ti.name, p0 + at, ti.numel));
+        CHECK_OK(gptx_model_get_parameter(m[1], ti.name, p1 + at, ti.numel));
+        at += ti.numel;
+    }
+    CHECK(p0 && p1 && memcmp(p0, p1, n * sizeof *p0) == 0);
+    CHECK_STATUS(gptx_optimizer_step(o[1], m[1], NULL), GPTX_ERR_STATE);
+    CHECK_STATUS(gptx_optimizer_step_sharded(o[0], m[0], 16, NULL), GPTX_ERR_INVALID);
+    CHECK_STATUS(gptx_comm_backward(comm, m[0], 1.0f, 16, 0), GPTX_ERR_STATE);
+    free(p0);
+    free(p1);
+    for (int k = 0; k < 2; k++) {
+        gptx_optimizer_destroy(o[k]);
+        gptx_model_destroy(m[k]);
+    }
+    gptx_comm_destroy(comm);
+    gptx_context_destroy(ctx);
+    return 0;
+}
+
 int main(void) {
     test_detect();
     if (test_single_engine()) return 1;
+    if (test_single_zero_and_overlap()) return 1;
     return check_exit("test_comm_single");
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # gptx-train data parallel, end to end: 2 and 3 ranks on the same global
 # batch as one process give the same train and validation losses (fp32
-# tolerance); rank 0 alone prints, and labels its numbers global; a
+# tolerance), also with --zero1 1 and with --overlap; rank 0 alone prints, and labels its numbers global; a
 # checkpoint written under mpirun resumes under mpirun to the uninterrupted
-# run's losses exactly; torchrun-style variables on a CPU context fail with a
+# run's losses exactly (also under ZeRO-1); torchrun-style variables on a CPU context fail with a
 # message that says to use mpirun.
 # usage: train_dp.sh GPTX_TRAIN WORKDIR MPIRUN [MPIRUN ARGS...]
 set -euo pipefail
@@ -18,27 +18,37 @@ common=(--steps 4 --eval-every 2 --eval-batches 3 --sample-tokens 4 --layers 2 -
 "$train" "${common[@]}" --batch 6 --out-dir "$work/single" > "$work/single.log"
 "${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --out-dir "$work/np2" > "$work/np2.log"
 "${mpirun[@]}" -np 3 "$train" "${common[@]}" --batch 2 --out-dir "$work/np3" > "$work/np3.log"
+# ZeRO-1 (2 ranks) and overlapped buckets (3 ranks, 64 KiB: several buckets) on the same
+# global batch (test_mpi_zero covers both at 2 and 3 ranks)
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --zero1 1 --out-dir "$work/zero2" \
+  > "$work/zero2.log"
+"${mpirun[@]}" -np 3 "$train" "${common[@]}" --batch 2 --overlap 0.0625 --out-dir "$work/ovl3" \
+  > "$work/ovl3.log"
 
 losses() { grep -o '"\(train\|val\)_loss": [0-9.]*' "$1/metrics.jsonl" | sed 's/.*: //'; }
-for np in 2 3; do
+for run in np2 np3 zero2 ovl3; do
   # same number of values, each within 2e-5 of the single process
-  if ! paste <(losses "$work/single") <(losses "$work/np$np") | awk '
+  np=${run: -1}
+  if ! paste <(losses "$work/single") <(losses "$work/$run") | awk '
       NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 2e-5) bad = 1; n++ }
       END { exit bad || n < 7 }'; then
-    echo "losses with $np ranks differ from one process:"
-    paste <(losses "$work/single") <(losses "$work/np$np")
+    echo "losses of $run differ from one process:"
+    paste <(losses "$work/single") <(losses "$work/$run")
     exit 1
   fi
-  log="$work/np$np.log"
+  log="$work/$run.log"
   [ "$(grep -c '^gptx-train ' "$log")" -eq 1 ] || { echo "np$np: header not printed once"; exit 1; }
   grep -q "^data parallel: $np ranks (mpi engine" "$log"
   grep -q 'step 4/4 | loss (global) ' "$log"
   grep -q 'val loss (global) ' "$log"
   grep -q 'tok/s (global, training steps)' "$log"
   [ "$(grep -c 'sample: ' "$log")" -eq 1 ] || { echo "np$np: sample not printed once"; exit 1; }
-  echo "ok: $np ranks match one process"
+  echo "ok: $run matches one process"
 done
-paste <(losses "$work/single") <(losses "$work/np2") <(losses "$work/np3")
+grep -q 'ZeRO-1: optimizer state sharded' "$work/zero2.log"
+grep -q 'gradient buckets overlapped' "$work/ovl3.log"
+paste <(losses "$work/single") <(losses "$work/np2") <(losses "$work/np3") \
+  <(losses "$work/zero2") <(losses "$work/ovl3")
 
 # checkpoint at step 2 by rank 0, resumed by both ranks: steps 3-4 as uninterrupted
 "${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --steps 2 --checkpoint-every 2 \
@@ -52,6 +62,18 @@ if [ "$want" != "$got" ]; then
   echo "resumed losses differ:"; echo "$want"; echo "---"; echo "$got"; exit 1
 fi
 echo "ok: resume under mpirun"
+
+# ZeRO-1: the checkpoint (moments gathered, rank 0 writes) resumes to the same losses
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --steps 2 --checkpoint-every 2 --zero1 1 \
+  --out-dir "$work/zpart" > "$work/zpart1.log"
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --zero1 1 \
+  --resume "$work/zpart/checkpoint.safetensors" --out-dir "$work/zpart2" > "$work/zpart2.log"
+want=$(grep -o '"train_loss": [0-9.]*' "$work/zero2/metrics.jsonl" | tail -n 2)
+got=$(grep -o '"train_loss": [0-9.]*' "$work/zpart2/metrics.jsonl")
+if [ "$want" != "$got" ]; then
+  echo "ZeRO-1 resumed losses differ:"; echo "$want"; echo "---"; echo "$got"; exit 1
+fi
+echo "ok: ZeRO-1 checkpoint resume under mpirun"
 
 # torchrun-style variables with a CPU context: a clear error, no hang
 set +e
