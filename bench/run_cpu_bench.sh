@@ -26,7 +26,7 @@ mkdir -p "$OUT_DIR"
 
 train="$BUILD_DIR/bench/gptx-bench-train"
 sgemm="$BUILD_DIR/bench/gptx-bench-sgemm"
-for exe in "$train" "$sgemm"; do
+for exe in "$train" "$sgemm" "$BUILD_DIR/bench/gptx-bench-gemm-ceiling"; do
   if [[ ! -x "$exe" ]]; then
     echo "run_cpu_bench.sh: $exe not found; build first:" >&2
     echo "  cmake -S $root -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release -DGPTX_BUILD_TESTS=OFF" >&2
@@ -50,6 +50,11 @@ run() { # name, command...
 }
 
 run sgemm "$sgemm" --threads "$THREADS" --n 2048 --warmup 3 --reps 10 --json "$OUT_DIR/sgemm.json"
+ceiling="$BUILD_DIR/bench/gptx-bench-gemm-ceiling"
+for cfg in small gpt2-124M-short; do
+  run "products alone ($cfg)" "$ceiling" --config "$cfg" --threads "$THREADS" --reps 5 \
+    --json "$OUT_DIR/ceiling-$cfg.json"
+done
 run "gptx small" "$train" --config small --threads "$THREADS" \
   --warmup "$SMALL_WARMUP" --steps "$SMALL_STEPS" --json "$OUT_DIR/gptx-small.json"
 if [[ "${SKIP_TORCH:-0}" != 1 ]]; then
@@ -92,6 +97,19 @@ for cfg in ("small", "gpt2-124M-short"):
           f"| {100 * g['gflops'] / rate:.0f} % | {ttok} | {tgf} | {ratio} "
           f"| {g['step_median_s']:.3f} s | {g['cold_step_s']:.3f} s "
           f"| {g['mem_peak_bytes'] / MiB:.0f} MiB | {g['max_rss_bytes'] / MiB:.0f} MiB | {trss} |")
+print()
+print("Products alone (gptx-bench-gemm-ceiling: the weight products of one step, back to back, "
+      "nothing else): the most any step that uses OpenBLAS at these shapes can reach.\n")
+print("| config | OpenBLAS threads | split by the pool (as gptx) | best, % of sgemm | gptx step, % of best |")
+print("|---|---:|---:|---:|---:|")
+for cfg in ("small", "gpt2-124M-short"):
+    c, g = load("ceiling-" + cfg), load("gptx-" + cfg)
+    if c is None:
+        continue
+    best = max(c["ceiling_openblas_threads_gflops"], c["ceiling_split_gflops"])
+    share = f"{100 * g['gflops'] / best:.0f} %" if g else "-"
+    print(f"| {cfg} | {c['ceiling_openblas_threads_gflops']:.1f} GFLOP/s "
+          f"| {c['ceiling_split_gflops']:.1f} GFLOP/s | {best:.1f} ({100 * best / rate:.0f} %) | {share} |")
 print()
 for cfg in ("small", "gpt2-124M-short"):
     g = load("gptx-" + cfg)
