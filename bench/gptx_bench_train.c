@@ -43,6 +43,7 @@ typedef struct {
     int threads, warmup, steps;
     const char *json;
     uint64_t seed;
+    int separate; /* 1: gptx_model_forward + gptx_model_backward instead of forward_backward */
 } bench_args;
 
 static void usage(FILE *f) {
@@ -51,13 +52,17 @@ static void usage(FILE *f) {
             "                        [--warmup N] [--steps N] [--batch B] [--seq T]\n"
             "                        [--layers L] [--heads H] [--width C] [--vocab V]\n"
             "                        [--padded-vocab Vp] [--seed S] [--json FILE]\n"
+            "                        [--separate 0|1]\n"
             "\n"
             "  --config   small:           V 50257 (Vp 50304), T 256, L 4,  H 4,  C 256, B 4 (default)\n"
             "             gpt2-124M-short: V 50257 (Vp 50304), T 256, L 12, H 12, C 768, B 2\n"
             "  --threads  context num_threads (0 = all online cores; default 0)\n"
             "  --warmup   untimed steps before timing, the cold first step included (default 2, min 1)\n"
             "  --steps    timed steps (default 10)\n"
-            "  --json     also write the results as JSON to FILE\n");
+            "  --json     also write the results as JSON to FILE\n"
+            "  --separate 1 = gptx_model_forward, then gptx_model_backward (forward and backward\n"
+            "             timed apart); 0 = gptx_model_forward_backward, the cross-entropy and its\n"
+            "             gradient in one pass (default 0; same numbers bit for bit)\n");
 }
 
 static int parse_int(const char *flag, const char *s, int min, int *out) {
@@ -123,6 +128,10 @@ static int parse_args(bench_args *a, int argc, char **argv) {
         else if (strcmp(f, "--vocab") == 0) rc = parse_int(f, v, 1, &a->vocab);
         else if (strcmp(f, "--padded-vocab") == 0) rc = parse_int(f, v, 0, &a->padded_vocab);
         else if (strcmp(f, "--json") == 0) a->json = v;
+        else if (strcmp(f, "--separate") == 0) {
+            rc = parse_int(f, v, 0, &a->separate);
+            if (rc == 0 && a->separate > 1) rc = -1;
+        }
         else if (strcmp(f, "--seed") == 0) a->seed = strtoull(v, NULL, 0);
         else {
             fprintf(stderr, "gptx-bench-train: unknown option '%s'\n", f);
@@ -181,7 +190,9 @@ static double vmax(const double *v, int n) {
     } while (0)
 
 enum { PH_ZERO, PH_FWD, PH_BWD, PH_OPT, PH_N };
+/* with forward_backward, "forward" is both passes and "backward" is 0 */
 static const char *phase_names[PH_N] = {"zero_grad", "forward", "backward", "optimizer"};
+static int separate_passes = 0;
 
 /* One training step; ph (if not NULL) receives the time of each phase. */
 static int train_step(gptx_model *model, gptx_optimizer *opt, gptx_context *ctx,
@@ -191,10 +202,16 @@ static int train_step(gptx_model *model, gptx_optimizer *opt, gptx_context *ctx,
     int rc = gptx_model_zero_grad(model);
     if (rc != GPTX_OK) return rc;
     double t1 = now_s();
-    rc = gptx_model_forward(model, inp, tgt, B, T, loss);
-    if (rc != GPTX_OK) return rc;
-    double t2 = now_s();
-    rc = gptx_model_backward(model, 1.0f);
+    double t2;
+    if (separate_passes) {
+        rc = gptx_model_forward(model, inp, tgt, B, T, loss);
+        if (rc != GPTX_OK) return rc;
+        t2 = now_s();
+        rc = gptx_model_backward(model, 1.0f);
+    } else {
+        rc = gptx_model_forward_backward(model, inp, tgt, B, T, 1.0f, loss);
+        t2 = now_s();
+    }
     if (rc != GPTX_OK) return rc;
     double t3 = now_s();
     rc = gptx_optimizer_step(opt, model, NULL);
@@ -242,6 +259,11 @@ int main(int argc, char **argv) {
     a.steps = 10;
     a.seed = 1234;
     if (parse_args(&a, argc, argv) != 0) return 2;
+    separate_passes = a.separate;
+    if (!separate_passes) {
+        phase_names[PH_FWD] = "forward+backward";
+        phase_names[PH_BWD] = "backward (in forward+backward)";
+    }
     int B = a.batch, T = a.seq;
     int explicit_shape = 0;
     {
@@ -321,8 +343,13 @@ int main(int argc, char **argv) {
     printf("parameters  : %zu total, %.0f in weight matrices used by matmuls (lm_head/wte once, "
            "no wpe)\n",
            gptx_model_num_parameters(model), pmat);
-    printf("threads     : %d (context num_threads; OpenBLAS follows it)\n",
+    printf("threads     : %d (context num_threads; the pool splits every product, OpenBLAS runs "
+           "single-threaded)\n",
            gptx_context_num_threads(ctx));
+    printf("passes      : %s\n", separate_passes
+                                       ? "gptx_model_forward, then gptx_model_backward (--separate 1)"
+                                       : "gptx_model_forward_backward (cross-entropy and its "
+                                         "gradient in one pass)");
     printf("steps       : %d warm-up (cold first step included), %d timed\n", a.warmup, a.steps);
     printf("timing scope: training steps only: zero_grad+forward+backward+AdamW, data already in "
            "host memory\n");
@@ -335,9 +362,14 @@ int main(int argc, char **argv) {
     double t0 = now_s();
     CHECK(train_step(model, opt, ctx, inp, tgt, B, T, &loss0, cold_ph));
     double cold = now_s() - t0;
-    printf("cold step   : %.4f s (forward %.4f, backward %.4f; includes activation allocation "
-           "and first touch)\n",
-           cold, cold_ph[PH_FWD], cold_ph[PH_BWD]);
+    if (separate_passes)
+        printf("cold step   : %.4f s (forward %.4f, backward %.4f; includes activation allocation "
+               "and first touch)\n",
+               cold, cold_ph[PH_FWD], cold_ph[PH_BWD]);
+    else
+        printf("cold step   : %.4f s (forward+backward %.4f; includes activation allocation and "
+               "first touch)\n",
+               cold, cold_ph[PH_FWD]);
     fflush(stdout);
     for (int i = 1; i < a.warmup; i++) CHECK(train_step(model, opt, ctx, inp, tgt, B, T, &loss, NULL));
     for (int i = 0; i < a.steps; i++) {
@@ -379,8 +411,8 @@ int main(int argc, char **argv) {
             goto fail;
         }
         fprintf(f, "{\n  \"implementation\": \"gptx\",\n  \"version\": \"%s\",\n", gptx_version());
-        fprintf(f, "  \"config\": \"%s\",\n  \"overrides\": %s,\n", a.config,
-                explicit_shape ? "true" : "false");
+        fprintf(f, "  \"config\": \"%s\",\n  \"overrides\": %s, \"separate_passes\": %s,\n",
+                a.config, explicit_shape ? "true" : "false", separate_passes ? "true" : "false");
         fprintf(f,
                 "  \"vocab\": %d, \"padded_vocab\": %d, \"seq\": %d, \"layers\": %d, \"heads\": %d, "
                 "\"width\": %d, \"batch\": %d,\n",

@@ -412,12 +412,13 @@ int main(int argc, char **argv) {
             int rows;
             TRY(gptx_dataloader_next(train, &in, &tg, &rows, NULL));
             if (k == 0) TRY(gptx_timer_start(step_timer)); /* data for the first micro-batch is ready */
-            TRY(gptx_model_forward(model, in, tg, rows, T, &l));
             step_tokens += (int64_t)rows * T;
-            if (overlap && k == K - 1) /* reduces buckets while backward runs */
+            if (overlap && k == K - 1) { /* reduces buckets while backward runs */
+                TRY(gptx_model_forward(model, in, tg, rows, T, &l));
                 TRY(gptx_comm_backward(comm, model, 1.0f / (float)K, step_tokens, overlap));
-            else
-                TRY(gptx_model_backward(model, 1.0f / (float)K));
+            } else { /* cross-entropy and its gradient in one pass */
+                TRY(gptx_model_forward_backward(model, in, tg, rows, T, 1.0f / (float)K, &l));
+            }
             loss_sum += l;
         }
         if (o.zero1) {

@@ -171,6 +171,12 @@ typedef struct gptx_backend_ops {
      * can order its own stream after the work queued so far without
      * synchronizing the context (overlapped gradient buckets). */
     void *(*compute_stream)(gptx_backend *be);
+    /* OPTIONAL (NULL: crossentropy_forward, then crossentropy_backward):
+     * both in one pass over the logits, with the same results bit for bit;
+     * used by gptx_model_forward_backward, where nobody reads the logits. */
+    int (*crossentropy_fused)(gptx_backend *be, float *losses, float *lse, float *logits,
+                              const int32_t *targets, int N, int V, int Vp, int mask_padded,
+                              float dloss);
 } gptx_backend_ops;
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void);

@@ -469,17 +469,18 @@ static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
     return GPTX_OK;
 }
 
-int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
-                       float *loss) {
-    GPTX_CHECK_NULL(m);
-    GPTX_CHECK_NULL(inputs);
-    if (B <= 0) return GPTX_FAIL(GPTX_ERR_INVALID, "B is %d; must be > 0", B);
-    if (T <= 0) return GPTX_FAIL(GPTX_ERR_INVALID, "T is %d; must be > 0", T);
+/* The forward pass; with fused_scale (targets required), the cross-entropy
+ * also leaves d(fused_scale * mean loss)/dlogits in the logits buffer, for
+ * gptx_model_forward_backward. */
+static int forward_impl(gptx_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                        float *loss, const float *fused_scale, const char *func) {
+    if (B <= 0) return gptx_fail(GPTX_ERR_INVALID, func, "B is %d; must be > 0", B);
+    if (T <= 0) return gptx_fail(GPTX_ERR_INVALID, func, "T is %d; must be > 0", T);
     if (T > m->cfg.context_length)
-        return GPTX_FAIL(GPTX_ERR_SHAPE, "T is %d; exceeds the context length %d", T,
+        return gptx_fail(GPTX_ERR_SHAPE, func, "T is %d; exceeds the context length %d", T,
                          m->cfg.context_length);
     if ((int64_t)B * T > (1 << 24))
-        return GPTX_FAIL(GPTX_ERR_SHAPE, "B*T is %lld; at most %d rows per batch",
+        return gptx_fail(GPTX_ERR_SHAPE, func, "B*T is %lld; at most %d rows per batch",
                          (long long)B * T, 1 << 24);
     size_t BT = (size_t)B * T;
     int64_t counted = 0;
@@ -503,9 +504,15 @@ int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targ
                                     PARAM(m, L->lnf_w), PARAM(m, L->lnf_b), N, C, eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, N, C,
                                  Vp)); // (BT, Vp)
-    GPTX_TRY(ops->crossentropy_forward(be, targets ? m->losses : NULL, m->loss_lse, m->logits,
-                                       targets ? m->targets : NULL, N, V, Vp,
-                                       m->cfg.mask_padded_logits));
+    /* the same expression as in backward, so both paths scale alike */
+    float dloss = fused_scale && counted > 0 ? *fused_scale / (float)counted : 0.0f;
+    if (fused_scale && ops->crossentropy_fused)
+        GPTX_TRY(ops->crossentropy_fused(be, m->losses, m->loss_lse, m->logits, m->targets, N, V,
+                                         Vp, m->cfg.mask_padded_logits, dloss));
+    else
+        GPTX_TRY(ops->crossentropy_forward(be, targets ? m->losses : NULL, m->loss_lse, m->logits,
+                                           targets ? m->targets : NULL, N, V, Vp,
+                                           m->cfg.mask_padded_logits));
     m->B = B;
     m->T = T;
     m->have_targets = targets != NULL;
@@ -517,10 +524,33 @@ int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targ
         m->loss = counted > 0 ? (float)(sum / (double)counted) : 0.0f;
         if (loss) *loss = m->loss;
         if (!isfinite(m->loss))
-            return GPTX_FAIL(GPTX_ERR_NON_FINITE, "loss is %g (not finite)", (double)m->loss);
+            return gptx_fail(GPTX_ERR_NON_FINITE, func, func, "loss is %g (not finite)",
+                             (double)m->loss);
     }
+    if (fused_scale && !ops->crossentropy_fused)
+        GPTX_TRY(ops->crossentropy_backward(be, m->logits, m->loss_lse, m->targets, N, V, Vp,
+                                            dloss));
+    m->dlogits_ready = fused_scale != NULL;
     m->phase = GPTX_PHASE_FORWARD;
     return GPTX_OK;
+}
+
+int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                       float *loss) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(inputs);
+    return forward_impl(m, inputs, targets, B, T, loss, NULL, __func__);
+}
+
+int gptx_model_forward_backward(gptx_model *m, const int32_t *inputs, const int32_t *targets,
+                                int B, int T, float loss_scale, float *loss) {
+    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_NULL(inputs);
+    GPTX_CHECK_NULL(targets);
+    if (!isfinite(loss_scale))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "loss_scale is %g; must be finite", (double)loss_scale);
+    GPTX_TRY(forward_impl(m, inputs, targets, B, T, loss, &loss_scale, __func__));
+    return gptx_model_backward_hooked(m, loss_scale, NULL, NULL, __func__);
 }
 
 /* ---- generation: logits of the last position only ---------------------------- */
@@ -608,7 +638,11 @@ int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready
     float dloss = m->loss_tokens > 0 ? loss_scale / (float)m->loss_tokens : 0.0f;
 
     m->phase = GPTX_PHASE_BACKWARD; /* logits are overwritten from here on */
-    GPTX_TRY(ops->crossentropy_backward(be, m->logits, m->loss_lse, m->targets, N, V, Vp, dloss));
+    if (m->dlogits_ready) /* gptx_model_forward_backward: the cross-entropy did it */
+        m->dlogits_ready = 0;
+    else
+        GPTX_TRY(ops->crossentropy_backward(be, m->logits, m->loss_lse, m->targets, N, V, Vp,
+                                            dloss));
     const float *last = m->cfg.n_layer > 0 ? m->acts[m->cfg.n_layer - 1].residual3 : m->encoded;
     GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, L->lm_head), NULL, m->logits, m->lnf,
                                   PARAM(m, L->lm_head), N, C, Vp));

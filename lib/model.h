@@ -76,6 +76,7 @@ struct gptx_model {
     gptx_layer_acts *acts;     /* n_layer */
     float *lnf, *lnf_mean, *lnf_rstd;
     float *logits;             /* (BT, Vp); becomes dlogits in backward */
+    int dlogits_ready;         /* the last forward left dlogits, not logits (forward_backward) */
     float *losses, *loss_lse;  /* (BT) */
     /* backward scratch */
     float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu;

@@ -137,6 +137,7 @@ static const gptx_backend_ops cpu_ops = {
     .residual_forward = gptx_cpu_residual_forward,
     .crossentropy_forward = gptx_cpu_crossentropy_forward,
     .crossentropy_backward = gptx_cpu_crossentropy_backward,
+    .crossentropy_fused = gptx_cpu_crossentropy_fused,
     .sum_to_host = gptx_cpu_sum_to_host,
     .sum_squares_to_host = gptx_cpu_sum_squares_to_host,
     .adamw = gptx_cpu_adamw,

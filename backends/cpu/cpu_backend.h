@@ -58,6 +58,9 @@ int gptx_cpu_crossentropy_forward(gptx_backend *be, float *losses, float *lse, f
                                   const int32_t *targets, int N, int V, int Vp, int mask_padded);
 int gptx_cpu_crossentropy_backward(gptx_backend *be, float *logits, const float *lse,
                                    const int32_t *targets, int N, int V, int Vp, float dloss);
+int gptx_cpu_crossentropy_fused(gptx_backend *be, float *losses, float *lse, float *logits,
+                                const int32_t *targets, int N, int V, int Vp, int mask_padded,
+                                float dloss);
 int gptx_cpu_sum_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
 int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
 /* Row-major sgemm (cblas argument order; trans_* are 0/1) run by the pool:

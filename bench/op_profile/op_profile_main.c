@@ -89,8 +89,7 @@ int main(int argc, char **argv) {
         CK(gptx_model_zero_grad(m));
         tz += tnow() - a;
         float loss;
-        CK(gptx_model_forward(m, in, in + 1, B, T, &loss));
-        CK(gptx_model_backward(m, 1.0f));
+        CK(gptx_model_forward_backward(m, in, in + 1, B, T, 1.0f, &loss)); /* as the trainer */
         CK(gptx_optimizer_step(o, m, NULL));
     }
     double per = (tnow() - t0) / steps;

@@ -111,6 +111,7 @@ W(int, gptx_cpu_gelu_backward, (gptx_backend *be, float *dinp, const float *inp,
 W(int, gptx_cpu_residual_forward, (gptx_backend *be, float *out, const float *a, const float *b, size_t n), (be, out, a, b, n), "residual_forward", 0)
 W(int, gptx_cpu_crossentropy_forward, (gptx_backend *be, float *losses, float *lse, float *logits, const int32_t *targets, int N, int V, int Vp, int mask_padded), (be, losses, lse, logits, targets, N, V, Vp, mask_padded), "crossentropy_forward", 0)
 W(int, gptx_cpu_crossentropy_backward, (gptx_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int V, int Vp, float dloss), (be, logits, lse, targets, N, V, Vp, dloss), "crossentropy_backward", 0)
+W(int, gptx_cpu_crossentropy_fused, (gptx_backend *be, float *losses, float *lse, float *logits, const int32_t *targets, int N, int V, int Vp, int mask_padded, float dloss), (be, losses, lse, logits, targets, N, V, Vp, mask_padded, dloss), "crossentropy_fused", 0)
 W(int, gptx_cpu_sum_to_host, (gptx_backend *be, double *host_sum, const float *x, size_t n), (be, host_sum, x, n), "sum_to_host (loss)", 0)
 W(int, gptx_cpu_sum_squares_to_host, (gptx_backend *be, double *host_sum, const float *x, size_t n), (be, host_sum, x, n), "sum_squares_to_host (grad norm)", 0)
 W(int, gptx_cpu_adamw, (gptx_backend *be, float *params, const float *grads, float *m, float *v, const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h), (be, params, grads, m, v, ranges, nranges, h), "adamw", 0)

@@ -211,6 +211,16 @@ GPTX_API int gptx_model_forward(gptx_model *model, const int32_t *inputs, const 
 /* Accumulates into the gradients d(loss_scale * mean loss)/d(parameters) of
  * the last forward pass, which must have had targets. Overwrites the logits. */
 GPTX_API int gptx_model_backward(gptx_model *model, float loss_scale);
+/* gptx_model_forward with targets, then gptx_model_backward(loss_scale), in
+ * one call: the same loss and the same gradients, bit for bit, but the
+ * softmax cross-entropy and its gradient are computed in one pass over the
+ * logits (which is then all their buffer holds: gptx_model_get_logits fails
+ * until the next forward). The usual training micro-step. targets must not be
+ * NULL. A non-finite loss returns GPTX_ERR_NON_FINITE (and *loss) before any
+ * gradient has been touched. */
+GPTX_API int gptx_model_forward_backward(gptx_model *model, const int32_t *inputs,
+                                         const int32_t *targets, int B, int T, float loss_scale,
+                                         float *loss);
 GPTX_API int gptx_model_zero_grad(gptx_model *model);
 
 /* Logits of the last forward pass, (B, T, padded_vocab_size) row-major fp32.

@@ -1,6 +1,7 @@
 /* Model-level behaviour on the CPU backend: initialisation, parameter table,
  * padded-vocabulary masking, determinism across thread counts, gradient
- * accumulation, memory accounting and a short training run. */
+ * accumulation, the fused forward_backward, memory accounting and a short
+ * training run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +254,85 @@ static void test_grad_accumulation(gptx_context *ctx) {
     gptx_model_destroy(m);
 }
 
+/* Every gradient tensor of m, concatenated (caller frees). */
+static float *all_grads(gptx_model *m, size_t *total) {
+    size_t n = gptx_model_num_parameters(m), off = 0;
+    float *g = malloc(n * sizeof *g);
+    for (int i = 0; i < gptx_model_num_tensors(m); i++) {
+        gptx_tensor_info info;
+        gptx_tensor_info_init(&info);
+        gptx_model_tensor_info(m, i, &info);
+        CHECK_OK(gptx_model_get_gradient(m, info.name, g + off, info.numel));
+        off += info.numel;
+    }
+    *total = n;
+    return g;
+}
+
+/* gptx_model_forward_backward == forward + backward, bit for bit: masked and
+ * unmasked padding, ignored targets, a negative scale, accumulation. */
+static void test_forward_backward_fused(gptx_context *ctx) {
+    for (int masked = 0; masked <= 1; masked++) {
+        gptx_model_config c = small_config();
+        c.mask_padded_logits = masked;
+        gptx_model *a = NULL, *b = NULL;
+        if (gptx_model_create(&a, ctx, &c) || gptx_model_create(&b, ctx, &c) ||
+            gptx_model_init_random(a, 5) || gptx_model_init_random(b, 5)) {
+            check_failures++;
+            return;
+        }
+        int32_t in[64], tg[64];
+        fill_tokens(in, 64, c.vocab_size, 41);
+        fill_tokens(tg, 64, c.vocab_size, 42);
+        tg[3] = tg[17] = tg[40] = GPTX_IGNORE_INDEX;
+        const float scales[2] = {1.0f, -0.5f};
+        float la[2], lb[2];
+        CHECK_OK(gptx_model_zero_grad(a));
+        CHECK_OK(gptx_model_zero_grad(b));
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(gptx_model_forward(a, in + 32 * k, tg + 32 * k, 2, 16, &la[k]));
+            CHECK_OK(gptx_model_backward(a, scales[k]));
+            CHECK_OK(gptx_model_forward_backward(b, in + 32 * k, tg + 32 * k, 2, 16, scales[k],
+                                                 &lb[k]));
+            CHECK(memcmp(&la[k], &lb[k], sizeof la[k]) == 0);
+        }
+        size_t n = 0;
+        float *ga = all_grads(a, &n), *gb = all_grads(b, &n);
+        size_t differ = 0;
+        double gmax = 0;
+        for (size_t i = 0; i < n; i++) {
+            differ += memcmp(&ga[i], &gb[i], sizeof ga[i]) != 0;
+            gmax = fmax(gmax, fabs(ga[i]));
+        }
+        printf("forward_backward (%s padding): losses %.6f %.6f, %zu of %zu gradient values "
+               "differ from forward + backward\n", masked ? "masked" : "unmasked",
+               (double)lb[0], (double)lb[1], differ, n);
+        CHECK(differ == 0 && gmax > 0);
+        /* the logits buffer holds their gradient now, and backward already ran */
+        float *logits = malloc(32 * 64 * sizeof *logits);
+        CHECK_STATUS(gptx_model_get_logits(b, logits, 32 * 64), GPTX_ERR_STATE);
+        CHECK_STATUS(gptx_model_backward(b, 1.0f), GPTX_ERR_STATE);
+        free(logits);
+        /* bad arguments, and a non-finite loss before any gradient changes */
+        CHECK_STATUS(gptx_model_forward_backward(b, in, NULL, 2, 16, 1.0f, NULL), GPTX_ERR_NULL);
+        CHECK_STATUS(gptx_model_forward_backward(b, in, tg, 2, 16, NAN, NULL), GPTX_ERR_INVALID);
+        float huge_w[16]; /* finite, but ln_f's output overflows to inf */
+        for (int i = 0; i < 16; i++) huge_w[i] = 3e38f;
+        CHECK_OK(gptx_model_set_parameter(b, "ln_f.weight", huge_w, 16));
+        float lossv = 0.0f;
+        CHECK_STATUS(gptx_model_forward_backward(b, in, tg, 2, 16, 1.0f, &lossv),
+                     GPTX_ERR_NON_FINITE);
+        CHECK(!isfinite(lossv));
+        float *gc = all_grads(b, &n);
+        CHECK(memcmp(gb, gc, n * sizeof *gb) == 0);
+        free(ga);
+        free(gb);
+        free(gc);
+        gptx_model_destroy(a);
+        gptx_model_destroy(b);
+    }
+}
+
 static void test_memory_and_training(void) {
     gptx_context *ctx = NULL;
     if (make_cpu_context(&ctx, 2)) { check_failures++; return; }
@@ -309,6 +389,7 @@ int main(void) {
     test_init(ctx);
     test_padded_vocab(ctx);
     test_grad_accumulation(ctx);
+    test_forward_backward_fused(ctx);
     gptx_context_destroy(ctx);
     test_determinism_across_threads();
     test_memory_and_training();
