@@ -524,7 +524,7 @@ static int forward_impl(gptx_model *m, const int32_t *inputs, const int32_t *tar
         m->loss = counted > 0 ? (float)(sum / (double)counted) : 0.0f;
         if (loss) *loss = m->loss;
         if (!isfinite(m->loss))
-            return gptx_fail(GPTX_ERR_NON_FINITE, func, func, "loss is %g (not finite)",
+            return gptx_fail(GPTX_ERR_NON_FINITE, func, "loss is %g (not finite)",
                              (double)m->loss);
     }
     if (fused_scale && !ops->crossentropy_fused)
