@@ -364,6 +364,17 @@ int comm_usable(const gptx_comm *c, const char *func) {
                      c->failure);
 }
 
+int comm_check_reduction(const gptx_comm *c, const gptx_model *model, int64_t local_tokens,
+                         const char *func) {
+    if (local_tokens < 0)
+        return gptx_fail(GPTX_ERR_INVALID, func, "local_tokens is %lld; must be >= 0",
+                         (long long)local_tokens);
+    if (model->ctx != c->ctx)
+        return gptx_fail(GPTX_ERR_MISMATCH, func,
+                         "the model belongs to another context than the communicator");
+    return comm_usable(c, func);
+}
+
 /* Marks the communicator failed after an engine error (message already set). */
 int comm_engine_result(gptx_comm *c, int rc) {
     if (rc != GPTX_OK && !c->failed) {
@@ -482,13 +493,7 @@ int comm_allgather_host(gptx_comm *c, float *host, size_t count) {
 int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t local_tokens) {
     GPTX_CHECK_NULL(comm);
     GPTX_CHECK_NULL(model);
-    if (local_tokens < 0)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "local_tokens is %lld; must be >= 0",
-                         (long long)local_tokens);
-    if (model->ctx != comm->ctx)
-        return GPTX_FAIL(GPTX_ERR_MISMATCH,
-                         "the model belongs to another context than the communicator");
-    GPTX_TRY(comm_usable(comm, __func__));
+    GPTX_TRY(comm_check_reduction(comm, model, local_tokens, __func__));
     comm_engine *e = comm->engine;
     if (e->world_size == 1) return GPTX_OK; /* the mean over one rank is its own gradient */
     float scale = 0.0f;

@@ -91,14 +91,8 @@ int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_scale,
                        int64_t local_tokens, size_t bucket_bytes) {
     GPTX_CHECK_NULL(comm);
     GPTX_CHECK_NULL(model);
-    if (local_tokens < 0)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "local_tokens is %lld; must be >= 0",
-                         (long long)local_tokens);
-    if (model->ctx != comm->ctx)
-        return GPTX_FAIL(GPTX_ERR_MISMATCH,
-                         "the model belongs to another context than the communicator");
+    GPTX_TRY(comm_check_reduction(comm, model, local_tokens, __func__));
     GPTX_TRY(gptx_model_backward_check(model, loss_scale, __func__));
-    GPTX_TRY(comm_usable(comm, __func__));
     comm_engine *e = comm->engine;
     if (e->world_size == 1)
         return gptx_model_backward_hooked(model, loss_scale, NULL, NULL, __func__);

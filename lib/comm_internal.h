@@ -82,6 +82,10 @@ struct gptx_comm {
 
 /* GPTX_ERR_STATE (reported as func) when an earlier collective failed. */
 int comm_usable(const gptx_comm *c, const char *func);
+/* The checks every gradient reduction makes (reported as func): local_tokens
+ * >= 0, the model on the communicator's context, the communicator usable. */
+int comm_check_reduction(const gptx_comm *c, const gptx_model *model, int64_t local_tokens,
+                         const char *func);
 /* Marks the communicator failed when rc is an engine error; returns rc. */
 int comm_engine_result(gptx_comm *c, int rc);
 /* 1 when the engine works on the context's own buffers (no host staging). */

@@ -33,33 +33,6 @@ static int R, W;
 #define B_GLOBAL 6 /* divisible by 2 and 3 */
 #define T_SEQ 8
 
-/* Every parameter (or gradient) of m in canonical order; caller frees. */
-static float *model_values(gptx_model *m, int gradients) {
-    size_t n = gptx_model_num_parameters(m), at = 0;
-    float *v = malloc(n * sizeof *v);
-    for (int i = 0; v && i < gptx_model_num_tensors(m); i++) {
-        gptx_tensor_info ti;
-        gptx_tensor_info_init(&ti);
-        int rc = gptx_model_tensor_info(m, i, &ti);
-        if (rc == GPTX_OK)
-            rc = gradients ? gptx_model_get_gradient(m, ti.name, v + at, ti.numel)
-                           : gptx_model_get_parameter(m, ti.name, v + at, ti.numel);
-        if (rc != GPTX_OK) {
-            free(v);
-            return NULL;
-        }
-        at += ti.numel;
-    }
-    return v;
-}
-
-static int64_t fnv1a(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return (int64_t)(h >> 1);
-}
-
 static double max_abs_diff(const float *a, const float *b, size_t n, double *max_ref) {
     double d = 0, m = 0;
     for (size_t i = 0; i < n; i++) {

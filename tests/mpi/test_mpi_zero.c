@@ -41,32 +41,6 @@ static gptx_model_config odd_config(void) {
     return c;
 }
 
-static float *params_of(gptx_model *m, int gradients) {
-    size_t n = gptx_model_num_parameters(m), at = 0;
-    float *v = malloc(n * sizeof *v);
-    for (int i = 0; v && i < gptx_model_num_tensors(m); i++) {
-        gptx_tensor_info ti;
-        gptx_tensor_info_init(&ti);
-        int rc = gptx_model_tensor_info(m, i, &ti);
-        if (rc == GPTX_OK)
-            rc = gradients ? gptx_model_get_gradient(m, ti.name, v + at, ti.numel)
-                           : gptx_model_get_parameter(m, ti.name, v + at, ti.numel);
-        if (rc != GPTX_OK) {
-            free(v);
-            return NULL;
-        }
-        at += ti.numel;
-    }
-    return v;
-}
-
-static int64_t fnv1a(const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return (int64_t)(h >> 1);
-}
-
 /* 1 when every rank holds the same bytes. */
 static int same_on_all_ranks(const float *v, size_t n) {
     int64_t h[2] = {v ? fnv1a(v, n * sizeof *v) : 0, 0};
@@ -145,7 +119,7 @@ static int step(run *r, int mode, int s, size_t bucket_bytes, double *loss, floa
     float norm = 0;
     if (mode == ZERO) return gptx_optimizer_step_sharded(r->opt, r->m, n, &norm);
     if (mode == PLAIN) GPTX_TRY(gptx_comm_average_gradients(comm, r->m, n));
-    if (grads) *grads = params_of(r->m, 1);
+    if (grads) *grads = model_values(r->m, 1);
     return gptx_optimizer_step(r->opt, r->m, &norm);
 }
 
@@ -189,7 +163,7 @@ static int test_zero(gptx_context *ctx, float clip) {
         worst_ref = fmax(worst_ref, fabs(lz - lr_) / lr_);
         worst_plain = fmax(worst_plain, fabs(lz - lp) / lp);
     }
-    float *pr = params_of(ref.m, 0), *pp = params_of(plain.m, 0), *pz = params_of(zero.m, 0);
+    float *pr = model_values(ref.m, 0), *pp = model_values(plain.m, 0), *pz = model_values(zero.m, 0);
     double d_ref = pr && pz ? max_diff(pr, pz, np) : INFINITY;
     double d_plain = pp && pz ? max_diff(pp, pz, np) : INFINITY;
     if (R == 0)
@@ -242,7 +216,7 @@ static int test_overlap(gptx_context *ctx, size_t bucket_bytes) {
         free(gp);
         free(go);
     }
-    float *pp = params_of(plain.m, 0), *po = params_of(ov.m, 0);
+    float *pp = model_values(plain.m, 0), *po = model_values(ov.m, 0);
     double d = pp && po ? max_diff(pp, po, np) : INFINITY;
     if (R == 0)
         printf("overlap, %d ranks, buckets of %zu bytes: gradient difference %.2e (largest %.3f), "
@@ -299,7 +273,7 @@ static int test_checkpoint(gptx_context *ctx, const char *path) {
         REQUIRE_OK(step(&plain, PLAIN, s, 0, &l, NULL));
     }
     size_t np = gptx_model_num_parameters(full.m);
-    float *pf = params_of(full.m, 0), *ps = params_of(second.m, 0), *pp = params_of(plain.m, 0);
+    float *pf = model_values(full.m, 0), *ps = model_values(second.m, 0), *pp = model_values(plain.m, 0);
     double ds = pf && ps ? max_diff(pf, ps, np) : INFINITY;
     double dp = pf && pp ? max_diff(pf, pp, np) : INFINITY;
     if (R == 0)
