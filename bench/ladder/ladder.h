@@ -19,6 +19,7 @@ typedef struct {
     int fused_qkv;       /* 0/1, as in gptx_context_options */
     int fused_norm_gelu; /* 0/1 */
     int fused_adamw;     /* 0/1 */
+    int fused_ce;        /* 0/1: gptx_model_forward_backward instead of forward, then backward */
     int padded_vocab;    /* 1 = vocab rows padded to shape.padded_vocab, padded logits masked */
     int batch_mult;      /* rows per step = batch_mult * shape.batch */
 } ladder_variant;

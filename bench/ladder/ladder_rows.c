@@ -22,6 +22,7 @@ static void to_flash(ladder_variant *v) { v->attention = GPTX_ATTENTION_FLASH; }
 static void to_fused_qkv(ladder_variant *v) { v->fused_qkv = 1; }
 static void to_fused_norm_gelu(ladder_variant *v) { v->fused_norm_gelu = 1; }
 static void to_fused_adamw(ladder_variant *v) { v->fused_adamw = 1; }
+static void to_fused_ce(ladder_variant *v) { v->fused_ce = 1; }
 static void to_padded(ladder_variant *v) { v->padded_vocab = 1; }
 static void to_batch2(ladder_variant *v) { v->batch_mult = 2; }
 
@@ -29,8 +30,8 @@ static void to_batch2(ladder_variant *v) { v->batch_mult = 2; }
  * logits by ~1e-6 and the held-out loss after a few AdamW steps by far less
  * than 1e-4; the tolerances leave room for larger models but stay below the
  * effect of real bugs (unmasked padded logits at 0 raise the loss by about
- * 47/50257 = 9e-4). The AdamW change does the same arithmetic per element:
- * exact. A bigger batch trains on twice the tokens: its loss is reported,
+ * 47/50257 = 9e-4). The AdamW and cross-entropy changes do the same
+ * arithmetic per element: exact. A bigger batch trains on twice the tokens: its loss is reported,
  * not compared; its logits (the same fixed batch) must still agree. */
 static const ladder_change changes[] = {
     {"flash_attention", "flash attention",
@@ -41,6 +42,9 @@ static const ladder_change changes[] = {
      to_fused_norm_gelu, 1e-4, 1e-4},
     {"fused_adamw", "fused AdamW", "AdamW: one pass per tensor -> one pass over all parameters",
      to_fused_adamw, 0.0, 0.0},
+    {"fused_ce", "fused cross-entropy",
+     "cross-entropy: forward pass, then gradient pass -> one pass over the logits",
+     to_fused_ce, 0.0, 0.0},
     {"padded_vocab", "padded vocab", "vocab 50257 -> padded 50304, padded logits masked",
      to_padded, 1e-4, 1e-4},
     {"batch_2x", "batch 2B", "batch B -> 2B rows per step (twice the tokens per update)",
@@ -62,6 +66,7 @@ static ladder_variant baseline_variant(void) {
                             .fused_qkv = 0,
                             .fused_norm_gelu = 0,
                             .fused_adamw = 0,
+                            .fused_ce = 0,
                             .padded_vocab = 0,
                             .batch_mult = 1};
 }

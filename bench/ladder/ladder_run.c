@@ -47,12 +47,13 @@ void ladder_runner_free(ladder_runner *r) {
 
 /* zero_grad + forward with targets + backward + AdamW: the timed unit */
 static int train_step(gptx_model *m, gptx_optimizer *opt, const ladder_data *d, int64_t step,
-                      int B, int T) {
+                      int B, int T, int fused_ce) {
     const int32_t *in = ladder_data_batch(d, step, B, T);
     float loss = 0.0f;
     int rc = gptx_model_zero_grad(m);
-    if (rc == GPTX_OK) rc = gptx_model_forward(m, in, in + 1, B, T, &loss);
-    if (rc == GPTX_OK) rc = gptx_model_backward(m, 1.0f);
+    if (rc == GPTX_OK && fused_ce) rc = gptx_model_forward_backward(m, in, in + 1, B, T, 1.0f, &loss);
+    if (rc == GPTX_OK && !fused_ce) rc = gptx_model_forward(m, in, in + 1, B, T, &loss);
+    if (rc == GPTX_OK && !fused_ce) rc = gptx_model_backward(m, 1.0f);
     if (rc == GPTX_OK) rc = gptx_optimizer_step(opt, m, NULL);
     return rc;
 }
@@ -142,16 +143,16 @@ void ladder_run_row(ladder_runner *r, const ladder_row *row, ladder_result *res)
     res->create_s = now_s() - t0;
     int64_t step = 0;
     ROW_TRY(gptx_timer_start(timer));
-    ROW_TRY(train_step(model, opt, r->data, step++, B, T));
+    ROW_TRY(train_step(model, opt, r->data, step++, B, T, row->v.fused_ce));
     ROW_TRY(gptx_timer_stop(timer, res->tokens_per_step));
     res->cold_start_s = now_s() - t0;
     ROW_TRY(gptx_timer_interval(timer, 0, &res->first_step_s, NULL));
 
-    for (int w = 0; w < p->warmup; w++) ROW_TRY(train_step(model, opt, r->data, step++, B, T));
+    for (int w = 0; w < p->warmup; w++) ROW_TRY(train_step(model, opt, r->data, step++, B, T, row->v.fused_ce));
     /* each repeat is one timer interval of `steps` steps */
     for (int rep = 0; rep < p->repeats; rep++) {
         ROW_TRY(gptx_timer_start(timer));
-        for (int i = 0; i < p->steps; i++) ROW_TRY(train_step(model, opt, r->data, step++, B, T));
+        for (int i = 0; i < p->steps; i++) ROW_TRY(train_step(model, opt, r->data, step++, B, T, row->v.fused_ce));
         ROW_TRY(gptx_timer_stop(timer, res->tokens_per_step * p->steps));
     }
     gptx_timer_report tr;

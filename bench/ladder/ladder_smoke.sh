@@ -20,14 +20,14 @@ for mode in cumulative isolated; do
   for ext in csv json svg tokens.bin; do
     [[ -s "$prefix.$ext" ]] || err "$mode: $prefix.$ext missing or empty"
   done
-  # 1 baseline + 6 changes + 5 CUDA rows, each a CSV line after the header
+  # 1 baseline + 7 changes + 5 CUDA rows, each a CSV line after the header
   lines=$(wc -l < "$prefix.csv")
-  [[ $lines -eq 13 ]] || err "$mode: $prefix.csv has $lines lines, expected 13"
-  [[ $(grep -c '"PASS' "$prefix.csv") -eq 7 ]] || err "$mode: expected 7 PASS rows in the CSV"
+  [[ $lines -eq 14 ]] || err "$mode: $prefix.csv has $lines lines, expected 14"
+  [[ $(grep -c '"PASS' "$prefix.csv") -eq 8 ]] || err "$mode: expected 8 PASS rows in the CSV"
   [[ $(grep -c '"n/a (' "$prefix.csv") -eq 5 ]] || err "$mode: expected 5 CUDA n/a rows"
   grep -q '"all_pass": true' "$prefix.json" || err "$mode: JSON lacks \"all_pass\": true"
   grep -q '</svg>' "$prefix.svg" || err "$mode: SVG not closed"
-  [[ $(grep -c '<rect x=' "$prefix.svg") -eq 7 ]] || err "$mode: expected 7 bars in the SVG"
+  [[ $(grep -c '<rect x=' "$prefix.svg") -eq 8 ]] || err "$mode: expected 8 bars in the SVG"
   grep -q 'do not multiply' "$prefix.md" || err "$mode: the Markdown lacks the note on speed-ups"
   grep -q 'timing scope: training steps only' "$prefix.md" || err "$mode: no timing scope"
 done
