@@ -19,6 +19,7 @@
 #include "errors.h"
 #include "model.h"
 #include "optimizer.h"
+#include "param_storage.h"
 #include "options.h"
 #include "safetensors.h"
 
@@ -385,6 +386,9 @@ static int read_train_meta(const gptx_st_file *f, train_meta *tm) {
         GPTX_TRY(meta_float(f, "optimizer.eps", &o->eps));
         GPTX_TRY(meta_float(f, "optimizer.weight_decay", &o->weight_decay));
         GPTX_TRY(meta_float(f, "optimizer.grad_clip", &o->grad_clip));
+        /* absent in files from before it was recorded: 0, the default */
+        if (meta_has(f, "optimizer.rounding_seed"))
+            GPTX_TRY(meta_u64(f, "optimizer.rounding_seed", &o->rounding_seed));
         const char *p;
         GPTX_TRY(meta_get(f, "optimizer.decay_policy", &p));
         if (strcmp(p, "matrices") == 0) o->decay_policy = GPTX_DECAY_MATRICES;
@@ -426,7 +430,7 @@ typedef struct save_ctx {
 /* entry->src is a device pointer into params or a moment buffer */
 static int fetch_device(void *ud, const gptx_st_entry *e, float *dst) {
     gptx_context *ctx = ((save_ctx *)ud)->ctx;
-    return ctx->ops->download_f32(ctx->be, dst, (const float *)e->src, e->numel);
+    return gptx_param_download(ctx, dst, (const float *)e->src, e->numel);
 }
 
 typedef struct train_view {
@@ -472,6 +476,7 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
             meta_add(meta, "optimizer.weight_decay", "%.9g", (double)o->weight_decay);
             meta_add(meta, "optimizer.grad_clip", "%.9g", (double)o->grad_clip);
             meta_add(meta, "optimizer.decay_policy", "%s", decay_policy_name(o->decay_policy));
+            meta_add(meta, "optimizer.rounding_seed", "%" PRIu64, o->rounding_seed);
         }
         if (tv->sampler) {
             gptx_sampler_state s;
@@ -497,7 +502,7 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
     }
     const char *prefixes[3] = {"", PREFIX_M, PREFIX_V};
     for (int g = 0; g < ngroups; g++) {
-        const float *base = g == 0 ? m->params : g == 1 ? tv->optimizer->m : tv->optimizer->v;
+        float *base = g == 0 ? m->params : g == 1 ? tv->optimizer->m : tv->optimizer->v;
         for (int i = 0; i < L->ntensors; i++) {
             const gptx_param_desc *d = &L->tensors[i];
             size_t k = (size_t)g * (size_t)L->ntensors + (size_t)i;
@@ -507,7 +512,7 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
             e[k].ndim = d->ndim;
             for (int j = 0; j < d->ndim; j++) e[k].shape[j] = d->shape[j];
             e[k].numel = d->numel;
-            e[k].src = base + d->offset;
+            e[k].src = gptx_param_at(m->ctx, base, d->offset);
         }
     }
     save_ctx sc = {m->ctx};
@@ -571,7 +576,7 @@ static int apply_weights(gptx_model *m, const float *host) {
     gptx_context *ctx = m->ctx;
     m->phase = GPTX_PHASE_NONE;
     gptx_model_params_changed(m);
-    GPTX_TRY(ctx->ops->upload_f32(ctx->be, m->params, host, m->layout.nparams));
+    GPTX_TRY(gptx_param_upload(ctx, m->params, host, m->layout.nparams));
     return ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
 }
 
@@ -709,8 +714,8 @@ int gptx_ckpt_load_st(gptx_model *m, gptx_train_state *st_io, const gptx_st_file
     if (rc == GPTX_OK && s.optimizer) {
         gptx_optimizer *o = s.optimizer;
         gptx_context *ctx = m->ctx;
-        rc = ctx->ops->upload_f32(ctx->be, o->m, mom[0], np);
-        if (rc == GPTX_OK) rc = ctx->ops->upload_f32(ctx->be, o->v, mom[1], np);
+        rc = gptx_param_upload(ctx, o->m, mom[0], np);
+        if (rc == GPTX_OK) rc = gptx_param_upload(ctx, o->v, mom[1], np);
         if (rc == GPTX_OK) {
             o->step = tm.opt_step;
             o->opts = tm.opts;

@@ -7,6 +7,7 @@
 #include "errors.h"
 #include "model.h"
 #include "options.h"
+#include "param_storage.h"
 #include "philox.h"
 
 #define OPS(m) ((m)->ctx->ops)
@@ -108,17 +109,18 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     m->ln_backward = co->fused_norm_gelu ? ops->layernorm_backward : ops->layernorm_backward_unfused;
     m->gelu_fwd = co->fused_norm_gelu ? ops->gelu_forward : ops->gelu_forward_unfused;
     m->gelu_bwd = co->fused_norm_gelu ? ops->gelu_backward : ops->gelu_backward_unfused;
-    gptx_backend_storage st = {sizeof(float), 0};
-    if (ops->storage) ops->storage(ctx->be, &st);
+    gptx_backend_storage st;
+    gptx_context_storage(ctx, &st);
     m->act_bytes = st.act_bytes;
     m->wcopy_bytes = st.wcopy_bytes;
+    m->param_bytes = st.param_bytes;
     m->wcopy_stale = 1;
     int rc = gptx_layout_build(&m->layout, &cfg);
-    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->params);
+    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * m->param_bytes, (void **)&m->params);
     if (rc == GPTX_OK && m->wcopy_bytes)
         rc = ctx->ops->alloc(ctx->be, m->layout.nparams * m->wcopy_bytes, &m->wcopy);
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->grads);
-    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->params, 0.0f, m->layout.nparams);
+    if (rc == GPTX_OK) rc = gptx_param_fill(ctx, m->params, 0.0f, m->layout.nparams);
     if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
     if (rc != GPTX_OK) {
         gptx_model_destroy(m);
@@ -203,7 +205,7 @@ int gptx_model_init_random(gptx_model *m, uint64_t seed) {
             float v = ends_with(t->name, ".weight") ? 1.0f : 0.0f; /* LayerNorm gain, biases */
             for (size_t k = 0; k < t->numel; k++) host[k] = v;
         }
-        rc = OPS(m)->upload_f32(BE(m), m->params + t->offset, host, t->numel);
+        rc = gptx_param_upload(m->ctx, gptx_param_at(m->ctx, m->params, t->offset), host, t->numel);
     }
     free(host);
     gptx_model_params_changed(m);
@@ -335,13 +337,13 @@ static int ensure_attention_mask(gptx_model *m, int T) {
 #define GRAD_OR_NULL(m, idx) ((idx) < 0 ? NULL : GRAD(m, idx))
 
 static const float *weight_at(const gptx_model *m, size_t elems) {
-    if (!m->wcopy) return m->params + elems;
+    if (!m->wcopy) return gptx_param_at(m->ctx, m->params, elems);
     return (const float *)((const char *)m->wcopy + elems * m->wcopy_bytes);
 }
 
 /* `elems` elements past a weight view / an activation view */
 static const float *w_offset(const gptx_model *m, const float *w, size_t elems) {
-    return (const float *)((const char *)w + elems * (m->wcopy ? m->wcopy_bytes : sizeof(float)));
+    return (const float *)((const char *)w + elems * (m->wcopy ? m->wcopy_bytes : m->param_bytes));
 }
 static const float *act_offset(const gptx_model *m, const float *a, size_t elems) {
     return (const float *)((const char *)a + elems * m->act_bytes);
@@ -702,7 +704,7 @@ int gptx_model_get_parameter(const gptx_model *m, const char *name, float *dst, 
     GPTX_CHECK_NULL(dst);
     const gptx_param_desc *t = NULL;
     GPTX_TRY(lookup(m, name, count, &t));
-    return OPS(m)->download_f32(BE(m), dst, m->params + t->offset, count);
+    return gptx_param_download(m->ctx, dst, gptx_param_at(m->ctx, m->params, t->offset), count);
 }
 
 int gptx_model_set_parameter(gptx_model *m, const char *name, const float *src, size_t count) {
@@ -715,7 +717,7 @@ int gptx_model_set_parameter(gptx_model *m, const char *name, const float *src, 
             return GPTX_FAIL(GPTX_ERR_NON_FINITE, "src[%zu] for '%s' is not finite", i, name);
     m->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
     gptx_model_params_changed(m);
-    return OPS(m)->upload_f32(BE(m), m->params + t->offset, src, count);
+    return gptx_param_upload(m->ctx, gptx_param_at(m->ctx, m->params, t->offset), src, count);
 }
 
 int gptx_model_get_gradient(const gptx_model *m, const char *name, float *dst, size_t count) {

@@ -57,7 +57,10 @@ struct gptx_model {
     gptx_context *ctx;
     gptx_model_config cfg;
     gptx_layout layout;
-    float *params, *grads; /* flat device buffers, layout.nparams each */
+    /* flat device buffers, layout.nparams each: params [p] (param_bytes
+     * per element, lib/param_storage.h), grads fp32 */
+    float *params, *grads;
+    size_t param_bytes;
     /* the backend's compute copy of the weights (NULL when the ops read the
      * parameters), wcopy_bytes per element; refreshed before the next
      * forward pass whenever the parameters changed */

@@ -7,6 +7,7 @@
 #include "model.h"
 #include "optimizer.h"
 #include "options.h"
+#include "param_storage.h"
 
 
 void gptx_adamw_options_init(gptx_adamw_options *o) {
@@ -81,11 +82,11 @@ int gptx_optimizer_create(gptx_optimizer **out, gptx_model *model, const gptx_ad
     }
     opt->nranges = L->ntensors;
     gptx_context *ctx = model->ctx;
-    size_t bytes = L->nparams * sizeof(float);
+    size_t bytes = L->nparams * gptx_param_bytes(ctx); /* [p] buffers */
     int rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->m);
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->v);
-    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->m, 0.0f, L->nparams);
-    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->v, 0.0f, L->nparams);
+    if (rc == GPTX_OK) rc = gptx_param_fill(ctx, opt->m, 0.0f, L->nparams);
+    if (rc == GPTX_OK) rc = gptx_param_fill(ctx, opt->v, 0.0f, L->nparams);
     if (rc != GPTX_OK) {
         gptx_optimizer_destroy(opt);
         return rc;
@@ -120,6 +121,8 @@ int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm
     /* same rule as torch.nn.utils.clip_grad_norm_ */
     h.grad_scale = 1.0f;
     if (o->grad_clip > 0.0f && norm > o->grad_clip) h.grad_scale = o->grad_clip / (norm + 1e-6f);
+    h.rounding_seed = o->rounding_seed;
+    h.step = t;
     if (ctx->opts.fused_adamw) {
         GPTX_TRY(ctx->ops->adamw(ctx->be, model->params, model->grads, opt->m, opt->v,
                                  opt->ranges, opt->nranges, &h));

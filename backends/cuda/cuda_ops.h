@@ -27,6 +27,10 @@ GPTX_CUDA_FN int gptx_cuda_download_act(gptx_backend *be, float *host, const flo
 GPTX_CUDA_FN int gptx_cuda_fill_act(gptx_backend *be, float *dst, float value, size_t n);
 GPTX_CUDA_FN int gptx_cuda_convert_weights(gptx_backend *be, float *copy, const float *params,
                                            size_t n);
+GPTX_CUDA_FN int gptx_cuda_upload_param(gptx_backend *be, float *dst, const float *host, size_t n);
+GPTX_CUDA_FN int gptx_cuda_download_param(gptx_backend *be, float *host, const float *src,
+                                          size_t n);
+GPTX_CUDA_FN int gptx_cuda_fill_param(gptx_backend *be, float *dst, float value, size_t n);
 GPTX_CUDA_FN int gptx_cuda_alloc(gptx_backend *be, size_t bytes, void **ptr);
 GPTX_CUDA_FN void gptx_cuda_free(gptx_backend *be, void *ptr);
 GPTX_CUDA_FN int gptx_cuda_memory_stats(const gptx_backend *be, gptx_memory_stats *stats);

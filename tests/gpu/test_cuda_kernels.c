@@ -566,7 +566,7 @@ static void test_adamw(pair *p) {
     gptx_param_range ranges[] = {
         {9100, 10900, 0.0f}, {0, 5000, 0.1f}, {5000, 0, 0.1f}, {5000, 4000, 0.05f}};
     gptx_adamw_hyper h = {
-        1e-3f, 0.9f, 0.95f, 1e-8f, 1.0f - 0.9f * 0.9f * 0.9f, 1.0f - 0.95f * 0.95f * 0.95f, 0.7f};
+        1e-3f, 0.9f, 0.95f, 1e-8f, 1.0f - 0.9f * 0.9f * 0.9f, 1.0f - 0.95f * 0.95f * 0.95f, 0.7f, 0, 3};
     float *pr = hrand(n, 81, -1, 1), *g = hrand(n, 82, -1e-2f, 1e-2f),
           *m = hrand(n, 83, -1e-3f, 1e-3f), *v = hrand(n, 84, 0, 1e-5f);
     float *rp = hcopy(pr, n), *rm = hcopy(m, n), *rv = hcopy(v, n);
