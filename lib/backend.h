@@ -155,6 +155,16 @@ typedef struct gptx_backend_ops {
     int (*host_alloc_pinned)(gptx_backend *be, size_t bytes, void **ptr);
     void (*host_free_pinned)(gptx_backend *be, void *ptr);
 
+    /* OPTIONAL fused residual-add + LayerNorm (NULL: lib/ calls
+     * residual_forward, then layernorm_forward): [act] residual (N, C) =
+     * a + b, then out (N, C) = LayerNorm(residual) as layernorm_forward
+     * computes it from the stored residual, saving mean and rstd (N). The
+     * backward needs no entry: layernorm_backward accumulates into dinp, and
+     * that buffer is the gradient of the residual, of a and of b alike. */
+    int (*residual_layernorm_forward)(gptx_backend *be, float *residual, float *out, float *mean,
+                                      float *rstd, const float *a, const float *b, const float *w,
+                                      const float *bias, int N, int C, float eps);
+
     /* OPTIONAL kernel variants for ablation studies (NULL = the backend does
      * not offer the variant; asking for it fails with GPTX_ERR_UNSUPPORTED).
      * Same shapes and semantics as the fused entries above. */

@@ -109,6 +109,7 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     m->ln_backward = co->fused_norm_gelu ? ops->layernorm_backward : ops->layernorm_backward_unfused;
     m->gelu_fwd = co->fused_norm_gelu ? ops->gelu_forward : ops->gelu_forward_unfused;
     m->gelu_bwd = co->fused_norm_gelu ? ops->gelu_backward : ops->gelu_backward_unfused;
+    m->res_ln_forward = co->fused_norm_gelu ? ops->residual_layernorm_forward : NULL;
     gptx_backend_storage st;
     gptx_context_storage(ctx, &st);
     m->act_bytes = st.act_bytes;
@@ -450,21 +451,38 @@ static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gptx_layer_params *p = &L->layers[l];
         gptx_layer_acts *a = &m->acts[l];
-        GPTX_TRY(m->ln_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
-                                        PARAM(m, p->ln1_w), PARAM(m, p->ln1_b), N, C, eps));
+        /* with the fused op, ln1 of layers > 0 came with the previous residual */
+        if (l == 0 || !m->res_ln_forward)
+            GPTX_TRY(m->ln_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
+                                   PARAM(m, p->ln1_w), PARAM(m, p->ln1_b), N, C, eps));
         GPTX_TRY(qkv_forward(m, p, a, N));          // (BT, 3C)
         GPTX_TRY(attention_forward(m, a, B, T));    // (BT, C)
         GPTX_TRY(ops->matmul_forward(be, a->attproj, a->atty, PARAM(m, p->attn_proj_w),
                                      PARAM(m, p->attn_proj_b), N, C, C));
-        GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BTC));
-        GPTX_TRY(m->ln_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
-                                        PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
+        if (m->res_ln_forward) {
+            GPTX_TRY(m->res_ln_forward(be, a->residual2, a->ln2, a->ln2_mean, a->ln2_rstd, residual,
+                                       a->attproj, PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C,
+                                       eps));
+        } else {
+            GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BTC));
+            GPTX_TRY(m->ln_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
+                                   PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
+        }
         GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b), N, C,
                                      4 * C)); // (BT, 4C)
         GPTX_TRY(m->gelu_fwd(be, a->fch_gelu, a->fch, BTC * 4));
         GPTX_TRY(ops->matmul_forward(be, a->fcproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
                                      PARAM(m, p->fc_proj_b), N, 4 * C, C)); // (BT, C)
-        GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BTC));
+        if (m->res_ln_forward && l + 1 < m->cfg.n_layer) {
+            /* the next layer's ln1 (ln_f stays separate: generation needs only its last row) */
+            const gptx_layer_params *pn = &L->layers[l + 1];
+            gptx_layer_acts *an = &m->acts[l + 1];
+            GPTX_TRY(m->res_ln_forward(be, a->residual3, an->ln1, an->ln1_mean, an->ln1_rstd,
+                                       a->residual2, a->fcproj, PARAM(m, pn->ln1_w),
+                                       PARAM(m, pn->ln1_b), N, C, eps));
+        } else {
+            GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BTC));
+        }
         residual = a->residual3;
     }
     *out = residual;

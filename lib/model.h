@@ -90,6 +90,10 @@ struct gptx_model {
                        const float *inp, const float *w, const float *mean, const float *rstd,
                        int N, int C);
     int (*gelu_fwd)(gptx_backend *be, float *out, const float *inp, size_t n);
+    /* the backend's fused residual-add + LayerNorm, NULL for separate ops */
+    int (*res_ln_forward)(gptx_backend *be, float *residual, float *out, float *mean, float *rstd,
+                          const float *a, const float *b, const float *w, const float *bias, int N,
+                          int C, float eps);
     int (*gelu_bwd)(gptx_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
     float *att_mask;        /* (T, T) additive causal mask for naive attention */
     int att_mask_T;         /* T the mask was built for */

@@ -201,6 +201,55 @@ GPTX_CUDA_FN int gptx_cuda_layernorm_forward(gptx_backend *be, float *out, float
     return GPTX_OK;
 }
 
+/* Fused residual-add + LayerNorm, one warp per row: the lane that stores
+ * residual[c] = a[c] + b[c] reads it back (rounded to the activation type,
+ * as a separate residual kernel would leave it) for the statistics, so the
+ * result is the separate ops' bit for bit and backward sees what forward
+ * normalised. The residual never makes a round trip through memory between
+ * two kernels. */
+template <typename A>
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_residual_layernorm_forward(A *resid, A *out, float *mean, float *rstd, const A *a,
+                                 const A *b, const A *w, const A *bias, int N, int C, float eps) {
+    int lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
+    if (row >= (size_t)N) return; /* whole warp: no barrier follows */
+    A *x = resid + row * C;
+    const A *xa = a + row * C, *xb = b + row * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        gptx_st(&x[c], gptx_ld(xa[c]) + gptx_ld(xb[c]));
+        s += gptx_ld(x[c]);
+    }
+    float m = warp_sum(s) / (float)C;
+    float v = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float d = gptx_ld(x[c]) - m;
+        v += d * d;
+    }
+    float r = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
+    A *o = out + row * C;
+    for (int c = lane; c < C; c += 32)
+        gptx_st(&o[c], (gptx_ld(x[c]) - m) * r * gptx_ld(w[c]) + gptx_ld(bias[c]));
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+GPTX_CUDA_FN int gptx_cuda_residual_layernorm_forward(gptx_backend *be, float *residual, float *out,
+                                                      float *mean, float *rstd, const float *a,
+                                                      const float *b, const float *w,
+                                                      const float *bias, int N, int C, float eps) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
+    GPTX_LAUNCH_ACT(k_residual_layernorm_forward, blocks, ROW_THREADS, be->compute,
+                    (act_t *)residual, (act_t *)out, mean, rstd, (const act_t *)a,
+                    (const act_t *)b, (const act_t *)w, (const act_t *)bias, N, C, eps);
+    GPTX_CUDA_LAUNCHED("residual_layernorm_forward");
+    return GPTX_OK;
+}
+
 /* One warp per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w. */
 template <typename A>
 static __global__ void __launch_bounds__(ROW_THREADS)

@@ -27,6 +27,10 @@ GPTX_CUDA_FN int gptx_cuda_download_act(gptx_backend *be, float *host, const flo
 GPTX_CUDA_FN int gptx_cuda_fill_act(gptx_backend *be, float *dst, float value, size_t n);
 GPTX_CUDA_FN int gptx_cuda_convert_weights(gptx_backend *be, float *copy, const float *params,
                                            size_t n);
+GPTX_CUDA_FN int gptx_cuda_residual_layernorm_forward(gptx_backend *be, float *residual, float *out,
+                                                      float *mean, float *rstd, const float *a,
+                                                      const float *b, const float *w,
+                                                      const float *bias, int N, int C, float eps);
 GPTX_CUDA_FN int gptx_cuda_upload_param(gptx_backend *be, float *dst, const float *host, size_t n);
 GPTX_CUDA_FN int gptx_cuda_download_param(gptx_backend *be, float *host, const float *src,
                                           size_t n);

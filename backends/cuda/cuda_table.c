@@ -45,6 +45,7 @@ static const gptx_backend_ops cuda_table = {
     .fill_param = gptx_cuda_fill_param,
     .host_alloc_pinned = gptx_cuda_host_alloc_pinned,
     .host_free_pinned = gptx_cuda_host_free_pinned,
+    .residual_layernorm_forward = gptx_cuda_residual_layernorm_forward,
     .attention_naive_forward = NULL,
     .attention_naive_backward = NULL,
     .layernorm_forward_unfused = NULL,

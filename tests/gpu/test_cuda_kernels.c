@@ -3,7 +3,9 @@
  *
  * Tolerances (a = CUDA, r = CPU; a NaN always fails; -inf must match -inf):
  *   exact (bitwise): fill, upload/download, embedding forward and backward
- *     (same additions in the same order), residual, QKV layout;
+ *     (same additions in the same order), residual, QKV layout; the fused
+ *     residual + LayerNorm against the backend's separate ops (and its
+ *     residual against the CPU's; its LayerNorm has LayerNorm's tolerances);
  *   elementwise |a - r| <= atol + rtol |r|: GELU (1e-6, 1e-5), LayerNorm
  *     (1e-5 scale, 1e-4), attention (1e-5 scale, 1e-4), cross-entropy
  *     loss and log-sum-exp (1e-5, 3e-5), logit gradient (1e-7, 1e-5), AdamW
@@ -284,6 +286,48 @@ static void test_layernorm(pair *p) {
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
         void *host[] = {x,   w,  b,  out, mean, rstd, a,   am, ar, g,
                         gin, gw, gb, rin, rw,   rb,   ain, aw, ab};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+}
+
+/* Fused residual-add + LayerNorm against the CPU's residual_forward then
+ * layernorm_forward (residual bitwise, the rest LayerNorm's tolerances), and
+ * against the CUDA backend's own separate ops bit for bit. */
+static void test_residual_layernorm(pair *p) {
+    int shapes[][2] = {{1, 8}, {9, 40}, {257, 100}, {33, 768}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], C = shapes[si][1];
+        size_t NC = (size_t)N * C;
+        printf("  residual_layernorm N %d C %d\n", N, C);
+        float *xa = hrand(NC, 61 + si, -2, 3), *xb = hrand(NC, 62 + si, -1, 1);
+        float *w = hrand(C, 63, 0.5f, 1.5f), *b = hrand(C, 64, -1, 1);
+        float *res = malloc(NC * sizeof *res), *out = malloc(NC * sizeof *out),
+              *mean = malloc(N * sizeof *mean), *rstd = malloc(N * sizeof *rstd);
+        CHECK_OK(p->cpu_ops->residual_forward(p->cpu, res, xa, xb, NC));
+        CHECK_OK(p->cpu_ops->layernorm_forward(p->cpu, out, mean, rstd, res, w, b, N, C, 1e-5f));
+        float *da = dup_f(p, xa, NC), *db_ = dup_f(p, xb, NC), *dw = dup_f(p, w, C),
+              *dbias = dup_f(p, b, C);
+        float *dres = dalloc(p, NC * 4), *dout = dalloc(p, NC * 4), *dmean = dalloc(p, N * 4),
+              *drstd = dalloc(p, N * 4);
+        CHECK_OK(p->cu_ops->residual_layernorm_forward(p->cu, dres, dout, dmean, drstd, da, db_, dw,
+                                                       dbias, N, C, 1e-5f));
+        float *ares = down(p, dres, NC), *aout = down(p, dout, NC), *am = down(p, dmean, N),
+              *ar = down(p, drstd, N);
+        same_bits("fused residual", res, ares, NC);
+        compare("fused out", out, aout, NC, 1e-5 * max_abs(out, NC), 1e-4);
+        compare("fused mean", mean, am, N, 1e-6 * max_abs(mean, N) + 1e-7, 1e-4);
+        compare("fused rstd", rstd, ar, N, 0, 1e-4);
+        /* the separate CUDA ops give the same bits */
+        CHECK_OK(p->cu_ops->residual_forward(p->cu, dres, da, db_, NC));
+        CHECK_OK(p->cu_ops->layernorm_forward(p->cu, dout, dmean, drstd, dres, dw, dbias, N, C,
+                                              1e-5f));
+        float *sout = down(p, dout, NC), *sm = down(p, dmean, N), *sr = down(p, drstd, N);
+        same_bits("fused vs separate out", sout, aout, NC);
+        same_bits("fused vs separate mean", sm, am, N);
+        same_bits("fused vs separate rstd", sr, ar, N);
+        void *dev[] = {da, db_, dw, dbias, dres, dout, dmean, drstd};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {xa, xb, w, b, res, out, mean, rstd, ares, aout, am, ar, sout, sm, sr};
         for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     }
 }
@@ -620,6 +664,7 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, "copies")) test_copies(&p);
             if (!only || !strcmp(only, "embedding")) test_embedding(&p);
             if (!only || !strcmp(only, "layernorm")) test_layernorm(&p);
+            if (!only || !strcmp(only, "layernorm")) test_residual_layernorm(&p);
             if (!only || !strcmp(only, "attention")) test_attention(&p);
             if (!only || !strcmp(only, "elementwise")) test_elementwise(&p);
             if (!only || !strcmp(only, "crossentropy")) test_crossentropy(&p);
