@@ -165,6 +165,17 @@ typedef struct gptx_backend_ops {
                                       float *rstd, const float *a, const float *b, const float *w,
                                       const float *bias, int N, int C, float eps);
 
+    /* OPTIONAL GELU fused into the products around it (NULL: lib/ calls
+     * matmul_forward + gelu_forward, and matmul_backward + gelu_backward).
+     * Forward: [act] pre (N, OC) = inp @ w^T + bias, out = gelu(pre).
+     * Backward of a product whose input was inp = gelu(pre) (N, C): as
+     * matmul_backward, but dinp (overwritten) = (dout @ w) * gelu'(pre). */
+    int (*matmul_gelu_forward)(gptx_backend *be, float *out, float *pre, const float *inp,
+                               const float *w, const float *bias, int N, int C, int OC);
+    int (*matmul_backward_dgelu)(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                                 const float *dout, const float *inp, const float *w,
+                                 const float *pre, int N, int C, int OC);
+
     /* OPTIONAL kernel variants for ablation studies (NULL = the backend does
      * not offer the variant; asking for it fails with GPTX_ERR_UNSUPPORTED).
      * Same shapes and semantics as the fused entries above. */

@@ -110,6 +110,8 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     m->gelu_fwd = co->fused_norm_gelu ? ops->gelu_forward : ops->gelu_forward_unfused;
     m->gelu_bwd = co->fused_norm_gelu ? ops->gelu_backward : ops->gelu_backward_unfused;
     m->res_ln_forward = co->fused_norm_gelu ? ops->residual_layernorm_forward : NULL;
+    m->mm_gelu_forward = co->fused_norm_gelu ? ops->matmul_gelu_forward : NULL;
+    m->mm_backward_dgelu = co->fused_norm_gelu ? ops->matmul_backward_dgelu : NULL;
     gptx_backend_storage st;
     gptx_context_storage(ctx, &st);
     m->act_bytes = st.act_bytes;
@@ -468,9 +470,14 @@ static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
             GPTX_TRY(m->ln_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
                                    PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
         }
-        GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b), N, C,
-                                     4 * C)); // (BT, 4C)
-        GPTX_TRY(m->gelu_fwd(be, a->fch_gelu, a->fch, BTC * 4));
+        if (m->mm_gelu_forward) { // (BT, 4C) pre-activation and GELU in one product
+            GPTX_TRY(m->mm_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, PARAM(m, p->fc_w),
+                                        PARAM(m, p->fc_b), N, C, 4 * C));
+        } else {
+            GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b),
+                                         N, C, 4 * C)); // (BT, 4C)
+            GPTX_TRY(m->gelu_fwd(be, a->fch_gelu, a->fch, BTC * 4));
+        }
         GPTX_TRY(ops->matmul_forward(be, a->fcproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
                                      PARAM(m, p->fc_proj_b), N, 4 * C, C)); // (BT, C)
         if (m->res_ln_forward && l + 1 < m->cfg.n_layer) {
@@ -621,9 +628,16 @@ int gptx_model_backward(gptx_model *m, float loss_scale) {
         gptx_layer_acts *a = &m->acts[l];
         const float *residual = l == 0 ? m->encoded : m->acts[l - 1].residual3;
         /* residual3 = residual2 + fcproj: dfcproj = dresidual */
-        GPTX_TRY(ops->matmul_backward(be, m->dfch_gelu, GRAD(m, p->fc_proj_w), GRAD(m, p->fc_proj_b),
-                                      m->dresidual, a->fch_gelu, PARAM(m, p->fc_proj_w), N, 4 * C, C));
-        GPTX_TRY(m->gelu_bwd(be, m->dfch, a->fch, m->dfch_gelu, BTC * 4));
+        if (m->mm_backward_dgelu) { // dfch = (dresidual @ W) * gelu'(fch) in one product
+            GPTX_TRY(m->mm_backward_dgelu(be, m->dfch, GRAD(m, p->fc_proj_w), GRAD(m, p->fc_proj_b),
+                                          m->dresidual, a->fch_gelu, PARAM(m, p->fc_proj_w),
+                                          a->fch, N, 4 * C, C));
+        } else {
+            GPTX_TRY(ops->matmul_backward(be, m->dfch_gelu, GRAD(m, p->fc_proj_w),
+                                          GRAD(m, p->fc_proj_b), m->dresidual, a->fch_gelu,
+                                          PARAM(m, p->fc_proj_w), N, 4 * C, C));
+            GPTX_TRY(m->gelu_bwd(be, m->dfch, a->fch, m->dfch_gelu, BTC * 4));
+        }
         GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->fc_w), GRAD(m, p->fc_b), m->dfch, a->ln2,
                                       PARAM(m, p->fc_w), N, C, 4 * C));
         GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b),

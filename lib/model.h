@@ -90,6 +90,12 @@ struct gptx_model {
                        const float *inp, const float *w, const float *mean, const float *rstd,
                        int N, int C);
     int (*gelu_fwd)(gptx_backend *be, float *out, const float *inp, size_t n);
+    /* the backend's products with a GELU epilogue, NULL for separate ops */
+    int (*mm_gelu_forward)(gptx_backend *be, float *out, float *pre, const float *inp,
+                           const float *w, const float *bias, int N, int C, int OC);
+    int (*mm_backward_dgelu)(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                             const float *dout, const float *inp, const float *w, const float *pre,
+                             int N, int C, int OC);
     /* the backend's fused residual-add + LayerNorm, NULL for separate ops */
     int (*res_ln_forward)(gptx_backend *be, float *residual, float *out, float *mean, float *rstd,
                           const float *a, const float *b, const float *w, const float *bias, int N,

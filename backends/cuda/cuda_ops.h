@@ -27,6 +27,13 @@ GPTX_CUDA_FN int gptx_cuda_download_act(gptx_backend *be, float *host, const flo
 GPTX_CUDA_FN int gptx_cuda_fill_act(gptx_backend *be, float *dst, float value, size_t n);
 GPTX_CUDA_FN int gptx_cuda_convert_weights(gptx_backend *be, float *copy, const float *params,
                                            size_t n);
+GPTX_CUDA_FN int gptx_cuda_matmul_gelu_forward(gptx_backend *be, float *out, float *pre,
+                                               const float *inp, const float *w,
+                                               const float *bias, int N, int C, int OC);
+GPTX_CUDA_FN int gptx_cuda_matmul_backward_dgelu(gptx_backend *be, float *dinp, float *dw,
+                                                 float *dbias, const float *dout,
+                                                 const float *inp, const float *w,
+                                                 const float *pre, int N, int C, int OC);
 GPTX_CUDA_FN int gptx_cuda_residual_layernorm_forward(gptx_backend *be, float *residual, float *out,
                                                       float *mean, float *rstd, const float *a,
                                                       const float *b, const float *w,

@@ -427,6 +427,79 @@ static void test_matmul(pair *p) {
     }
 }
 
+/* The products with a GELU epilogue against the CPU's product then GELU:
+ * pre within the product bound e*S, the GELU output and the GELU'd dinp
+ * within 1.13 (max |gelu'|) times it, plus 1e-6 + 1e-5 relative for the GELU
+ * itself. OC (forward) or C (backward) not a multiple of 8 takes the
+ * separate-ops fallback; with GPTX_CUDA_EMU_NO_EPILOGUE every shape does. */
+static void test_matmul_gelu(pair *p) {
+    int shapes[][3] = {{7, 24, 72}, {37, 100, 33}, {16, 40, 64}};
+    double e = matmul_eps(p->precision);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
+        size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+        printf("  matmul+gelu N %d C %d OC %d (%s)\n", N, C, OC, p->precision);
+        float *x = hrand(NC, 71 + si, -1, 1), *w = hrand(OCC, 72, -1, 1),
+              *bias = hrand(OC, 73, -1, 1);
+        float *rpre = malloc(NO * sizeof *rpre), *rout = malloc(NO * sizeof *rout);
+        CHECK_OK(p->cpu_ops->matmul_forward(p->cpu, rpre, x, w, bias, N, C, OC));
+        CHECK_OK(p->cpu_ops->gelu_forward(p->cpu, rout, rpre, NO));
+        float *dx = dup_f(p, x, NC), *dw = dup_f(p, w, OCC), *db = dup_f(p, bias, OC);
+        float *dpre = dalloc(p, NO * 4), *dout = dalloc(p, NO * 4);
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, dpre, NAN, NO));
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, dout, NAN, NO));
+        CHECK_OK(p->cu_ops->matmul_gelu_forward(p->cu, dout, dpre, dx, dw, db, N, C, OC));
+        float *apre = down(p, dpre, NO), *aout = down(p, dout, NO);
+        double *bd = bound_fwd(x, w, bias, N, C, OC, e);
+        compare_b("forward pre-activation", rpre, apre, NO, 0, 0, bd);
+        for (size_t i = 0; i < NO; i++) bd[i] *= 1.13;
+        compare_b("forward gelu", rout, aout, NO, 1e-6, 1e-5, bd);
+        free(bd);
+
+        /* backward of a product whose input is gelu(pre): pre (N, C) */
+        float *pre = hrand(NC, 74 + si, -3, 3), *inp = malloc(NC * sizeof *inp);
+        CHECK_OK(p->cpu_ops->gelu_forward(p->cpu, inp, pre, NC));
+        float *g = hrand(NO, 75, -1, 1), *gw0 = hrand(OCC, 76, -1, 1), *gb0 = hrand(OC, 77, -1, 1);
+        float *rt = malloc(NC * sizeof *rt), *rin = malloc(NC * sizeof *rin), *rw = hcopy(gw0, OCC),
+              *rb = hcopy(gb0, OC);
+        CHECK_OK(p->cpu_ops->matmul_backward(p->cpu, rt, rw, rb, g, inp, w, N, C, OC));
+        CHECK_OK(p->cpu_ops->gelu_backward(p->cpu, rin, pre, rt, NC));
+        float *dg = dup_f(p, g, NO), *dinp = dup_f(p, inp, NC), *dp = dup_f(p, pre, NC),
+              *din = dalloc(p, NC * 4), *dgw = dup_f(p, gw0, OCC), *dgb = dup_f(p, gb0, OC);
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, din, NAN, NC));
+        CHECK_OK(p->cu_ops->matmul_backward_dgelu(p->cu, din, dgw, dgb, dg, dinp, dw, dp, N, C, OC));
+        float *ain = down(p, din, NC), *aw = down(p, dgw, OCC), *ab = down(p, dgb, OC);
+        double *bin = malloc(NC * sizeof *bin), *bw = malloc(OCC * sizeof *bw),
+               *bb = malloc(OC * sizeof *bb);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) {
+                double sum = 0;
+                for (int o = 0; o < OC; o++)
+                    sum += fabs(g[(size_t)n * OC + o]) * fabs(w[(size_t)o * C + c]);
+                bin[(size_t)n * C + c] = 1.13 * e * sum;
+            }
+        for (int o = 0; o < OC; o++) {
+            for (int c = 0; c < C; c++) {
+                double sum = fabs(gw0[(size_t)o * C + c]);
+                for (int n = 0; n < N; n++)
+                    sum += fabs(g[(size_t)n * OC + o]) * fabs(inp[(size_t)n * C + c]);
+                bw[(size_t)o * C + c] = e * sum;
+            }
+            double sb = fabs(gb0[o]);
+            for (int n = 0; n < N; n++) sb += fabs(g[(size_t)n * OC + o]);
+            bb[o] = 1e-5 * sb;
+        }
+        compare_b("backward dinp * gelu'", rin, ain, NC, 1e-6, 1e-5, bin);
+        compare_b("backward dw (accumulated)", rw, aw, OCC, 0, 0, bw);
+        compare_b("backward dbias (accumulated)", rb, ab, OC, 0, 0, bb);
+        void *dev[] = {dx, dw, db, dpre, dout, dg, dinp, dp, din, dgw, dgb};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {x,  w,   bias, rpre, rout, apre, aout, pre, inp, g,   gw0, gb0,
+                        rt, rin, rw,   rb,   ain,  aw,   ab,   bin, bw,  bb};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+}
+
 /* ---- attention ---------------------------------------------------------------------- */
 
 static void test_attention(pair *p) {
@@ -672,6 +745,7 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, "adamw")) test_adamw(&p);
         }
         if (!only || !strcmp(only, "matmul")) test_matmul(&p);
+        if (!only || !strcmp(only, "matmul")) test_matmul_gelu(&p);
         gptx_memory_stats st;
         gptx_memory_stats_init(&st);
         p.cu_ops->memory_stats(p.cu, &st);
