@@ -16,6 +16,10 @@
  *   itself when storage.wcopy_bytes is 0, else the compute copy of the
  *   weights (wcopy_bytes per element) that lib/ keeps in step with the
  *   parameters through convert_weights.
+ * Parameters and AdamW moments (marked [p]) take storage.param_bytes per
+ * element (4 = fp32, 2 = bf16 under the pure-bf16 policy); lib/ moves them
+ * with upload_param / download_param / fill_param, which convert to and
+ * from host fp32. Gradients stay fp32 under every policy.
  * lib/ never dereferences device pointers and carves views in bytes, so it
  * does not need to know what the element types are.
  */
@@ -41,13 +45,17 @@ typedef struct gptx_adamw_hyper {
     float bias_correction1; /* 1 - beta1^t */
     float bias_correction2; /* 1 - beta2^t */
     float grad_scale;       /* multiplies every gradient (global-norm clipping) */
+    /* stochastic rounding of bf16 parameters/moments: Philox key (seed, step) */
+    uint64_t rounding_seed;
+    int64_t step; /* this update's number, 1 for the first */
 } gptx_adamw_hyper;
 
 /* How a backend stores each class of tensor under the context's precision. */
 typedef struct gptx_backend_storage {
     size_t act_bytes;   /* bytes per activation element: 4 (fp32) or 2 (bf16) */
-    size_t wcopy_bytes; /* 0: ops read the fp32 parameters; else bytes per element
+    size_t wcopy_bytes; /* 0: ops read the parameters; else bytes per element
                          * of the compute copy of the weights */
+    size_t param_bytes; /* bytes per element of [p] buffers: 4 (fp32) or 2 (bf16) */
 } gptx_backend_storage;
 
 typedef struct gptx_backend_ops {
@@ -118,12 +126,13 @@ typedef struct gptx_backend_ops {
     int (*sum_to_host)(gptx_backend *be, double *host_sum, const float *x, size_t n);
     /* Sum of squares of x in a fixed order, into host memory. */
     int (*sum_squares_to_host)(gptx_backend *be, double *host_sum, const float *x, size_t n);
-    /* One fused AdamW pass over every range of params/grads/m/v. */
+    /* One fused AdamW pass over every range of params/grads/m/v ([p] params,
+     * m, v; fp32 grads). */
     int (*adamw)(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                  const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
 
     /* OPTIONAL precision entries. NULL = fp32 everywhere: precision() is
-     * GPTX_PRECISION_FP32, storage is {4, 0}, and the act/weight copies are
+     * GPTX_PRECISION_FP32, storage is {4, 0, 4}, and the act/weight copies are
      * never called. */
     /* the policy in effect (a gptx_precision, DEFAULT resolved) */
     int (*precision)(const gptx_backend *be);
@@ -134,11 +143,38 @@ typedef struct gptx_backend_ops {
     int (*fill_act)(gptx_backend *be, float *dst, float value, size_t n);
     /* [w] copy (n) = params (n) rounded to the copy's type */
     int (*convert_weights)(gptx_backend *be, float *copy, const float *params, size_t n);
+    /* [p] dst (n) <- host fp32 (rounded to nearest even when [p] is bf16);
+     * host fp32 (n) <- [p] src (exact); [p] dst (n) = value. NULL: [p] is
+     * fp32 and lib/ uses upload_f32 / download_f32 / fill_f32. */
+    int (*upload_param)(gptx_backend *be, float *dst, const float *host, size_t n);
+    int (*download_param)(gptx_backend *be, float *host, const float *src, size_t n);
+    int (*fill_param)(gptx_backend *be, float *dst, float value, size_t n);
 
     /* OPTIONAL (may be NULL, e.g. CPU: callers fall back to malloc/free):
      * page-locked host memory for fast asynchronous uploads (data loader batches). */
     int (*host_alloc_pinned)(gptx_backend *be, size_t bytes, void **ptr);
     void (*host_free_pinned)(gptx_backend *be, void *ptr);
+
+    /* OPTIONAL fused residual-add + LayerNorm (NULL: lib/ calls
+     * residual_forward, then layernorm_forward): [act] residual (N, C) =
+     * a + b, then out (N, C) = LayerNorm(residual) as layernorm_forward
+     * computes it from the stored residual, saving mean and rstd (N). The
+     * backward needs no entry: layernorm_backward accumulates into dinp, and
+     * that buffer is the gradient of the residual, of a and of b alike. */
+    int (*residual_layernorm_forward)(gptx_backend *be, float *residual, float *out, float *mean,
+                                      float *rstd, const float *a, const float *b, const float *w,
+                                      const float *bias, int N, int C, float eps);
+
+    /* OPTIONAL GELU fused into the products around it (NULL: lib/ calls
+     * matmul_forward + gelu_forward, and matmul_backward + gelu_backward).
+     * Forward: [act] pre (N, OC) = inp @ w^T + bias, out = gelu(pre).
+     * Backward of a product whose input was inp = gelu(pre) (N, C): as
+     * matmul_backward, but dinp (overwritten) = (dout @ w) * gelu'(pre). */
+    int (*matmul_gelu_forward)(gptx_backend *be, float *out, float *pre, const float *inp,
+                               const float *w, const float *bias, int N, int C, int OC);
+    int (*matmul_backward_dgelu)(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                                 const float *dout, const float *inp, const float *w,
+                                 const float *pre, int N, int C, int OC);
 
     /* OPTIONAL kernel variants for ablation studies (NULL = the backend does
      * not offer the variant; asking for it fails with GPTX_ERR_UNSUPPORTED).

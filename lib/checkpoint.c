@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "model.h"
 #include "optimizer.h"
+#include "param_storage.h"
 #include "options.h"
 #include "safetensors.h"
 
@@ -388,6 +389,9 @@ static int read_train_meta(const gptx_st_file *f, train_meta *tm) {
         GPTX_TRY(meta_float(f, "optimizer.eps", &o->eps));
         GPTX_TRY(meta_float(f, "optimizer.weight_decay", &o->weight_decay));
         GPTX_TRY(meta_float(f, "optimizer.grad_clip", &o->grad_clip));
+        /* absent in files from before it was recorded: 0, the default */
+        if (meta_has(f, "optimizer.rounding_seed"))
+            GPTX_TRY(meta_u64(f, "optimizer.rounding_seed", &o->rounding_seed));
         const char *p;
         GPTX_TRY(meta_get(f, "optimizer.decay_policy", &p));
         if (strcmp(p, "matrices") == 0) o->decay_policy = GPTX_DECAY_MATRICES;
@@ -442,8 +446,7 @@ static int fetch_device(void *ud, const gptx_st_entry *e, float *dst) {
         memcpy(dst, e->src, e->numel * sizeof(float));
         return GPTX_OK;
     }
-    gptx_context *ctx = sc->ctx;
-    return ctx->ops->download_f32(ctx->be, dst, (const float *)e->src, e->numel);
+    return gptx_param_download(sc->ctx, dst, (const float *)e->src, e->numel);
 }
 
 typedef struct train_view {
@@ -490,6 +493,7 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
             meta_add(meta, "optimizer.weight_decay", "%.9g", (double)o->weight_decay);
             meta_add(meta, "optimizer.grad_clip", "%.9g", (double)o->grad_clip);
             meta_add(meta, "optimizer.decay_policy", "%s", decay_policy_name(o->decay_policy));
+            meta_add(meta, "optimizer.rounding_seed", "%" PRIu64, o->rounding_seed);
         }
         if (tv->sampler) {
             gptx_sampler_state s;
@@ -515,7 +519,9 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
     }
     const char *prefixes[3] = {"", PREFIX_M, PREFIX_V};
     for (int g = 0; g < ngroups; g++) {
-        const float *base = g == 0 ? m->params : tv->moments[g - 1] ? tv->moments[g - 1]
+        /* gathered host moments exist only for sharded optimizers, which need fp32
+         * parameters (comm_zero.c), so gptx_param_at's element size fits them too */
+        float *base = g == 0 ? m->params : tv->moments[g - 1] ? (float *)tv->moments[g - 1]
                                                  : g == 1 ? tv->optimizer->m : tv->optimizer->v;
         for (int i = 0; i < L->ntensors; i++) {
             const gptx_param_desc *d = &L->tensors[i];
@@ -526,7 +532,7 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
             e[k].ndim = d->ndim;
             for (int j = 0; j < d->ndim; j++) e[k].shape[j] = d->shape[j];
             e[k].numel = d->numel;
-            e[k].src = base + d->offset;
+            e[k].src = gptx_param_at(m->ctx, base, d->offset);
         }
     }
     save_ctx sc = {m->ctx, {tv ? tv->moments[0] : NULL, tv ? tv->moments[1] : NULL}, L->nparams};
@@ -620,7 +626,7 @@ static int apply_weights(gptx_model *m, const float *host) {
     gptx_context *ctx = m->ctx;
     m->phase = GPTX_PHASE_NONE;
     gptx_model_params_changed(m);
-    GPTX_TRY(ctx->ops->upload_f32(ctx->be, m->params, host, m->layout.nparams));
+    GPTX_TRY(gptx_param_upload(ctx, m->params, host, m->layout.nparams));
     return ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
 }
 
@@ -749,8 +755,8 @@ int gptx_ckpt_load_st(gptx_model *m, gptx_train_state *st_io, const gptx_st_file
         gptx_context *ctx = m->ctx;
         /* a sharded optimizer takes its own slice of the full moments */
         size_t off = o->shard_offset, cnt = o->shard_count;
-        if (cnt > 0) rc = ctx->ops->upload_f32(ctx->be, o->m, mom[0] + off, cnt);
-        if (rc == GPTX_OK && cnt > 0) rc = ctx->ops->upload_f32(ctx->be, o->v, mom[1] + off, cnt);
+        if (cnt > 0) rc = gptx_param_upload(ctx, o->m, mom[0] + off, cnt);
+        if (rc == GPTX_OK && cnt > 0) rc = gptx_param_upload(ctx, o->v, mom[1] + off, cnt);
         if (rc == GPTX_OK) {
             o->step = tm.opt_step;
             o->opts = tm.opts;

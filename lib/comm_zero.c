@@ -9,6 +9,7 @@
 #include "errors.h"
 #include "model.h"
 #include "optimizer.h"
+#include "param_storage.h"
 
 int gptx_optimizer_create_sharded(gptx_optimizer **out, gptx_model *model,
                                   const gptx_adamw_options *opts, gptx_comm *comm) {
@@ -26,6 +27,12 @@ int gptx_optimizer_create_sharded(gptx_optimizer **out, gptx_model *model,
                          "the '%s' engine stages a '%s' context's gradients through host memory "
                          "(use the NCCL engine, or gptx_optimizer_create)",
                          comm->engine->ops->name, model->ctx->ops->name);
+    if (gptx_param_bytes(model->ctx) != sizeof(float))
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "a sharded optimizer needs fp32 parameters (its all-gather and the "
+                         "gathered checkpoint moments are fp32); this context stores them as %s "
+                         "(use gptx_optimizer_create)",
+                         gptx_precision_name(gptx_context_precision(model->ctx)));
     size_t lo, hi;
     comm_shard(model->layout.nparams, comm->engine->world_size, comm->engine->rank, &lo, &hi);
     GPTX_TRY(optimizer_create_part(out, model, opts, lo, hi - lo));

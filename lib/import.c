@@ -21,6 +21,7 @@
 
 #include "errors.h"
 #include "model.h"
+#include "param_storage.h"
 #include "options.h"
 #include "safetensors.h"
 
@@ -46,7 +47,7 @@ static int check_finite(const char *label, const char *name, const float *x, siz
 static int upload_new_model(gptx_model *m, const float *host) {
     gptx_context *ctx = m->ctx;
     gptx_model_params_changed(m);
-    GPTX_TRY(ctx->ops->upload_f32(ctx->be, m->params, host, m->layout.nparams));
+    GPTX_TRY(gptx_param_upload(ctx, m->params, host, m->layout.nparams));
     return ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
 }
 

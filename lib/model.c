@@ -7,6 +7,7 @@
 #include "errors.h"
 #include "model.h"
 #include "options.h"
+#include "param_storage.h"
 #include "philox.h"
 
 #define OPS(m) ((m)->ctx->ops)
@@ -108,17 +109,21 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     m->ln_backward = co->fused_norm_gelu ? ops->layernorm_backward : ops->layernorm_backward_unfused;
     m->gelu_fwd = co->fused_norm_gelu ? ops->gelu_forward : ops->gelu_forward_unfused;
     m->gelu_bwd = co->fused_norm_gelu ? ops->gelu_backward : ops->gelu_backward_unfused;
-    gptx_backend_storage st = {sizeof(float), 0};
-    if (ops->storage) ops->storage(ctx->be, &st);
+    m->res_ln_forward = co->fused_norm_gelu ? ops->residual_layernorm_forward : NULL;
+    m->mm_gelu_forward = co->fused_norm_gelu ? ops->matmul_gelu_forward : NULL;
+    m->mm_backward_dgelu = co->fused_norm_gelu ? ops->matmul_backward_dgelu : NULL;
+    gptx_backend_storage st;
+    gptx_context_storage(ctx, &st);
     m->act_bytes = st.act_bytes;
     m->wcopy_bytes = st.wcopy_bytes;
+    m->param_bytes = st.param_bytes;
     m->wcopy_stale = 1;
     int rc = gptx_layout_build(&m->layout, &cfg);
-    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->params);
+    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * m->param_bytes, (void **)&m->params);
     if (rc == GPTX_OK && m->wcopy_bytes)
         rc = ctx->ops->alloc(ctx->be, m->layout.nparams * m->wcopy_bytes, &m->wcopy);
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->grads);
-    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->params, 0.0f, m->layout.nparams);
+    if (rc == GPTX_OK) rc = gptx_param_fill(ctx, m->params, 0.0f, m->layout.nparams);
     if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
     if (rc != GPTX_OK) {
         gptx_model_destroy(m);
@@ -203,7 +208,7 @@ int gptx_model_init_random(gptx_model *m, uint64_t seed) {
             float v = ends_with(t->name, ".weight") ? 1.0f : 0.0f; /* LayerNorm gain, biases */
             for (size_t k = 0; k < t->numel; k++) host[k] = v;
         }
-        rc = OPS(m)->upload_f32(BE(m), m->params + t->offset, host, t->numel);
+        rc = gptx_param_upload(m->ctx, gptx_param_at(m->ctx, m->params, t->offset), host, t->numel);
     }
     free(host);
     gptx_model_params_changed(m);
@@ -335,13 +340,13 @@ static int ensure_attention_mask(gptx_model *m, int T) {
 #define GRAD_OR_NULL(m, idx) ((idx) < 0 ? NULL : GRAD(m, idx))
 
 static const float *weight_at(const gptx_model *m, size_t elems) {
-    if (!m->wcopy) return m->params + elems;
+    if (!m->wcopy) return gptx_param_at(m->ctx, m->params, elems);
     return (const float *)((const char *)m->wcopy + elems * m->wcopy_bytes);
 }
 
 /* `elems` elements past a weight view / an activation view */
 static const float *w_offset(const gptx_model *m, const float *w, size_t elems) {
-    return (const float *)((const char *)w + elems * (m->wcopy ? m->wcopy_bytes : sizeof(float)));
+    return (const float *)((const char *)w + elems * (m->wcopy ? m->wcopy_bytes : m->param_bytes));
 }
 static const float *act_offset(const gptx_model *m, const float *a, size_t elems) {
     return (const float *)((const char *)a + elems * m->act_bytes);
@@ -448,21 +453,43 @@ static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gptx_layer_params *p = &L->layers[l];
         gptx_layer_acts *a = &m->acts[l];
-        GPTX_TRY(m->ln_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
-                                        PARAM(m, p->ln1_w), PARAM(m, p->ln1_b), N, C, eps));
+        /* with the fused op, ln1 of layers > 0 came with the previous residual */
+        if (l == 0 || !m->res_ln_forward)
+            GPTX_TRY(m->ln_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
+                                   PARAM(m, p->ln1_w), PARAM(m, p->ln1_b), N, C, eps));
         GPTX_TRY(qkv_forward(m, p, a, N));          // (BT, 3C)
         GPTX_TRY(attention_forward(m, a, B, T));    // (BT, C)
         GPTX_TRY(ops->matmul_forward(be, a->attproj, a->atty, PARAM(m, p->attn_proj_w),
                                      PARAM(m, p->attn_proj_b), N, C, C));
-        GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BTC));
-        GPTX_TRY(m->ln_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
-                                        PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
-        GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b), N, C,
-                                     4 * C)); // (BT, 4C)
-        GPTX_TRY(m->gelu_fwd(be, a->fch_gelu, a->fch, BTC * 4));
+        if (m->res_ln_forward) {
+            GPTX_TRY(m->res_ln_forward(be, a->residual2, a->ln2, a->ln2_mean, a->ln2_rstd, residual,
+                                       a->attproj, PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C,
+                                       eps));
+        } else {
+            GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BTC));
+            GPTX_TRY(m->ln_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
+                                   PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
+        }
+        if (m->mm_gelu_forward) { // (BT, 4C) pre-activation and GELU in one product
+            GPTX_TRY(m->mm_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, PARAM(m, p->fc_w),
+                                        PARAM(m, p->fc_b), N, C, 4 * C));
+        } else {
+            GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b),
+                                         N, C, 4 * C)); // (BT, 4C)
+            GPTX_TRY(m->gelu_fwd(be, a->fch_gelu, a->fch, BTC * 4));
+        }
         GPTX_TRY(ops->matmul_forward(be, a->fcproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
                                      PARAM(m, p->fc_proj_b), N, 4 * C, C)); // (BT, C)
-        GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BTC));
+        if (m->res_ln_forward && l + 1 < m->cfg.n_layer) {
+            /* the next layer's ln1 (ln_f stays separate: generation needs only its last row) */
+            const gptx_layer_params *pn = &L->layers[l + 1];
+            gptx_layer_acts *an = &m->acts[l + 1];
+            GPTX_TRY(m->res_ln_forward(be, a->residual3, an->ln1, an->ln1_mean, an->ln1_rstd,
+                                       a->residual2, a->fcproj, PARAM(m, pn->ln1_w),
+                                       PARAM(m, pn->ln1_b), N, C, eps));
+        } else {
+            GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BTC));
+        }
         residual = a->residual3;
     }
     *out = residual;
@@ -663,9 +690,16 @@ int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready
         gptx_layer_acts *a = &m->acts[l];
         const float *residual = l == 0 ? m->encoded : m->acts[l - 1].residual3;
         /* residual3 = residual2 + fcproj: dfcproj = dresidual */
-        GPTX_TRY(ops->matmul_backward(be, m->dfch_gelu, GRAD(m, p->fc_proj_w), GRAD(m, p->fc_proj_b),
-                                      m->dresidual, a->fch_gelu, PARAM(m, p->fc_proj_w), N, 4 * C, C));
-        GPTX_TRY(m->gelu_bwd(be, m->dfch, a->fch, m->dfch_gelu, BTC * 4));
+        if (m->mm_backward_dgelu) { // dfch = (dresidual @ W) * gelu'(fch) in one product
+            GPTX_TRY(m->mm_backward_dgelu(be, m->dfch, GRAD(m, p->fc_proj_w), GRAD(m, p->fc_proj_b),
+                                          m->dresidual, a->fch_gelu, PARAM(m, p->fc_proj_w),
+                                          a->fch, N, 4 * C, C));
+        } else {
+            GPTX_TRY(ops->matmul_backward(be, m->dfch_gelu, GRAD(m, p->fc_proj_w),
+                                          GRAD(m, p->fc_proj_b), m->dresidual, a->fch_gelu,
+                                          PARAM(m, p->fc_proj_w), N, 4 * C, C));
+            GPTX_TRY(m->gelu_bwd(be, m->dfch, a->fch, m->dfch_gelu, BTC * 4));
+        }
         GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->fc_w), GRAD(m, p->fc_b), m->dfch, a->ln2,
                                       PARAM(m, p->fc_w), N, C, 4 * C));
         GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b),
@@ -774,7 +808,7 @@ int gptx_model_get_parameter(const gptx_model *m, const char *name, float *dst, 
     GPTX_CHECK_NULL(dst);
     const gptx_param_desc *t = NULL;
     GPTX_TRY(lookup(m, name, count, &t));
-    return OPS(m)->download_f32(BE(m), dst, m->params + t->offset, count);
+    return gptx_param_download(m->ctx, dst, gptx_param_at(m->ctx, m->params, t->offset), count);
 }
 
 int gptx_model_set_parameter(gptx_model *m, const char *name, const float *src, size_t count) {
@@ -787,7 +821,7 @@ int gptx_model_set_parameter(gptx_model *m, const char *name, const float *src, 
             return GPTX_FAIL(GPTX_ERR_NON_FINITE, "src[%zu] for '%s' is not finite", i, name);
     m->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
     gptx_model_params_changed(m);
-    return OPS(m)->upload_f32(BE(m), m->params + t->offset, src, count);
+    return gptx_param_upload(m->ctx, gptx_param_at(m->ctx, m->params, t->offset), src, count);
 }
 
 int gptx_model_get_gradient(const gptx_model *m, const char *name, float *dst, size_t count) {

@@ -57,7 +57,10 @@ struct gptx_model {
     gptx_context *ctx;
     gptx_model_config cfg;
     gptx_layout layout;
-    float *params, *grads; /* flat device buffers, layout.nparams each */
+    /* flat device buffers, layout.nparams each: params [p] (param_bytes
+     * per element, lib/param_storage.h), grads fp32 */
+    float *params, *grads;
+    size_t param_bytes;
     /* the backend's compute copy of the weights (NULL when the ops read the
      * parameters), wcopy_bytes per element; refreshed before the next
      * forward pass whenever the parameters changed */
@@ -88,6 +91,16 @@ struct gptx_model {
                        const float *inp, const float *w, const float *mean, const float *rstd,
                        int N, int C);
     int (*gelu_fwd)(gptx_backend *be, float *out, const float *inp, size_t n);
+    /* the backend's products with a GELU epilogue, NULL for separate ops */
+    int (*mm_gelu_forward)(gptx_backend *be, float *out, float *pre, const float *inp,
+                           const float *w, const float *bias, int N, int C, int OC);
+    int (*mm_backward_dgelu)(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                             const float *dout, const float *inp, const float *w, const float *pre,
+                             int N, int C, int OC);
+    /* the backend's fused residual-add + LayerNorm, NULL for separate ops */
+    int (*res_ln_forward)(gptx_backend *be, float *residual, float *out, float *mean, float *rstd,
+                          const float *a, const float *b, const float *w, const float *bias, int N,
+                          int C, float eps);
     int (*gelu_bwd)(gptx_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
     float *att_mask;        /* (T, T) additive causal mask for naive attention */
     int att_mask_T;         /* T the mask was built for */

@@ -8,6 +8,7 @@
 #include "model.h"
 #include "optimizer.h"
 #include "options.h"
+#include "param_storage.h"
 
 
 void gptx_adamw_options_init(gptx_adamw_options *o) {
@@ -100,10 +101,11 @@ int optimizer_create_part(gptx_optimizer **out, gptx_model *model, const gptx_ad
     optimizer_set_decay(opt);
     gptx_context *ctx = model->ctx;
     size_t n = count > 0 ? count : 1; /* a rank may own nothing */
-    int rc = ctx->ops->alloc(ctx->be, n * sizeof(float), (void **)&opt->m);
-    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, n * sizeof(float), (void **)&opt->v);
-    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->m, 0.0f, n);
-    if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, opt->v, 0.0f, n);
+    size_t bytes = n * gptx_param_bytes(ctx); /* [p] buffers */
+    int rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->m);
+    if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->v);
+    if (rc == GPTX_OK) rc = gptx_param_fill(ctx, opt->m, 0.0f, n);
+    if (rc == GPTX_OK) rc = gptx_param_fill(ctx, opt->v, 0.0f, n);
     if (rc != GPTX_OK) {
         gptx_optimizer_destroy(opt);
         return rc;
@@ -138,8 +140,10 @@ int optimizer_update(gptx_optimizer *opt, float norm, const char *func) {
     /* same rule as torch.nn.utils.clip_grad_norm_ */
     h.grad_scale = 1.0f;
     if (o->grad_clip > 0.0f && norm > o->grad_clip) h.grad_scale = o->grad_clip / (norm + 1e-6f);
-    float *params = model->params + opt->shard_offset;
-    const float *grads = model->grads + opt->shard_offset;
+    h.rounding_seed = o->rounding_seed;
+    h.step = t;
+    float *params = gptx_param_at(ctx, model->params, opt->shard_offset);
+    const float *grads = model->grads + opt->shard_offset; /* gradients are always fp32 */
     if (opt->nranges > 0 && ctx->opts.fused_adamw) {
         GPTX_TRY(ctx->ops->adamw(ctx->be, params, grads, opt->m, opt->v, opt->ranges,
                                  opt->nranges, &h));

@@ -10,6 +10,10 @@
  * the device (the caller reads the result at once). */
 #include "cuda_internal.h"
 
+extern "C" {
+#include "bf16_round.h"
+}
+
 #define STAGE_BYTES ((size_t)4 << 20)         /* one upload staging buffer */
 #define LT_WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt workspace */
 #define REDUCE_CHUNK 65536                    /* elements per block of a sum */
@@ -176,9 +180,6 @@ GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options
     *out = NULL;
     int precision = GPTX_PRECISION_FP32;
     GPTX_TRY(resolve_precision(opts, &precision));
-    if (precision == GPTX_PRECISION_BF16_PURE)
-        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
-                         "precision bf16_pure is not implemented by the cuda backend yet");
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
@@ -209,6 +210,8 @@ GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options
     be->sm_count = prop.multiProcessorCount;
     be->precision = precision;
     be->act_bf16 = precision == GPTX_PRECISION_BF16 || precision == GPTX_PRECISION_BF16_PURE;
+    be->param_bf16 = precision == GPTX_PRECISION_BF16_PURE;
+    be->stochastic_rounding = be->param_bf16 && opts->stochastic_rounding;
     be->deterministic = opts->deterministic;
     gptx_cuda_cache_init(&be->cache, raw_alloc, raw_free, quiesce, be);
     int rc = create_streams(be);
@@ -225,7 +228,10 @@ GPTX_CUDA_FN int gptx_cuda_precision(const gptx_backend *be) { return be->precis
 
 GPTX_CUDA_FN void gptx_cuda_storage(const gptx_backend *be, gptx_backend_storage *out) {
     out->act_bytes = be->act_bf16 ? sizeof(gptx_bf16) : sizeof(float);
-    out->wcopy_bytes = be->act_bf16 ? sizeof(gptx_bf16) : 0;
+    /* bf16 mixed reads a bf16 copy of the fp32 master; pure bf16 reads the
+     * (bf16) parameters themselves */
+    out->wcopy_bytes = be->act_bf16 && !be->param_bf16 ? sizeof(gptx_bf16) : 0;
+    out->param_bytes = be->param_bf16 ? sizeof(gptx_bf16) : sizeof(float);
 }
 
 GPTX_CUDA_FN int gptx_cuda_num_threads(const gptx_backend *be) {
@@ -289,8 +295,10 @@ GPTX_CUDA_FN void gptx_cuda_host_free_pinned(gptx_backend *be, void *ptr) {
 /* ---- copies ------------------------------------------------------------------ */
 
 /* Host -> device through the staging buffers on the copy stream. The host
- * buffer may be reused as soon as this returns. */
-static int upload_bytes(gptx_backend *be, void *dst, const void *host, size_t bytes) {
+ * buffer may be reused as soon as this returns. With `narrow`, host holds
+ * bytes / 2 floats that are rounded to bf16 (nearest even) into the staging
+ * buffer, and `bytes` counts the device side. */
+static int upload_staged(gptx_backend *be, void *dst, const void *host, size_t bytes, int narrow) {
     if (bytes == 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
     /* write-after-read: kernels queued so far may still read dst */
@@ -301,7 +309,13 @@ static int upload_bytes(gptx_backend *be, void *dst, const void *host, size_t by
         gptx_cuda_pinned *st = &be->stage[be->stage_next];
         be->stage_next ^= 1;
         GPTX_TRY(gptx_cuda_pinned_reserve(st, STAGE_BYTES));
-        memcpy(st->host, (const char *)host + off, len);
+        if (narrow) {
+            const float *src = (const float *)host + off / sizeof(uint16_t);
+            uint16_t *h = (uint16_t *)st->host;
+            for (size_t i = 0; i < len / sizeof(uint16_t); i++) h[i] = gptx_bf16_round_nearest(src[i]);
+        } else {
+            memcpy(st->host, (const char *)host + off, len);
+        }
         GPTX_CUDA_TRY(
             cudaMemcpyAsync((char *)dst + off, st->host, len, cudaMemcpyHostToDevice, be->copy));
         GPTX_TRY(gptx_cuda_pinned_mark(st, be->copy));
@@ -313,7 +327,7 @@ static int upload_bytes(gptx_backend *be, void *dst, const void *host, size_t by
 }
 
 GPTX_CUDA_FN int gptx_cuda_upload_f32(gptx_backend *be, float *dst, const float *host, size_t n) {
-    return upload_bytes(be, dst, host, n * sizeof(float));
+    return upload_staged(be, dst, host, n * sizeof(float), 0);
 }
 
 GPTX_CUDA_FN int gptx_cuda_upload_i32(gptx_backend *be, int32_t *dst, const int32_t *host,
@@ -321,7 +335,7 @@ GPTX_CUDA_FN int gptx_cuda_upload_i32(gptx_backend *be, int32_t *dst, const int3
     /* the ids cached for embedding_backward are stale if this overwrites them */
     if (be->ids_dev && dst < be->ids_dev + be->ids_count && be->ids_dev < dst + n)
         be->ids_dev = NULL;
-    return upload_bytes(be, dst, host, n * sizeof(int32_t));
+    return upload_staged(be, dst, host, n * sizeof(int32_t), 0);
 }
 
 GPTX_CUDA_FN int gptx_cuda_download_f32(gptx_backend *be, float *host, const float *src, size_t n) {
@@ -372,7 +386,7 @@ GPTX_CUDA_FN int gptx_cuda_fill_act(gptx_backend *be, float *dst, float value, s
 
 GPTX_CUDA_FN int gptx_cuda_convert_weights(gptx_backend *be, float *copy, const float *params,
                                            size_t n) {
-    if (!be->act_bf16)
+    if (!be->act_bf16 || be->param_bf16)
         return GPTX_FAIL(GPTX_ERR_STATE, "convert_weights: this context keeps no weight copy");
     if (n == 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
@@ -382,11 +396,9 @@ GPTX_CUDA_FN int gptx_cuda_convert_weights(gptx_backend *be, float *copy, const 
     return GPTX_OK;
 }
 
-/* Activations to the host: bf16 comes down as is (half the bytes) into the
- * pinned partials buffer and is widened on the host, exactly. */
-GPTX_CUDA_FN int gptx_cuda_download_act(gptx_backend *be, float *host, const float *src,
-                                        size_t n) {
-    if (!be->act_bf16) return gptx_cuda_download_f32(be, host, src, n);
+/* bf16 to the host: comes down as is (half the bytes) into the pinned
+ * partials buffer and is widened on the host, exactly. */
+static int download_bf16(gptx_backend *be, float *host, const float *src, size_t n) {
     if (n == 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
     GPTX_TRY(gptx_cuda_pinned_reserve(&be->partials, n * sizeof(uint16_t)));
@@ -398,6 +410,35 @@ GPTX_CUDA_FN int gptx_cuda_download_act(gptx_backend *be, float *host, const flo
         uint32_t u = (uint32_t)h[i] << 16;
         memcpy(&host[i], &u, sizeof u);
     }
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_download_act(gptx_backend *be, float *host, const float *src,
+                                        size_t n) {
+    if (!be->act_bf16) return gptx_cuda_download_f32(be, host, src, n);
+    return download_bf16(be, host, src, n);
+}
+
+/* Parameters and moments ([p]): bf16 under the pure policy, else fp32. */
+GPTX_CUDA_FN int gptx_cuda_upload_param(gptx_backend *be, float *dst, const float *host,
+                                        size_t n) {
+    if (!be->param_bf16) return gptx_cuda_upload_f32(be, dst, host, n);
+    return upload_staged(be, dst, host, n * sizeof(uint16_t), 1);
+}
+
+GPTX_CUDA_FN int gptx_cuda_download_param(gptx_backend *be, float *host, const float *src,
+                                          size_t n) {
+    if (!be->param_bf16) return gptx_cuda_download_f32(be, host, src, n);
+    return download_bf16(be, host, src, n);
+}
+
+GPTX_CUDA_FN int gptx_cuda_fill_param(gptx_backend *be, float *dst, float value, size_t n) {
+    if (!be->param_bf16) return gptx_cuda_fill_f32(be, dst, value, n);
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH(k_fill<gptx_bf16>, gptx_cuda_blocks(n, 256), 256, be->compute, (gptx_bf16 *)dst,
+                value, n);
+    GPTX_CUDA_LAUNCHED("fill_param");
     return GPTX_OK;
 }
 

@@ -439,13 +439,18 @@ typedef enum cublasComputeType_t {
 typedef enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType_t;
 typedef enum cublasLtEpilogue_t {
     CUBLASLT_EPILOGUE_DEFAULT = 1,
-    CUBLASLT_EPILOGUE_BIAS = 4
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_GELU_AUX = 160,
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164,
+    CUBLASLT_EPILOGUE_DGELU = 192
 } cublasLtEpilogue_t;
 typedef enum cublasLtMatmulDescAttributes_t {
     CUBLASLT_MATMUL_DESC_TRANSA = 3,
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26
 } cublasLtMatmulDescAttributes_t;
 typedef enum cublasLtMatmulPreferenceAttributes_t {
@@ -464,6 +469,8 @@ struct gptx_emu_lt_desc {
     int transa, transb, epilogue;
     const void *bias;
     int bias_type; /* -1: the type of D (the documented default) */
+    void *aux;     /* GELU input: written by GELU_AUX(_BIAS), read by DGELU */
+    int64_t aux_ld;
 };
 struct gptx_emu_lt_layout {
     cudaDataType_t type;
@@ -509,7 +516,8 @@ static inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
 }
 static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d,
                                                       cublasComputeType_t c, cudaDataType_t) {
-    *d = new gptx_emu_lt_desc{c, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, NULL, -1};
+    *d = new gptx_emu_lt_desc{c, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, NULL, -1,
+                              NULL, 0};
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
@@ -535,6 +543,14 @@ static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
         if (size != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
         d->bias = *(const void *const *)buf;
+        break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+        if (size != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
+        d->aux = *(void *const *)buf;
+        break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+        if (size != sizeof(int64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+        d->aux_ld = *(const int64_t *)buf;
         break;
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
         if (size != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
@@ -574,17 +590,27 @@ cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
     }
     return CUBLAS_STATUS_SUCCESS;
 }
-/* GPTX_CUDA_EMU_NO_EPILOGUE=1: no algorithm with the BIAS epilogue, as
- * cuBLASLt may answer for some shapes (exercises the backend's fallback). */
+/* GPTX_CUDA_EMU_NO_EPILOGUE=1: no algorithm with any epilogue, as cuBLASLt
+ * may answer for some shapes (exercises the backend's fallbacks). The GELU
+ * epilogues also need what the header documents: the aux leading dimension
+ * divisible by 8 and at least D's rows (checked by the heuristic against
+ * D's layout), and a 16-byte aligned aux pointer (an assumption: the
+ * documentation says only that the heuristic depends on its alignment). */
 static inline cublasStatus_t
 cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t,
                                cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
-                               cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int requested,
+                               cublasLtMatrixLayout_t ldl, cublasLtMatmulPreference_t, int requested,
                                cublasLtMatmulHeuristicResult_t *results, int *returned) {
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
     *returned = 0;
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && getenv("GPTX_CUDA_EMU_NO_EPILOGUE"))
+    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && getenv("GPTX_CUDA_EMU_NO_EPILOGUE"))
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+        d->epilogue == CUBLASLT_EPILOGUE_DGELU) {
+        if (!d->aux || d->aux_ld % 8 != 0 || d->aux_ld < (int64_t)ldl->rows ||
+            ((uintptr_t)d->aux % 16) != 0)
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     memset(&results[0], 0, sizeof results[0]);
     *returned = 1;
     return CUBLAS_STATUS_SUCCESS;
@@ -618,7 +644,14 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
     if (kb != k || ld->rows != m || ld->cols != n || lc->rows != m || lc->cols != n ||
         lc->ld != ld->ld)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && !d->bias) return CUBLAS_STATUS_INVALID_VALUE;
+    int has_bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS ||
+                   d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    int gelu_fwd = d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
+                   d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    int gelu_bwd = d->epilogue == CUBLASLT_EPILOGUE_DGELU;
+    if (has_bias && !d->bias) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((gelu_fwd || gelu_bwd) && (!d->aux || d->aux_ld < (int64_t)m))
+        return CUBLAS_STATUS_INVALID_VALUE;
     /* the type combinations the backend uses and cuBLASLt documents for
      * CUBLAS_COMPUTE_32F: A and B of one type; C and D of one type, fp32 or
      * that of A/B; bf16 inputs only with the plain 32F compute type */
@@ -642,7 +675,19 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
             }
             float v = al * acc;
             if (be != 0.0f) v += be * gptx_emu_lt_get(C, lc->type, i + j * lc->ld);
-            if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) v += gptx_emu_lt_get(d->bias, bias_type, i);
+            if (has_bias) v += gptx_emu_lt_get(d->bias, bias_type, i);
+            /* GELU epilogues, tanh approximation (the aux matrix, the GELU
+             * input, has D's type; the GELU is applied to the fp32 value) */
+            if (gelu_fwd) {
+                gptx_emu_lt_put(d->aux, ld->type, i + j * d->aux_ld, v);
+                v = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+            } else if (gelu_bwd) {
+                float x = gptx_emu_lt_get(d->aux, ld->type, i + j * d->aux_ld);
+                float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+                float th = tanhf(u);
+                float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+                v *= 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+            }
             col[i] = v;
         }
         /* C may alias D: write the column after reading all of it; a bf16

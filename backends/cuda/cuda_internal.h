@@ -81,6 +81,8 @@ struct gptx_backend {
     int cc_major, cc_minor, sm_count;
     int precision;     /* gptx_precision in effect (DEFAULT resolved) */
     int act_bf16;      /* activations and the weight copy are bf16 (BF16 policies) */
+    int param_bf16;    /* parameters and AdamW moments are bf16 (BF16_PURE) */
+    int stochastic_rounding; /* BF16_PURE AdamW rounds stochastically */
     int deterministic; /* context option (every kernel here is deterministic) */
     cudaStream_t compute, copy;
     cudaEvent_t ev_compute, ev_copy;

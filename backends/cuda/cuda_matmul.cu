@@ -41,12 +41,18 @@ static cublasComputeType_t compute_type(const gptx_backend *be) {
         }                                                                                          \
     } while (0)
 
+/* GELU epilogues: none; forward (D = GELU(product + bias), the GELU input
+ * written to aux); backward (D = product * GELU'(aux)). */
+enum { LT_GELU_NONE = 0, LT_GELU_FWD = 1, LT_GELU_BWD = 2 };
+
 /* D (m x n, ld ldd) = op(A) (m x k) * op(B) (k x n) + beta * D, plus bias[i]
- * on row i of D when bias is not NULL. Column-major; A and B of type tab, D
- * (and the bias) of type td. */
-static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int k, const void *A,
-                     int lda, const void *B, int ldb, void *D, int ldd, float beta,
-                     const void *bias, cudaDataType_t tab, cudaDataType_t td) {
+ * on row i of D when bias is not NULL, then the GELU epilogue `gelu` with
+ * its aux matrix (m x n, ld ldd, D's type). Column-major; A and B of type
+ * tab, D (and the bias) of type td. */
+static int lt_matmul_epi(gptx_backend *be, int transa, int transb, int m, int n, int k,
+                         const void *A, int lda, const void *B, int ldb, void *D, int ldd,
+                         float beta, const void *bias, cudaDataType_t tab, cudaDataType_t td,
+                         int gelu, const void *aux) {
     int rc = GPTX_OK;
     cublasLtMatmulDesc_t op = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
@@ -54,9 +60,10 @@ static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int
     float alpha = 1.0f;
     cublasComputeType_t ct = compute_type(be);
     uint32_t al_a = alignment_of(A), al_b = alignment_of(B), al_d = alignment_of(D);
+    uint32_t al_x = aux ? alignment_of(aux) : 0;
     int key[16] = {transa,       transb,       m,         n,         k,         lda,
                    ldb,          ldd,          beta != 0.0f, bias != NULL, (int)al_a, (int)al_b,
-                   (int)al_d,    (int)ct,      (int)tab,  (int)td};
+                   (int)al_d,    (int)ct,      (int)tab | (int)td << 8, gelu | (int)al_x << 4};
     const cublasLtMatmulAlgo_t *algo = NULL;
 
     LT_TRY(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
@@ -65,11 +72,24 @@ static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int
         LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
         LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     }
-    if (bias) {
-        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (bias || gelu) {
+        uint32_t epi = gelu == LT_GELU_FWD ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                   : CUBLASLT_EPILOGUE_GELU_AUX)
+                       : gelu == LT_GELU_BWD ? CUBLASLT_EPILOGUE_DGELU
+                                             : CUBLASLT_EPILOGUE_BIAS;
         LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                              sizeof bias));
+        if (bias)
+            LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                  sizeof bias));
+        if (gelu) {
+            /* the GELU input matrix, D's type (the default aux type) and
+             * D's shape; its ld must be a multiple of 8 (cublasLt.h) */
+            int64_t aux_ld = ldd;
+            LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                  &aux, sizeof aux));
+            LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                  &aux_ld, sizeof aux_ld));
+        }
     }
     /* layouts describe the stored matrices, before op() */
     LT_TRY(cublasLtMatrixLayoutCreate(&la, tab, transa ? k : m, transa ? m : k, lda));
@@ -115,8 +135,8 @@ static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int
             slot->valid = 2;
             rc = GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
                            "cuBLASLt has no algorithm for m %d n %d k %d (trans %d%d, alignment "
-                           "%u/%u/%u bytes, epilogue %d)",
-                           m, n, k, transa, transb, al_a, al_b, al_d, bias != NULL);
+                           "%u/%u/%u bytes, bias %d, gelu %d)",
+                           m, n, k, transa, transb, al_a, al_b, al_d, bias != NULL, gelu);
             goto done;
         }
         slot->valid = 1;
@@ -133,6 +153,13 @@ done:
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (op) cublasLtMatmulDescDestroy(op);
     return rc;
+}
+
+static int lt_matmul(gptx_backend *be, int transa, int transb, int m, int n, int k, const void *A,
+                     int lda, const void *B, int ldb, void *D, int ldd, float beta,
+                     const void *bias, cudaDataType_t tab, cudaDataType_t td) {
+    return lt_matmul_epi(be, transa, transb, m, n, k, A, lda, B, ldb, D, ldd, beta, bias, tab, td,
+                         LT_GELU_NONE, NULL);
 }
 
 /* out[n, oc] += bias[oc]: used when the epilogue is not (unaligned bias, no
@@ -180,6 +207,59 @@ GPTX_CUDA_FN int gptx_cuda_matmul_backward(gptx_backend *be, float *dinp, float 
     cudaDataType_t t = act_type(be);
     if (dinp) GPTX_TRY(lt_matmul(be, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, 0.0f, NULL, t, t));
     /* weight gradients stay fp32 under every policy */
+    GPTX_TRY(lt_matmul(be, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, 1.0f, NULL, t, CUDA_R_32F));
+    if (dbias) GPTX_TRY(gptx_cuda_column_sums(be, dbias, NULL, dout, NULL, NULL, NULL, N, OC));
+    return GPTX_OK;
+}
+
+/* pre (N, OC) = inp @ w^T + bias, out = GELU(pre), in one product with the
+ * GELU_AUX(_BIAS) epilogue when cuBLASLt offers it for the shape (aux ld =
+ * OC a multiple of 8, 16-byte aligned buffers and bias), else the separate
+ * product and GELU kernel. */
+GPTX_CUDA_FN int gptx_cuda_matmul_gelu_forward(gptx_backend *be, float *out, float *pre,
+                                               const float *inp, const float *w,
+                                               const float *bias, int N, int C, int OC) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    cudaDataType_t t = act_type(be);
+    int fused = OC % 8 == 0 && alignment_of(pre) >= 16 && alignment_of(out) >= 16 &&
+                (!bias || alignment_of(bias) >= 16);
+    if (fused) {
+        int rc = lt_matmul_epi(be, 1, 0, OC, N, C, w, C, inp, C, out, OC, 0.0f, bias, t, t,
+                               LT_GELU_FWD, pre);
+        if (rc == GPTX_OK) return GPTX_OK;
+        if (rc != GPTX_ERR_UNSUPPORTED) return rc;
+        gptx_clear_error(); /* no algorithm with this epilogue: separate ops */
+    }
+    GPTX_TRY(gptx_cuda_matmul_forward(be, pre, inp, w, bias, N, C, OC));
+    return gptx_cuda_gelu_forward(be, out, pre, (size_t)N * OC);
+}
+
+/* matmul_backward of a product whose input was GELU(pre): dinp (N, C) =
+ * (dout @ w) * GELU'(pre) in one product with the DGELU epilogue when
+ * offered (aux ld = C a multiple of 8, aligned), else the product then the
+ * GELU-backward kernel. The bias gradient is the fixed-order column sum,
+ * not DGELU_BGRAD: that epilogue overwrites in D's type, while the fp32
+ * gradient must accumulate. */
+GPTX_CUDA_FN int gptx_cuda_matmul_backward_dgelu(gptx_backend *be, float *dinp, float *dw,
+                                                 float *dbias, const float *dout,
+                                                 const float *inp, const float *w,
+                                                 const float *pre, int N, int C, int OC) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    cudaDataType_t t = act_type(be);
+    int fused = C % 8 == 0 && alignment_of(pre) >= 16 && alignment_of(dinp) >= 16;
+    int done = 0;
+    if (fused) {
+        int rc = lt_matmul_epi(be, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, 0.0f, NULL, t, t,
+                               LT_GELU_BWD, pre);
+        if (rc != GPTX_OK && rc != GPTX_ERR_UNSUPPORTED) return rc;
+        if (rc == GPTX_ERR_UNSUPPORTED) gptx_clear_error();
+        done = rc == GPTX_OK;
+    }
+    if (!done) {
+        GPTX_TRY(lt_matmul(be, 0, 0, C, N, OC, w, C, dout, OC, dinp, C, 0.0f, NULL, t, t));
+        /* in place: the kernel reads dout[i] before writing dinp[i] */
+        GPTX_TRY(gptx_cuda_gelu_backward(be, dinp, pre, dinp, (size_t)N * C));
+    }
     GPTX_TRY(lt_matmul(be, 0, 1, C, OC, N, inp, C, dout, OC, dw, C, 1.0f, NULL, t, CUDA_R_32F));
     if (dbias) GPTX_TRY(gptx_cuda_column_sums(be, dbias, NULL, dout, NULL, NULL, NULL, N, OC));
     return GPTX_OK;

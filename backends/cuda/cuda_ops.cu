@@ -6,9 +6,14 @@
  * every result is bitwise repeatable. Reductions over rows (bias, LayerNorm
  * and embedding gradients) run in an order fixed by the shapes alone.
  * Activations are `T` (float, or bf16 under the bf16 policies: see
- * cuda_internal.h); every kernel computes in fp32, and statistics,
- * gradients of parameters and the AdamW state are fp32 always. */
+ * cuda_internal.h); every kernel computes in fp32, and statistics and
+ * gradients of parameters are fp32 always; parameters and the AdamW state
+ * are fp32, or bf16 under the pure-bf16 policy. */
 #include "cuda_internal.h"
+
+extern "C" {
+#include "bf16_round.h"
+}
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 #define COLSUM_ROWS 256                /* rows per partial of a column sum */
@@ -193,6 +198,55 @@ GPTX_CUDA_FN int gptx_cuda_layernorm_forward(gptx_backend *be, float *out, float
     GPTX_LAUNCH_ACT(k_layernorm_forward, blocks, ROW_THREADS, be->compute, (act_t *)out, mean, rstd,
                     (const act_t *)inp, (const act_t *)w, (const act_t *)b, N, C, eps);
     GPTX_CUDA_LAUNCHED("layernorm_forward");
+    return GPTX_OK;
+}
+
+/* Fused residual-add + LayerNorm, one warp per row: the lane that stores
+ * residual[c] = a[c] + b[c] reads it back (rounded to the activation type,
+ * as a separate residual kernel would leave it) for the statistics, so the
+ * result is the separate ops' bit for bit and backward sees what forward
+ * normalised. The residual never makes a round trip through memory between
+ * two kernels. */
+template <typename A>
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_residual_layernorm_forward(A *resid, A *out, float *mean, float *rstd, const A *a,
+                                 const A *b, const A *w, const A *bias, int N, int C, float eps) {
+    int lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
+    if (row >= (size_t)N) return; /* whole warp: no barrier follows */
+    A *x = resid + row * C;
+    const A *xa = a + row * C, *xb = b + row * C;
+    float s = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        gptx_st(&x[c], gptx_ld(xa[c]) + gptx_ld(xb[c]));
+        s += gptx_ld(x[c]);
+    }
+    float m = warp_sum(s) / (float)C;
+    float v = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float d = gptx_ld(x[c]) - m;
+        v += d * d;
+    }
+    float r = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
+    A *o = out + row * C;
+    for (int c = lane; c < C; c += 32)
+        gptx_st(&o[c], (gptx_ld(x[c]) - m) * r * gptx_ld(w[c]) + gptx_ld(bias[c]));
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+GPTX_CUDA_FN int gptx_cuda_residual_layernorm_forward(gptx_backend *be, float *residual, float *out,
+                                                      float *mean, float *rstd, const float *a,
+                                                      const float *b, const float *w,
+                                                      const float *bias, int N, int C, float eps) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
+    GPTX_LAUNCH_ACT(k_residual_layernorm_forward, blocks, ROW_THREADS, be->compute,
+                    (act_t *)residual, (act_t *)out, mean, rstd, (const act_t *)a,
+                    (const act_t *)b, (const act_t *)w, (const act_t *)bias, N, C, eps);
+    GPTX_CUDA_LAUNCHED("residual_layernorm_forward");
     return GPTX_OK;
 }
 
@@ -456,12 +510,9 @@ typedef struct adamw_range_dev {
 } adamw_range_dev;
 
 /* Block b belongs to the last range whose block_start <= b (ranges without
- * blocks are left out of the table) and updates ADAMW_CHUNK of its elements.
- * Same arithmetic as the CPU backend. */
-static __global__ void __launch_bounds__(ADAMW_THREADS)
-    k_adamw(float *params, const float *grads, float *m, float *v, const adamw_range_dev *tab,
-            int nranges, gptx_adamw_hyper h) {
-    unsigned b = blockIdx.x;
+ * blocks are left out of the table) and updates ADAMW_CHUNK of its elements. */
+static __device__ adamw_range_dev adamw_block_range(const adamw_range_dev *tab, int nranges,
+                                                    unsigned b) {
     int lo = 0, hi = nranges - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
@@ -470,7 +521,15 @@ static __global__ void __launch_bounds__(ADAMW_THREADS)
         else
             hi = mid - 1;
     }
-    adamw_range_dev r = tab[lo];
+    return tab[lo];
+}
+
+/* fp32 parameters and moments: the CPU backend's arithmetic. */
+static __global__ void __launch_bounds__(ADAMW_THREADS)
+    k_adamw(float *params, const float *grads, float *m, float *v, const adamw_range_dev *tab,
+            int nranges, gptx_adamw_hyper h) {
+    unsigned b = blockIdx.x;
+    adamw_range_dev r = adamw_block_range(tab, nranges, b);
     unsigned long long e0 = (unsigned long long)(b - r.block_start) * ADAMW_CHUNK;
     unsigned long long e1 = e0 + ADAMW_CHUNK < r.count ? e0 + ADAMW_CHUNK : r.count;
     float decay = 1.0f - h.lr * r.weight_decay;
@@ -484,6 +543,40 @@ static __global__ void __launch_bounds__(ADAMW_THREADS)
         m[i] = mi;
         v[i] = vi;
         params[i] = params[i] * decay - step * mi / (sqrtf(vi) * rsbc2 + h.eps);
+    }
+}
+
+/* Pure bf16: parameters and moments stored bf16 (raw bits), the update
+ * computed in fp32 exactly as above, and each of the three results rounded
+ * back to nearest even, or stochastically with the words 0, 1, 2 of the
+ * Philox block (rounding_seed, step, element index) for p, m and v, so a
+ * run is reproducible and independent of the launch configuration. */
+static __global__ void __launch_bounds__(ADAMW_THREADS)
+    k_adamw_bf16(uint16_t *params, const float *grads, uint16_t *m, uint16_t *v,
+                 const adamw_range_dev *tab, int nranges, gptx_adamw_hyper h, int stochastic) {
+    unsigned b = blockIdx.x;
+    adamw_range_dev r = adamw_block_range(tab, nranges, b);
+    unsigned long long e0 = (unsigned long long)(b - r.block_start) * ADAMW_CHUNK;
+    unsigned long long e1 = e0 + ADAMW_CHUNK < r.count ? e0 + ADAMW_CHUNK : r.count;
+    float decay = 1.0f - h.lr * r.weight_decay;
+    float step = h.lr / h.bias_correction1;
+    float rsbc2 = 1.0f / sqrtf(h.bias_correction2);
+    for (unsigned long long e = e0 + threadIdx.x; e < e1; e += ADAMW_THREADS) {
+        size_t i = (size_t)(r.offset + e);
+        float g = grads[i] * h.grad_scale;
+        float mi = h.beta1 * gptx_bf16_widen(m[i]) + (1.0f - h.beta1) * g;
+        float vi = h.beta2 * gptx_bf16_widen(v[i]) + (1.0f - h.beta2) * g * g;
+        float pi = gptx_bf16_widen(params[i]) * decay - step * mi / (sqrtf(vi) * rsbc2 + h.eps);
+        if (stochastic) {
+            gptx_philox4 rnd = gptx_philox_block(h.rounding_seed, (uint64_t)h.step, i);
+            params[i] = gptx_bf16_round_stochastic(pi, rnd.v[0]);
+            m[i] = gptx_bf16_round_stochastic(mi, rnd.v[1]);
+            v[i] = gptx_bf16_round_stochastic(vi, rnd.v[2]);
+        } else {
+            params[i] = gptx_bf16_round_nearest(pi);
+            m[i] = gptx_bf16_round_nearest(mi);
+            v[i] = gptx_bf16_round_nearest(vi);
+        }
     }
 }
 
@@ -513,8 +606,13 @@ GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *g
     GPTX_CUDA_TRY(cudaMemcpyAsync(dev, tab, (size_t)nt * sizeof(adamw_range_dev),
                                   cudaMemcpyHostToDevice, be->compute));
     GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
-    GPTX_LAUNCH(k_adamw, (unsigned)blocks, ADAMW_THREADS, be->compute, params, grads, m, v,
-                (const adamw_range_dev *)dev, nt, *h);
+    if (be->param_bf16)
+        GPTX_LAUNCH(k_adamw_bf16, (unsigned)blocks, ADAMW_THREADS, be->compute,
+                    (uint16_t *)params, grads, (uint16_t *)m, (uint16_t *)v,
+                    (const adamw_range_dev *)dev, nt, *h, be->stochastic_rounding);
+    else
+        GPTX_LAUNCH(k_adamw, (unsigned)blocks, ADAMW_THREADS, be->compute, params, grads, m, v,
+                    (const adamw_range_dev *)dev, nt, *h);
     GPTX_CUDA_LAUNCHED("adamw");
     return GPTX_OK;
 }

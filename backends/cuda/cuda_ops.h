@@ -28,6 +28,21 @@ GPTX_CUDA_FN int gptx_cuda_fill_act(gptx_backend *be, float *dst, float value, s
 GPTX_CUDA_FN int gptx_cuda_convert_weights(gptx_backend *be, float *copy, const float *params,
                                            size_t n);
 GPTX_CUDA_FN void *gptx_cuda_compute_stream(gptx_backend *be);
+GPTX_CUDA_FN int gptx_cuda_matmul_gelu_forward(gptx_backend *be, float *out, float *pre,
+                                               const float *inp, const float *w,
+                                               const float *bias, int N, int C, int OC);
+GPTX_CUDA_FN int gptx_cuda_matmul_backward_dgelu(gptx_backend *be, float *dinp, float *dw,
+                                                 float *dbias, const float *dout,
+                                                 const float *inp, const float *w,
+                                                 const float *pre, int N, int C, int OC);
+GPTX_CUDA_FN int gptx_cuda_residual_layernorm_forward(gptx_backend *be, float *residual, float *out,
+                                                      float *mean, float *rstd, const float *a,
+                                                      const float *b, const float *w,
+                                                      const float *bias, int N, int C, float eps);
+GPTX_CUDA_FN int gptx_cuda_upload_param(gptx_backend *be, float *dst, const float *host, size_t n);
+GPTX_CUDA_FN int gptx_cuda_download_param(gptx_backend *be, float *host, const float *src,
+                                          size_t n);
+GPTX_CUDA_FN int gptx_cuda_fill_param(gptx_backend *be, float *dst, float value, size_t n);
 GPTX_CUDA_FN int gptx_cuda_alloc(gptx_backend *be, size_t bytes, void **ptr);
 GPTX_CUDA_FN void gptx_cuda_free(gptx_backend *be, void *ptr);
 GPTX_CUDA_FN int gptx_cuda_memory_stats(const gptx_backend *be, gptx_memory_stats *stats);

@@ -67,7 +67,7 @@ typedef struct {
 } bench_args;
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gptx-bench-gpu [--precision fp32|tf32|bf16] [--batch B | --max-batch B]\n"
+    fprintf(f, "usage: gptx-bench-gpu [--precision fp32|tf32|bf16|bf16_pure] [--batch B | --max-batch B]\n"
                "                      [--seq T] [--layers L] [--heads H] [--width C] [--vocab V]\n"
                "                      [--padded-vocab Vp] [--warmup N] [--steps N] [--json FILE]\n"
                "  defaults: bf16, GPT-2 124M, T 1024, largest power-of-two batch <= 512 that\n"
@@ -177,7 +177,7 @@ int main(int argc, char **argv) {
     if (parse_args(&a, argc, argv) != 0) return 2;
     int precision = gptx_precision_from_name(a.precision);
     if (precision <= GPTX_PRECISION_DEFAULT) {
-        fprintf(stderr, "gptx-bench-gpu: --precision %s; expected fp32, tf32 or bf16\n",
+        fprintf(stderr, "gptx-bench-gpu: --precision %s; expected fp32, tf32, bf16 or bf16_pure\n",
                 a.precision);
         return 2;
     }

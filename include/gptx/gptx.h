@@ -278,6 +278,11 @@ typedef struct gptx_adamw_options {
     float weight_decay; /* default 0.1, decoupled (AdamW) */
     float grad_clip;    /* clip the global L2 norm to this; 0 = off (default 1.0) */
     int decay_policy;   /* gptx_decay_policy */
+    /* Philox key of the stochastic rounding of the pure-bf16 policy (context
+     * option stochastic_rounding): draws are keyed by (rounding_seed, step,
+     * element), so a run and its resumption from a checkpoint, which records
+     * it, are reproducible. Default 0; unused under other policies. */
+    uint64_t rounding_seed;
 } gptx_adamw_options;
 
 GPTX_API void gptx_adamw_options_init(gptx_adamw_options *opts);

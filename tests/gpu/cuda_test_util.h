@@ -57,18 +57,18 @@ static inline int cuda_test_backend(gptx_backend **be, const char *precision) {
     return cuda_test_ops()->create(be, &o);
 }
 
-/* A context on the CUDA backend. The emulated backend cannot be selected
- * through gptx_context_create (it is not part of the library), so its
- * context is assembled by hand, as context.c would. */
-static inline int cuda_test_context(gptx_context **out, const char *precision) {
+/* A context on the CUDA backend with options `o` (backend forced to CUDA).
+ * The emulated backend cannot be selected through gptx_context_create (it
+ * is not part of the library), so its context is assembled by hand, as
+ * context.c would. */
+static inline int cuda_test_context_opts(gptx_context **out, const gptx_context_options *o) {
     *out = NULL;
     cuda_test_precision(NULL);
 #ifdef GPTX_TEST_CUDA_EMU
     gptx_context *ctx = (gptx_context *)calloc(1, sizeof *ctx);
     if (!ctx) return GPTX_ERR_NO_MEMORY;
-    gptx_context_options_init(&ctx->opts);
+    ctx->opts = *o;
     ctx->opts.backend = GPTX_BACKEND_CUDA;
-    ctx->opts.precision = cuda_test_precision_value(precision);
     ctx->ops = cuda_test_ops();
     int rc = ctx->ops->create(&ctx->be, &ctx->opts);
     if (rc != GPTX_OK) {
@@ -79,12 +79,18 @@ static inline int cuda_test_context(gptx_context **out, const char *precision) {
     *out = ctx;
     return GPTX_OK;
 #else
+    gptx_context_options c = *o;
+    c.backend = GPTX_BACKEND_CUDA;
+    return gptx_context_create(out, &c);
+#endif
+}
+
+/* A context on the CUDA backend under `precision` (a name; NULL = fp32). */
+static inline int cuda_test_context(gptx_context **out, const char *precision) {
     gptx_context_options o;
     gptx_context_options_init(&o);
-    o.backend = GPTX_BACKEND_CUDA;
     o.precision = cuda_test_precision_value(precision);
-    return gptx_context_create(out, &o);
-#endif
+    return cuda_test_context_opts(out, &o);
 }
 
 static inline int cuda_test_cpu_context(gptx_context **ctx) {

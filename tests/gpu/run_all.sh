@@ -8,19 +8,21 @@
 #             machine lacks OpenBLAS / jansson / PCRE2 / pkg-config, the .deb
 #             files in build-gpu-deps/ (tests/gpu/fetch_deps.sh; carry the
 #             folder) are unpacked into a private prefix first
-#   test      ctest -L gpu (every kernel against the CPU backend, the model in
-#             fp32 and bf16 mixed (bf16 activations, fp32 master weights), the
-#             reference fixtures in fp32/tf32/bf16, the 50-step training
-#             comparison, sampler equivalence), then the fixtures and the
-#             training comparison again into their own logs
+#   test      ctest -L gpu (every kernel against the CPU backend, the products
+#             with GELU epilogues and the fused residual + LayerNorm, the model
+#             in fp32 and bf16 mixed (bf16 activations, fp32 master weights),
+#             the reference fixtures in fp32/tf32/bf16, the 50-step training
+#             comparison, pure bf16 with and without stochastic rounding,
+#             sampler equivalence), then the fixtures, the training comparison
+#             and the pure-bf16 test again into their own logs
 #   bench     gptx-bench-gpu (bf16 at the largest power-of-two batch; bf16,
-#             tf32, fp32 at batch 64) and bench/gpu/torch_gpu_bench.py (batch 64)
+#             bf16_pure, tf32, fp32 at batch 64) and bench/gpu/torch_gpu_bench.py (batch 64)
 #   sanitize  compute-sanitizer memcheck and racecheck on the kernel test,
 #             memcheck on the model test (its bf16 runs)
 #   all       build test bench
 #
 # Logs go to $OUT (the device tool's output folder; build-gpu/out otherwise):
-# summary.log, build.log, ctest.log, reference.log, train.log, bench.log,
+# summary.log, build.log, ctest.log, reference.log, train.log, pure.log, bench.log,
 # torch.log, sanitize.log. Every stage runs under a time limit; a failing
 # stage is logged and the script goes on (it exits 1 if any stage failed).
 # The device tool allows 10 minutes per command: run `build test` in one call
@@ -117,6 +119,7 @@ do_build() {
         return 1
     stage "build" build.log 420 cmake --build "$BUILD" -j"$JOBS" --target gptx gptx_static \
         test_cuda_nodevice test_cuda_kernels test_cuda_model test_reference_cuda test_cuda_train \
+        test_cuda_pure \
         test_sampler_device gptx-bench-gpu
 }
 
@@ -129,9 +132,10 @@ do_test() {
         failed=1
     fi
     local fixtures=("$root"/tests/reference/fixtures/*.gptxfix)
-    local ref train
+    local ref train pure
     ref=$(find_bin test_reference_cuda)
     train=$(find_bin test_cuda_train)
+    pure=$(find_bin test_cuda_pure)
     if [ -n "$ref" ]; then
         stage "reference fixtures" reference.log 120 "$ref" --precision all "${fixtures[@]}"
     else
@@ -142,6 +146,13 @@ do_test() {
         grep -E '^loss gap|^final loss' "$OUT/train.log" | tail -n 2 | tee -a "$OUT/summary.log"
     else
         say "training comparison: test_cuda_train was not built"; failed=1
+    fi
+    if [ -n "$pure" ]; then
+        stage "pure bf16, round to nearest and stochastic" pure.log 120 "$pure"
+        grep -E '^loss gap|^small updates|^sr rerun|^checkpoint' "$OUT/pure.log" |
+            tee -a "$OUT/summary.log"
+    else
+        say "pure bf16: test_cuda_pure was not built"; failed=1
     fi
 }
 
@@ -155,6 +166,8 @@ do_bench() {
     fi
     stage "gptx bf16, largest batch" bench.log 150 "$bench" --precision bf16 --json "$BUILD/b1.json"
     stage "gptx bf16, batch 64" bench.log 90 "$bench" --precision bf16 --batch 64 --json "$BUILD/b2.json"
+    stage "gptx bf16_pure, batch 64" bench.log 90 "$bench" --precision bf16_pure --batch 64 \
+        --warmup 1 --steps 5
     stage "gptx tf32, batch 64" bench.log 90 "$bench" --precision tf32 --batch 64 --warmup 1 --steps 3
     stage "gptx fp32, batch 64" bench.log 120 "$bench" --precision fp32 --batch 64 --warmup 1 --steps 3
     for j in "$BUILD"/b1.json "$BUILD"/b2.json; do [ -f "$j" ] && cat "$j" >>"$OUT/bench.log"; done

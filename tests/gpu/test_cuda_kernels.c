@@ -3,7 +3,9 @@
  *
  * Tolerances (a = CUDA, r = CPU; a NaN always fails; -inf must match -inf):
  *   exact (bitwise): fill, upload/download, embedding forward and backward
- *     (same additions in the same order), residual, QKV layout;
+ *     (same additions in the same order), residual, QKV layout; the fused
+ *     residual + LayerNorm against the backend's separate ops (and its
+ *     residual against the CPU's; its LayerNorm has LayerNorm's tolerances);
  *   elementwise |a - r| <= atol + rtol |r|: GELU (1e-6, 1e-5), LayerNorm
  *     (1e-5 scale, 1e-4), attention (1e-5 scale, 1e-4), cross-entropy
  *     loss and log-sum-exp (1e-5, 3e-5), logit gradient (1e-7, 1e-5), AdamW
@@ -288,6 +290,48 @@ static void test_layernorm(pair *p) {
     }
 }
 
+/* Fused residual-add + LayerNorm against the CPU's residual_forward then
+ * layernorm_forward (residual bitwise, the rest LayerNorm's tolerances), and
+ * against the CUDA backend's own separate ops bit for bit. */
+static void test_residual_layernorm(pair *p) {
+    int shapes[][2] = {{1, 8}, {9, 40}, {257, 100}, {33, 768}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], C = shapes[si][1];
+        size_t NC = (size_t)N * C;
+        printf("  residual_layernorm N %d C %d\n", N, C);
+        float *xa = hrand(NC, 61 + si, -2, 3), *xb = hrand(NC, 62 + si, -1, 1);
+        float *w = hrand(C, 63, 0.5f, 1.5f), *b = hrand(C, 64, -1, 1);
+        float *res = malloc(NC * sizeof *res), *out = malloc(NC * sizeof *out),
+              *mean = malloc(N * sizeof *mean), *rstd = malloc(N * sizeof *rstd);
+        CHECK_OK(p->cpu_ops->residual_forward(p->cpu, res, xa, xb, NC));
+        CHECK_OK(p->cpu_ops->layernorm_forward(p->cpu, out, mean, rstd, res, w, b, N, C, 1e-5f));
+        float *da = dup_f(p, xa, NC), *db_ = dup_f(p, xb, NC), *dw = dup_f(p, w, C),
+              *dbias = dup_f(p, b, C);
+        float *dres = dalloc(p, NC * 4), *dout = dalloc(p, NC * 4), *dmean = dalloc(p, N * 4),
+              *drstd = dalloc(p, N * 4);
+        CHECK_OK(p->cu_ops->residual_layernorm_forward(p->cu, dres, dout, dmean, drstd, da, db_, dw,
+                                                       dbias, N, C, 1e-5f));
+        float *ares = down(p, dres, NC), *aout = down(p, dout, NC), *am = down(p, dmean, N),
+              *ar = down(p, drstd, N);
+        same_bits("fused residual", res, ares, NC);
+        compare("fused out", out, aout, NC, 1e-5 * max_abs(out, NC), 1e-4);
+        compare("fused mean", mean, am, N, 1e-6 * max_abs(mean, N) + 1e-7, 1e-4);
+        compare("fused rstd", rstd, ar, N, 0, 1e-4);
+        /* the separate CUDA ops give the same bits */
+        CHECK_OK(p->cu_ops->residual_forward(p->cu, dres, da, db_, NC));
+        CHECK_OK(p->cu_ops->layernorm_forward(p->cu, dout, dmean, drstd, dres, dw, dbias, N, C,
+                                              1e-5f));
+        float *sout = down(p, dout, NC), *sm = down(p, dmean, N), *sr = down(p, drstd, N);
+        same_bits("fused vs separate out", sout, aout, NC);
+        same_bits("fused vs separate mean", sm, am, N);
+        same_bits("fused vs separate rstd", sr, ar, N);
+        void *dev[] = {da, db_, dw, dbias, dres, dout, dmean, drstd};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {xa, xb, w, b, res, out, mean, rstd, ares, aout, am, ar, sout, sm, sr};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+}
+
 /* ---- matrix products --------------------------------------------------------------- */
 
 /* S[n, o] = sum_c |x[n, c]| |w[o, c]| + |bias[o]| (forward) */
@@ -379,6 +423,79 @@ static void test_matmul(pair *p) {
         void *dev[] = {dx, dw, dbias, dout, dg, din, dgw, dgb};
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
         void *host[] = {x, w, bias, g, gw0, gb0, rin, rw, rb, ain, aw, ab, bin, bw, bb};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+}
+
+/* The products with a GELU epilogue against the CPU's product then GELU:
+ * pre within the product bound e*S, the GELU output and the GELU'd dinp
+ * within 1.13 (max |gelu'|) times it, plus 1e-6 + 1e-5 relative for the GELU
+ * itself. OC (forward) or C (backward) not a multiple of 8 takes the
+ * separate-ops fallback; with GPTX_CUDA_EMU_NO_EPILOGUE every shape does. */
+static void test_matmul_gelu(pair *p) {
+    int shapes[][3] = {{7, 24, 72}, {37, 100, 33}, {16, 40, 64}};
+    double e = matmul_eps(p->precision);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], C = shapes[si][1], OC = shapes[si][2];
+        size_t NC = (size_t)N * C, NO = (size_t)N * OC, OCC = (size_t)OC * C;
+        printf("  matmul+gelu N %d C %d OC %d (%s)\n", N, C, OC, p->precision);
+        float *x = hrand(NC, 71 + si, -1, 1), *w = hrand(OCC, 72, -1, 1),
+              *bias = hrand(OC, 73, -1, 1);
+        float *rpre = malloc(NO * sizeof *rpre), *rout = malloc(NO * sizeof *rout);
+        CHECK_OK(p->cpu_ops->matmul_forward(p->cpu, rpre, x, w, bias, N, C, OC));
+        CHECK_OK(p->cpu_ops->gelu_forward(p->cpu, rout, rpre, NO));
+        float *dx = dup_f(p, x, NC), *dw = dup_f(p, w, OCC), *db = dup_f(p, bias, OC);
+        float *dpre = dalloc(p, NO * 4), *dout = dalloc(p, NO * 4);
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, dpre, NAN, NO));
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, dout, NAN, NO));
+        CHECK_OK(p->cu_ops->matmul_gelu_forward(p->cu, dout, dpre, dx, dw, db, N, C, OC));
+        float *apre = down(p, dpre, NO), *aout = down(p, dout, NO);
+        double *bd = bound_fwd(x, w, bias, N, C, OC, e);
+        compare_b("forward pre-activation", rpre, apre, NO, 0, 0, bd);
+        for (size_t i = 0; i < NO; i++) bd[i] *= 1.13;
+        compare_b("forward gelu", rout, aout, NO, 1e-6, 1e-5, bd);
+        free(bd);
+
+        /* backward of a product whose input is gelu(pre): pre (N, C) */
+        float *pre = hrand(NC, 74 + si, -3, 3), *inp = malloc(NC * sizeof *inp);
+        CHECK_OK(p->cpu_ops->gelu_forward(p->cpu, inp, pre, NC));
+        float *g = hrand(NO, 75, -1, 1), *gw0 = hrand(OCC, 76, -1, 1), *gb0 = hrand(OC, 77, -1, 1);
+        float *rt = malloc(NC * sizeof *rt), *rin = malloc(NC * sizeof *rin), *rw = hcopy(gw0, OCC),
+              *rb = hcopy(gb0, OC);
+        CHECK_OK(p->cpu_ops->matmul_backward(p->cpu, rt, rw, rb, g, inp, w, N, C, OC));
+        CHECK_OK(p->cpu_ops->gelu_backward(p->cpu, rin, pre, rt, NC));
+        float *dg = dup_f(p, g, NO), *dinp = dup_f(p, inp, NC), *dp = dup_f(p, pre, NC),
+              *din = dalloc(p, NC * 4), *dgw = dup_f(p, gw0, OCC), *dgb = dup_f(p, gb0, OC);
+        CHECK_OK(p->cu_ops->fill_f32(p->cu, din, NAN, NC));
+        CHECK_OK(p->cu_ops->matmul_backward_dgelu(p->cu, din, dgw, dgb, dg, dinp, dw, dp, N, C, OC));
+        float *ain = down(p, din, NC), *aw = down(p, dgw, OCC), *ab = down(p, dgb, OC);
+        double *bin = malloc(NC * sizeof *bin), *bw = malloc(OCC * sizeof *bw),
+               *bb = malloc(OC * sizeof *bb);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) {
+                double sum = 0;
+                for (int o = 0; o < OC; o++)
+                    sum += fabs(g[(size_t)n * OC + o]) * fabs(w[(size_t)o * C + c]);
+                bin[(size_t)n * C + c] = 1.13 * e * sum;
+            }
+        for (int o = 0; o < OC; o++) {
+            for (int c = 0; c < C; c++) {
+                double sum = fabs(gw0[(size_t)o * C + c]);
+                for (int n = 0; n < N; n++)
+                    sum += fabs(g[(size_t)n * OC + o]) * fabs(inp[(size_t)n * C + c]);
+                bw[(size_t)o * C + c] = e * sum;
+            }
+            double sb = fabs(gb0[o]);
+            for (int n = 0; n < N; n++) sb += fabs(g[(size_t)n * OC + o]);
+            bb[o] = 1e-5 * sb;
+        }
+        compare_b("backward dinp * gelu'", rin, ain, NC, 1e-6, 1e-5, bin);
+        compare_b("backward dw (accumulated)", rw, aw, OCC, 0, 0, bw);
+        compare_b("backward dbias (accumulated)", rb, ab, OC, 0, 0, bb);
+        void *dev[] = {dx, dw, db, dpre, dout, dg, dinp, dp, din, dgw, dgb};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {x,  w,   bias, rpre, rout, apre, aout, pre, inp, g,   gw0, gb0,
+                        rt, rin, rw,   rb,   ain,  aw,   ab,   bin, bw,  bb};
         for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     }
 }
@@ -566,7 +683,7 @@ static void test_adamw(pair *p) {
     gptx_param_range ranges[] = {
         {9100, 10900, 0.0f}, {0, 5000, 0.1f}, {5000, 0, 0.1f}, {5000, 4000, 0.05f}};
     gptx_adamw_hyper h = {
-        1e-3f, 0.9f, 0.95f, 1e-8f, 1.0f - 0.9f * 0.9f * 0.9f, 1.0f - 0.95f * 0.95f * 0.95f, 0.7f};
+        1e-3f, 0.9f, 0.95f, 1e-8f, 1.0f - 0.9f * 0.9f * 0.9f, 1.0f - 0.95f * 0.95f * 0.95f, 0.7f, 0, 3};
     float *pr = hrand(n, 81, -1, 1), *g = hrand(n, 82, -1e-2f, 1e-2f),
           *m = hrand(n, 83, -1e-3f, 1e-3f), *v = hrand(n, 84, 0, 1e-5f);
     float *rp = hcopy(pr, n), *rm = hcopy(m, n), *rv = hcopy(v, n);
@@ -620,6 +737,7 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, "copies")) test_copies(&p);
             if (!only || !strcmp(only, "embedding")) test_embedding(&p);
             if (!only || !strcmp(only, "layernorm")) test_layernorm(&p);
+            if (!only || !strcmp(only, "layernorm")) test_residual_layernorm(&p);
             if (!only || !strcmp(only, "attention")) test_attention(&p);
             if (!only || !strcmp(only, "elementwise")) test_elementwise(&p);
             if (!only || !strcmp(only, "crossentropy")) test_crossentropy(&p);
@@ -627,6 +745,7 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, "adamw")) test_adamw(&p);
         }
         if (!only || !strcmp(only, "matmul")) test_matmul(&p);
+        if (!only || !strcmp(only, "matmul")) test_matmul_gelu(&p);
         gptx_memory_stats st;
         gptx_memory_stats_init(&st);
         p.cu_ops->memory_stats(p.cu, &st);

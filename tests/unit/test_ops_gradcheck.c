@@ -238,7 +238,7 @@ static void check_adamw(void) {
     double pd[40], md[40], vd[40];
     for (size_t i = 0; i < n; i++) { pd[i] = p[i]; md[i] = m[i]; vd[i] = v[i]; }
     gptx_param_range ranges[2] = {{0, 25, 0.1f}, {25, 15, 0.0f}};
-    gptx_adamw_hyper h = {1e-2f, 0.9f, 0.95f, 1e-8f, 1.0f - 0.9f * 0.9f, 1.0f - 0.95f * 0.95f, 0.5f};
+    gptx_adamw_hyper h = {1e-2f, 0.9f, 0.95f, 1e-8f, 1.0f - 0.9f * 0.9f, 1.0f - 0.95f * 0.95f, 0.5f, 0, 1};
     ops->adamw(be, p, g, m, v, ranges, 2, &h);
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
