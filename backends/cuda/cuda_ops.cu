@@ -418,13 +418,13 @@ static __device__ __forceinline__ void lse_combine(float *m, float *s, float m2,
 
 /* One block per row: masks [V, Vp) to -inf when asked, then the row's
  * log-sum-exp over the columns inside the softmax in one pass (running max
- * and sum per thread, then a fixed tree), then the row's loss. */
+ * and sum per thread, then a fixed tree), then the row's loss (thread 0).
+ * Returns the log-sum-exp to every thread of the block. */
 template <typename A>
-static __global__ void __launch_bounds__(CE_THREADS)
-    k_crossentropy_forward(float *losses, float *lse, A *logits, const int32_t *targets, int V,
-                           int Vp, int mask) {
+static __device__ __forceinline__ float ce_row_forward(float *losses, float *lse, A *row,
+                                                       const int32_t *targets, int V, int Vp,
+                                                       int mask) {
     __shared__ float sm[CE_THREADS], ss[CE_THREADS];
-    A *row = logits + (size_t)blockIdx.x * Vp;
     if (mask)
         for (int j = V + threadIdx.x; j < Vp; j += CE_THREADS) gptx_st(&row[j], -INFINITY);
     int ncols = mask ? V : Vp;
@@ -451,24 +451,29 @@ static __global__ void __launch_bounds__(CE_THREADS)
         }
         __syncthreads();
     }
+    float l = sm[0] + logf(ss[0]); /* the same value in every thread */
     if (threadIdx.x == 0) {
-        float l = sm[0] + logf(ss[0]);
         lse[blockIdx.x] = l;
         if (targets) {
             int32_t t = targets[blockIdx.x];
             losses[blockIdx.x] = t == GPTX_IGNORE_INDEX ? 0.0f : l - gptx_ld(row[t]);
         }
     }
+    return l;
+}
+
+template <typename A>
+static __global__ void __launch_bounds__(CE_THREADS)
+    k_crossentropy_forward(float *losses, float *lse, A *logits, const int32_t *targets, int V,
+                           int Vp, int mask) {
+    ce_row_forward(losses, lse, logits + (size_t)blockIdx.x * Vp, targets, V, Vp, mask);
 }
 
 /* logits row -> dloss * (softmax - onehot(target)); zeros for ignored rows.
  * Masked columns hold -inf, so their gradient is exp(-inf) = 0. */
 template <typename A>
-static __global__ void k_crossentropy_backward(A *logits, const float *lse, const int32_t *targets,
-                                               int Vp, float dloss) {
-    A *row = logits + (size_t)blockIdx.x * Vp;
-    int32_t t = targets[blockIdx.x];
-    float l = lse[blockIdx.x];
+static __device__ __forceinline__ void ce_row_backward(A *row, float l, int32_t t, int Vp,
+                                                       float dloss) {
     for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
         float g = 0.0f;
         if (t != GPTX_IGNORE_INDEX) {
@@ -479,6 +484,26 @@ static __global__ void k_crossentropy_backward(A *logits, const float *lse, cons
     }
 }
 
+template <typename A>
+static __global__ void k_crossentropy_backward(A *logits, const float *lse, const int32_t *targets,
+                                               int Vp, float dloss) {
+    ce_row_backward(logits + (size_t)blockIdx.x * Vp, lse[blockIdx.x], targets[blockIdx.x], Vp,
+                    dloss);
+}
+
+/* The fused classifier: forward and gradient of a row in one block, while
+ * the row is in cache; the same operations as the two kernels above, so the
+ * same bits. */
+template <typename A>
+static __global__ void __launch_bounds__(CE_THREADS)
+    k_crossentropy_fused(float *losses, float *lse, A *logits, const int32_t *targets, int V,
+                         int Vp, int mask, float dloss) {
+    A *row = logits + (size_t)blockIdx.x * Vp;
+    float l = ce_row_forward(losses, lse, row, targets, V, Vp, mask);
+    __syncthreads(); /* thread 0 has read row[target] for the loss; the masked -inf are stored */
+    ce_row_backward(row, l, targets[blockIdx.x], Vp, dloss);
+}
+
 GPTX_CUDA_FN int gptx_cuda_crossentropy_forward(gptx_backend *be, float *losses, float *lse,
                                                 float *logits, const int32_t *targets, int N, int V,
                                                 int Vp, int mask_padded) {
@@ -487,6 +512,17 @@ GPTX_CUDA_FN int gptx_cuda_crossentropy_forward(gptx_backend *be, float *losses,
     GPTX_LAUNCH_ACT(k_crossentropy_forward, (unsigned)N, CE_THREADS, be->compute, losses, lse,
                     (act_t *)logits, targets, V, Vp, mask_padded);
     GPTX_CUDA_LAUNCHED("crossentropy_forward");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_crossentropy_fused(gptx_backend *be, float *losses, float *lse,
+                                              float *logits, const int32_t *targets, int N, int V,
+                                              int Vp, int mask_padded, float dloss) {
+    if (N <= 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH_ACT(k_crossentropy_fused, (unsigned)N, CE_THREADS, be->compute, losses, lse,
+                    (act_t *)logits, targets, V, Vp, mask_padded, dloss);
+    GPTX_CUDA_LAUNCHED("crossentropy_fused");
     return GPTX_OK;
 }
 

@@ -81,6 +81,9 @@ GPTX_CUDA_FN int gptx_cuda_residual_forward(gptx_backend *be, float *out, const 
 GPTX_CUDA_FN int gptx_cuda_crossentropy_forward(gptx_backend *be, float *losses, float *lse,
                                                 float *logits, const int32_t *targets, int N, int V,
                                                 int Vp, int mask_padded);
+GPTX_CUDA_FN int gptx_cuda_crossentropy_fused(gptx_backend *be, float *losses, float *lse,
+                                              float *logits, const int32_t *targets, int N, int V,
+                                              int Vp, int mask_padded, float dloss);
 GPTX_CUDA_FN int gptx_cuda_crossentropy_backward(gptx_backend *be, float *logits, const float *lse,
                                                  const int32_t *targets, int N, int V, int Vp,
                                                  float dloss);

@@ -57,7 +57,7 @@ static const gptx_backend_ops cuda_table = {
     .qkv_interleave = gptx_cuda_qkv_interleave,
     .qkv_split = gptx_cuda_qkv_split,
     .compute_stream = gptx_cuda_compute_stream,
-    .crossentropy_fused = NULL, /* lib/ runs crossentropy_forward, then _backward */
+    .crossentropy_fused = gptx_cuda_crossentropy_fused,
 };
 
 const gptx_backend_ops *gptx_cuda_backend_ops(void) { return &cuda_table; }
