@@ -5,8 +5,8 @@
  * host time between the two records:
  *   - 4 intervals around a training step (forward_backward + AdamW) on a
  *     small model, each followed by a sleep outside the interval: every
- *     interval is > 0 and below the host time around its start and stop,
- *     so the sleeps are not in it;
+ *     interval is > 0 and below the host time from before its start to
+ *     after a synchronize that follows its stop, so the sleeps are not in it;
  *   - an interval around a 20 ms sleep alone covers the sleep (emulation
  *     only: a device would show almost nothing, as no work was queued);
  *   - gptx_timer_interval resolves before the report does; the report's
@@ -64,6 +64,8 @@ int main(void) {
         CHECK_OK(gptx_model_forward_backward(m, in, tg, 1, T, 1.0f, NULL));
         CHECK_OK(gptx_optimizer_step(opt, m, NULL));
         CHECK_OK(gptx_timer_stop(t, T));
+        /* the stop event may be reached after stop returns: wait for it */
+        CHECK_OK(gptx_context_synchronize(ctx));
         host[s] = host_now() - h0;
         sleep_ms(5); /* outside every interval */
     }
