@@ -213,6 +213,30 @@ typedef struct gptx_backend_ops {
     int (*crossentropy_fused)(gptx_backend *be, float *losses, float *lse, float *logits,
                               const int32_t *targets, int N, int V, int Vp, int mask_padded,
                               float dloss);
+
+    /* OPTIONAL device-side timing (NULL: the timer synchronizes the context
+     * and reads the host clock). An event is recorded on the compute stream
+     * behind the work queued so far; event_elapsed waits until `stop` has
+     * been reached and returns the device time between the two events. */
+    int (*event_create)(gptx_backend *be, void **ev);
+    void (*event_destroy)(gptx_backend *be, void *ev);
+    int (*event_record)(gptx_backend *be, void *ev);
+    int (*event_elapsed)(gptx_backend *be, void *start, void *stop, double *seconds);
+
+    /* OPTIONAL replay of a fixed op sequence (NULL: lib/ always issues the
+     * ops). lib/ brackets a segment with graph_begin / graph_end; key
+     * (nkey words) names everything the segment's ops bake in: shapes,
+     * buffer addresses, scalar arguments. graph_begin sets *replayed = 1
+     * when it launched a graph recorded for this segment and key: lib/ then
+     * skips the ops and does not call graph_end. Else (*replayed = 0) lib/
+     * issues the ops, which must not touch the host (no downloads, no
+     * synchronization, no uploads), and calls graph_end with their status,
+     * also on failure (the backend may be capturing them). */
+    int (*graph_begin)(gptx_backend *be, int segment, const uint64_t *key, int nkey,
+                       int *replayed);
+    int (*graph_end)(gptx_backend *be, int segment, int status);
+    /* counts of graphs captured and replayed so far (both 0 when off) */
+    void (*graph_counts)(const gptx_backend *be, int64_t *captures, int64_t *replays);
 } gptx_backend_ops;
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void);

@@ -20,6 +20,7 @@ void gptx_context_options_init(gptx_context_options *opts) {
     opts->fused_adamw = 1;
     opts->precision = GPTX_PRECISION_DEFAULT;
     opts->stochastic_rounding = 0;
+    opts->cuda_graphs = 0;
 }
 
 void gptx_memory_stats_init(gptx_memory_stats *stats) {
@@ -77,6 +78,9 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
     if (opts.precision < GPTX_PRECISION_DEFAULT || opts.precision > GPTX_PRECISION_BF16_PURE)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.precision is %d; expected GPTX_PRECISION_*",
                          opts.precision);
+    if (opts.cuda_graphs & ~1)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "options.cuda_graphs is %d; expected 0 or 1",
+                         opts.cuda_graphs);
     if (opts.stochastic_rounding & ~1)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.stochastic_rounding is %d; expected 0 or 1",
                          opts.stochastic_rounding);
@@ -178,4 +182,13 @@ int gptx_context_reset_peak_memory(gptx_context *ctx) {
 int gptx_context_synchronize(gptx_context *ctx) {
     GPTX_CHECK_NULL(ctx);
     return ctx->ops->synchronize(ctx->be);
+}
+
+int gptx_context_graph_counts(const gptx_context *ctx, int64_t *captures, int64_t *replays) {
+    GPTX_CHECK_NULL(ctx);
+    int64_t c = 0, r = 0;
+    if (ctx->ops->graph_counts) ctx->ops->graph_counts(ctx->be, &c, &r);
+    if (captures) *captures = c;
+    if (replays) *replays = r;
+    return GPTX_OK;
 }

@@ -437,18 +437,25 @@ static int attention_backward(gptx_model *m, gptx_layer_acts *a, int B, int T) {
                                             C, NH);
 }
 
-/* Embedding and every transformer block for the ids already uploaded to
- * m->inputs: (B, T) ids -> residual stream (B*T, C), returned in *out. */
-static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
+/* The weight copy, then the embedding of the ids already uploaded to
+ * m->inputs: (B, T) ids -> m->encoded (B*T, C). Not part of a graph
+ * segment: the backend may copy the ids to the host here. */
+static int embed_forward(gptx_model *m, int B, int T) {
+    const gptx_layout *L = &m->layout;
+    GPTX_TRY(refresh_weights(m));
+    return OPS(m)->embedding_forward(BE(m), m->encoded, m->inputs, PARAM(m, L->wte),
+                                     PARAM(m, L->wpe), B, T, m->cfg.n_embd); // -> (BT, C)
+}
+
+/* Every transformer block on m->encoded: -> residual stream (B*T, C),
+ * returned in *out. */
+static int blocks_forward(gptx_model *m, int B, int T, const float **out) {
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
     const gptx_layout *L = &m->layout;
     int C = m->cfg.n_embd, N = B * T;
     size_t BTC = (size_t)N * C;
     float eps = m->cfg.layernorm_eps;
-    GPTX_TRY(refresh_weights(m));
-    GPTX_TRY(ops->embedding_forward(be, m->encoded, m->inputs, PARAM(m, L->wte), PARAM(m, L->wpe), B,
-                                    T, C)); // -> (BT, C)
     const float *residual = m->encoded;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gptx_layer_params *p = &L->layers[l];
@@ -496,6 +503,86 @@ static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
     return GPTX_OK;
 }
 
+static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
+    GPTX_TRY(embed_forward(m, B, T));
+    return blocks_forward(m, B, T, out);
+}
+
+/* ---- graph segments ----------------------------------------------------------- */
+
+/* Segments the backend may capture and replay (backend.h graph_begin). */
+enum { SEGMENT_FORWARD = 0, SEGMENT_BACKWARD = 1 };
+#define GPTX_SEGMENT_KEY_MAX 16 /* at most what backends accept (CUDA: 24) */
+
+/* The words of a segment's key common to both: everything its ops bake in
+ * besides per-segment scalars (shapes, buffer addresses, model shape). */
+static int segment_key(const gptx_model *m, uint64_t *k, int B, int T) {
+    const gptx_model_config *c = &m->cfg;
+    int n = 0;
+    k[n++] = (uint64_t)B;
+    k[n++] = (uint64_t)T;
+    k[n++] = (uint64_t)(uintptr_t)m->act_buf;
+    k[n++] = (uint64_t)m->act_size;
+    k[n++] = (uint64_t)(uintptr_t)m->params;
+    k[n++] = (uint64_t)(uintptr_t)m->grads;
+    k[n++] = (uint64_t)(uintptr_t)m->wcopy;
+    k[n++] = (uint64_t)c->n_layer;
+    k[n++] = (uint64_t)c->n_head;
+    k[n++] = (uint64_t)c->n_embd;
+    k[n++] = (uint64_t)c->vocab_size;
+    k[n++] = (uint64_t)c->padded_vocab_size;
+    k[n++] = (uint64_t)(c->mask_padded_logits | c->tied_head << 1 | c->qkv_bias << 2);
+    return n;
+}
+
+static uint64_t float_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* Runs fn(m, arg) as segment seg: issued normally, captured, or replayed
+ * by the backend (then fn does not run). The naive-attention variant
+ * uploads its mask inside the blocks, so it never uses graphs. */
+static int run_segment(gptx_model *m, int seg, const uint64_t *key, int nkey,
+                       int (*fn)(gptx_model *, const void *), const void *arg) {
+    const gptx_backend_ops *ops = OPS(m);
+    if (!ops->graph_begin || m->naive_attention) return fn(m, arg);
+    int replayed = 0;
+    GPTX_TRY(ops->graph_begin(BE(m), seg, key, nkey, &replayed));
+    if (replayed) return GPTX_OK;
+    return ops->graph_end(BE(m), seg, fn(m, arg));
+}
+
+/* Segment FORWARD: the blocks, ln_f, lm_head and the cross-entropy. */
+typedef struct forward_args {
+    int B, T;
+    int targets;   /* targets uploaded */
+    int fused;     /* crossentropy_fused with dloss */
+    float dloss;
+} forward_args;
+
+static int forward_segment(gptx_model *m, const void *arg) {
+    const forward_args *f = arg;
+    const gptx_backend_ops *ops = OPS(m);
+    gptx_backend *be = BE(m);
+    const gptx_layout *L = &m->layout;
+    int C = m->cfg.n_embd, V = m->cfg.vocab_size;
+    int Vp = m->cfg.padded_vocab_size, N = f->B * f->T;
+    const float *residual = NULL;
+    GPTX_TRY(blocks_forward(m, f->B, f->T, &residual));
+    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual, PARAM(m, L->lnf_w),
+                           PARAM(m, L->lnf_b), N, C, m->cfg.layernorm_eps));
+    GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, N, C,
+                                 Vp)); // (BT, Vp)
+    if (f->fused)
+        return ops->crossentropy_fused(be, m->losses, m->loss_lse, m->logits, m->targets, N, V, Vp,
+                                       m->cfg.mask_padded_logits, f->dloss);
+    return ops->crossentropy_forward(be, f->targets ? m->losses : NULL, m->loss_lse, m->logits,
+                                     f->targets ? m->targets : NULL, N, V, Vp,
+                                     m->cfg.mask_padded_logits);
+}
+
 /* The forward pass; with fused_scale (targets required), the cross-entropy
  * also leaves d(fused_scale * mean loss)/dlogits in the logits buffer, for
  * gptx_model_forward_backward. */
@@ -518,28 +605,19 @@ static int forward_impl(gptx_model *m, const int32_t *inputs, const int32_t *tar
     GPTX_TRY(ensure_activations(m, B, T));
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
-    const gptx_layout *L = &m->layout;
-    int C = m->cfg.n_embd, V = m->cfg.vocab_size;
-    int Vp = m->cfg.padded_vocab_size, N = (int)BT;
-    float eps = m->cfg.layernorm_eps;
+    int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size, N = (int)BT;
 
     GPTX_TRY(ops->upload_i32(be, m->inputs, inputs, BT));
     if (targets) GPTX_TRY(ops->upload_i32(be, m->targets, targets, BT));
-    const float *residual = NULL;
-    GPTX_TRY(transformer_forward(m, B, T, &residual));
-    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual,
-                                    PARAM(m, L->lnf_w), PARAM(m, L->lnf_b), N, C, eps));
-    GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, N, C,
-                                 Vp)); // (BT, Vp)
+    GPTX_TRY(embed_forward(m, B, T));
     /* the same expression as in backward, so both paths scale alike */
     float dloss = fused_scale && counted > 0 ? *fused_scale / (float)counted : 0.0f;
-    if (fused_scale && ops->crossentropy_fused)
-        GPTX_TRY(ops->crossentropy_fused(be, m->losses, m->loss_lse, m->logits, m->targets, N, V,
-                                         Vp, m->cfg.mask_padded_logits, dloss));
-    else
-        GPTX_TRY(ops->crossentropy_forward(be, targets ? m->losses : NULL, m->loss_lse, m->logits,
-                                           targets ? m->targets : NULL, N, V, Vp,
-                                           m->cfg.mask_padded_logits));
+    forward_args fa = {B, T, targets != NULL, fused_scale && ops->crossentropy_fused, dloss};
+    uint64_t key[GPTX_SEGMENT_KEY_MAX];
+    int nkey = segment_key(m, key, B, T);
+    key[nkey++] = (uint64_t)(fa.targets | fa.fused << 1);
+    key[nkey++] = float_bits(fa.fused ? dloss : 0.0f);
+    GPTX_TRY(run_segment(m, SEGMENT_FORWARD, key, nkey, forward_segment, &fa));
     m->B = B;
     m->T = T;
     m->have_targets = targets != NULL;
@@ -653,23 +731,59 @@ int gptx_model_backward(gptx_model *m, float loss_scale) {
     return gptx_model_backward_hooked(m, loss_scale, NULL, NULL, __func__);
 }
 
+typedef struct backward_args {
+    gptx_grads_ready_fn ready; /* NULL in a segment */
+    void *arg;
+    int ce_backward; /* the cross-entropy backward is still to run */
+    float dloss;
+} backward_args;
+
+static int backward_segment(gptx_model *m, const void *args);
+
 int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready_fn ready,
                                void *arg, const char *func) {
     GPTX_TRY(gptx_model_backward_check(m, loss_scale, func));
+    backward_args ba = {ready, arg, !m->dlogits_ready,
+                        m->loss_tokens > 0 ? loss_scale / (float)m->loss_tokens : 0.0f};
+    m->phase = GPTX_PHASE_BACKWARD; /* logits are overwritten from here on */
+    m->dlogits_ready = 0;
+    /* the hook queues gradient reductions between layers: no graph then */
+    if (ready) GPTX_TRY(backward_segment(m, &ba));
+    else {
+        uint64_t key[GPTX_SEGMENT_KEY_MAX];
+        int nkey = segment_key(m, key, m->B, m->T);
+        key[nkey++] = (uint64_t)ba.ce_backward;
+        key[nkey++] = float_bits(ba.ce_backward ? ba.dloss : 0.0f);
+        GPTX_TRY(run_segment(m, SEGMENT_BACKWARD, key, nkey, backward_segment, &ba));
+    }
+    const gptx_layout *L = &m->layout;
+    /* not in the segment: the backend buckets the ids on the host */
+    GPTX_TRY(OPS(m)->embedding_backward(BE(m), GRAD(m, L->wte), GRAD(m, L->wpe), m->dresidual,
+                                        m->inputs, m->B, m->T, m->cfg.n_embd));
+    if (ready) { /* wte, wpe: the start of the buffer */
+        size_t hi = m->cfg.n_layer > 0 ? L->tensors[L->layers[0].ln1_w].offset
+                                       : L->tensors[L->lnf_w].offset;
+        GPTX_TRY(ready(arg, 0, hi));
+    }
+    return GPTX_OK;
+}
+
+/* Segment BACKWARD (or, with a hook, the same ops without a graph): from
+ * the logits' gradient down to dresidual of the embedding. */
+static int backward_segment(gptx_model *m, const void *args) {
+    const backward_args *ba = args;
+    gptx_grads_ready_fn ready = ba->ready;
+    void *arg = ba->arg;
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
     const gptx_layout *L = &m->layout;
     int B = m->B, T = m->T, C = m->cfg.n_embd;
     int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size, N = B * T;
     size_t BTC = (size_t)N * C;
-    float dloss = m->loss_tokens > 0 ? loss_scale / (float)m->loss_tokens : 0.0f;
-
-    m->phase = GPTX_PHASE_BACKWARD; /* logits are overwritten from here on */
-    if (m->dlogits_ready) /* gptx_model_forward_backward: the cross-entropy did it */
-        m->dlogits_ready = 0;
-    else
+    /* else gptx_model_forward_backward's cross-entropy did it */
+    if (ba->ce_backward)
         GPTX_TRY(ops->crossentropy_backward(be, m->logits, m->loss_lse, m->targets, N, V, Vp,
-                                            dloss));
+                                            ba->dloss));
     const float *last = m->cfg.n_layer > 0 ? m->acts[m->cfg.n_layer - 1].residual3 : m->encoded;
     GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, L->lm_head), NULL, m->logits, m->lnf,
                                   PARAM(m, L->lm_head), N, C, Vp));
@@ -718,13 +832,6 @@ int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready
             layer_region(m, l, &lo, &hi);
             GPTX_TRY(ready(arg, lo, hi - lo));
         }
-    }
-    GPTX_TRY(ops->embedding_backward(be, GRAD(m, L->wte), GRAD(m, L->wpe), m->dresidual, m->inputs,
-                                     B, T, C));
-    if (ready) { /* wte, wpe: the start of the buffer */
-        size_t hi = m->cfg.n_layer > 0 ? L->tensors[L->layers[0].ln1_w].offset
-                                       : L->tensors[L->lnf_w].offset;
-        GPTX_TRY(ready(arg, 0, hi));
     }
     return GPTX_OK;
 }

@@ -1,19 +1,30 @@
-/* Wall-clock timer for throughput reports: every start/stop interval is kept;
- * the first (cold) one is reported apart from the rest (steady). */
+/* Timer for throughput reports: every start/stop interval is kept; the
+ * first (cold) one is reported apart from the rest (steady). On a backend
+ * with events, start and stop record device events instead of synchronizing,
+ * and the intervals are resolved when they are read. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "context.h"
 #include "errors.h"
 
 struct gptx_timer {
     gptx_context *ctx; /* NULL: host clock only */
+    int events;        /* the context's backend records events */
     int scope;
     int running;
-    double started; /* seconds on CLOCK_MONOTONIC */
+    double started;  /* seconds on CLOCK_MONOTONIC */
     double *seconds; /* (cap) one per finished interval */
     int64_t *tokens; /* (cap) */
     size_t n, cap;
+    /* with events: interval i < n is resolved when i < resolved; else its
+     * (start, stop) events are still held */
+    void **ev_start, **ev_stop; /* (cap) */
+    size_t resolved;
+    void *cur_start; /* the running interval's start event */
+    void **pool;     /* events free for reuse */
+    size_t npool, pool_cap;
 };
 
 static int now_seconds(double *t) {
@@ -34,16 +45,77 @@ int gptx_timer_create(gptx_timer **out, gptx_context *ctx, int scope) {
     gptx_timer *t = calloc(1, sizeof *t);
     if (!t) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     t->ctx = ctx;
+    t->events = ctx && ctx->ops->event_record != NULL;
     t->scope = scope;
     *out = t;
     return GPTX_OK;
 }
 
+static void drop_event(gptx_timer *t, void *ev) {
+    if (ev) t->ctx->ops->event_destroy(t->ctx->be, ev);
+}
+
 void gptx_timer_destroy(gptx_timer *t) {
     if (!t) return;
+    if (t->events) {
+        for (size_t i = t->resolved; i < t->n; i++) {
+            drop_event(t, t->ev_start[i]);
+            drop_event(t, t->ev_stop[i]);
+        }
+        for (size_t i = 0; i < t->npool; i++) drop_event(t, t->pool[i]);
+        drop_event(t, t->cur_start);
+    }
+    free(t->ev_start);
+    free(t->ev_stop);
+    free(t->pool);
     free(t->seconds);
     free(t->tokens);
     free(t);
+}
+
+/* An event from the pool (or a new one), recorded on the compute stream. */
+static int record_event(gptx_timer *t, void **ev) {
+    gptx_backend *be = t->ctx->be;
+    void *e = NULL;
+    if (t->npool > 0)
+        e = t->pool[--t->npool];
+    else
+        GPTX_TRY(t->ctx->ops->event_create(be, &e));
+    int rc = t->ctx->ops->event_record(be, e);
+    if (rc != GPTX_OK) {
+        t->pool[t->npool++] = e; /* pool_cap >= every event ever created */
+        return rc;
+    }
+    *ev = e;
+    return GPTX_OK;
+}
+
+/* Room in the pool for every event the timer holds, so returning one
+ * never fails. */
+static int reserve_pool(gptx_timer *t, size_t held) {
+    if (held <= t->pool_cap) return GPTX_OK;
+    size_t cap = t->pool_cap ? 2 * t->pool_cap : 64;
+    while (cap < held) cap *= 2;
+    void **p = realloc(t->pool, cap * sizeof *p);
+    if (!p) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu events)", cap);
+    t->pool = p;
+    t->pool_cap = cap;
+    return GPTX_OK;
+}
+
+/* Device times of the intervals not yet read; waits for their stop events. */
+static int resolve(gptx_timer *t) {
+    while (t->resolved < t->n) {
+        size_t i = t->resolved;
+        double sec = 0.0;
+        GPTX_TRY(t->ctx->ops->event_elapsed(t->ctx->be, t->ev_start[i], t->ev_stop[i], &sec));
+        t->seconds[i] = sec;
+        t->pool[t->npool++] = t->ev_start[i];
+        t->pool[t->npool++] = t->ev_stop[i];
+        t->ev_start[i] = t->ev_stop[i] = NULL;
+        t->resolved++;
+    }
+    return GPTX_OK;
 }
 
 int gptx_timer_start(gptx_timer *t) {
@@ -51,6 +123,13 @@ int gptx_timer_start(gptx_timer *t) {
     if (t->running)
         return GPTX_FAIL(GPTX_ERR_STATE, "the timer is already running (interval %zu); stop it first",
                          t->n);
+    if (t->events) {
+        /* two events per interval at most, plus this one */
+        GPTX_TRY(reserve_pool(t, 2 * (t->n - t->resolved) + t->npool + 3));
+        GPTX_TRY(record_event(t, &t->cur_start));
+        t->running = 1;
+        return GPTX_OK;
+    }
     /* work queued before start belongs to no interval */
     if (t->ctx) GPTX_TRY(gptx_context_synchronize(t->ctx));
     GPTX_TRY(now_seconds(&t->started));
@@ -67,6 +146,14 @@ static int grow(gptx_timer *t) {
     int64_t *k = realloc(t->tokens, cap * sizeof *k);
     if (!k) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu intervals)", cap);
     t->tokens = k;
+    if (t->events) {
+        void **a = realloc(t->ev_start, cap * sizeof *a);
+        if (!a) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu intervals)", cap);
+        t->ev_start = a;
+        void **b = realloc(t->ev_stop, cap * sizeof *b);
+        if (!b) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu intervals)", cap);
+        t->ev_stop = b;
+    }
     t->cap = cap;
     return GPTX_OK;
 }
@@ -77,6 +164,20 @@ int gptx_timer_stop(gptx_timer *t, int64_t tokens) {
     if (tokens < 0)
         return GPTX_FAIL(GPTX_ERR_INVALID, "tokens is %lld; must be >= 0 (the timer keeps running)",
                          (long long)tokens);
+    if (t->events) {
+        GPTX_TRY(grow(t));
+        GPTX_TRY(reserve_pool(t, 2 * (t->n + 1 - t->resolved) + t->npool + 1));
+        void *stop = NULL;
+        GPTX_TRY(record_event(t, &stop));
+        t->ev_start[t->n] = t->cur_start;
+        t->ev_stop[t->n] = stop;
+        t->cur_start = NULL;
+        t->seconds[t->n] = 0.0; /* resolved when read */
+        t->tokens[t->n] = tokens;
+        t->n++;
+        t->running = 0;
+        return GPTX_OK;
+    }
     /* queued device work of the interval finishes inside it */
     if (t->ctx) GPTX_TRY(gptx_context_synchronize(t->ctx));
     double end = 0.0;
@@ -106,6 +207,9 @@ int gptx_timer_get_report(const gptx_timer *t, gptx_timer_report *r) {
     if (r->struct_size <= sizeof(size_t) || r->struct_size > sizeof *r)
         return GPTX_FAIL(GPTX_ERR_INVALID, "r.struct_size is %zu; call gptx_timer_report_init first",
                          r->struct_size);
+    /* reading resolves pending events: the cached times are not part of
+     * the timer's observable state (the timer is never a const object) */
+    if (t->events) GPTX_TRY(resolve((gptx_timer *)t));
     gptx_timer_report full;
     gptx_timer_report_init(&full);
     full.scope = t->scope;
@@ -143,6 +247,7 @@ int gptx_timer_interval(const gptx_timer *t, int64_t index, double *seconds, int
     if (index < 0 || (uint64_t)index >= (uint64_t)t->n)
         return GPTX_FAIL(GPTX_ERR_INVALID, "index is %lld; the timer has %zu finished intervals",
                          (long long)index, t->n);
+    if (t->events && seconds) GPTX_TRY(resolve((gptx_timer *)t));
     if (seconds) *seconds = t->seconds[index];
     if (tokens) *tokens = t->tokens[index];
     return GPTX_OK;

@@ -64,6 +64,8 @@ GPTX_CUDA_FN int gptx_cuda_scratch(gptx_backend *be, size_t bytes, void **ptr) {
         /* the old block goes back to the cache; kernels already queued on the
          * compute stream finish with it before any later user touches it */
         gptx_cuda_cache_free(&be->cache, be->scratch);
+        /* captured graphs bake the old address in */
+        for (int i = 0; i < GPTX_CUDA_GRAPH_SEGMENTS; i++) be->graph[i].stale = 1;
         be->scratch = NULL;
         be->scratch_bytes = 0;
         size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes;
@@ -133,6 +135,7 @@ GPTX_CUDA_FN void gptx_cuda_destroy(gptx_backend *be) {
     if (be->ndevices > 1) cudaSetDevice(be->device);
     if (be->compute) cudaStreamSynchronize(be->compute);
     if (be->copy) cudaStreamSynchronize(be->copy);
+    gptx_cuda_graphs_release(be);
     gptx_cuda_cache_destroy(&be->cache); /* scratch included */
     if (be->lt_workspace) cudaFree(be->lt_workspace);
     if (be->lt) cublasLtDestroy(be->lt);
@@ -213,6 +216,7 @@ GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options
     be->param_bf16 = precision == GPTX_PRECISION_BF16_PURE;
     be->stochastic_rounding = be->param_bf16 && opts->stochastic_rounding;
     be->deterministic = opts->deterministic;
+    be->graphs = opts->cuda_graphs;
     gptx_cuda_cache_init(&be->cache, raw_alloc, raw_free, quiesce, be);
     int rc = create_streams(be);
     if (rc == GPTX_OK) rc = create_blas(be);

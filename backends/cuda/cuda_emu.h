@@ -28,10 +28,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <ucontext.h>
 
 #include <functional>
 #include <unordered_map>
+#include <vector>
 
 #define __global__
 #define __device__
@@ -90,23 +92,45 @@ typedef enum cudaError {
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInsufficientDriver = 35,
-    cudaErrorNoDevice = 100
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
+    cudaErrorStreamCaptureUnsupported = 900
 } cudaError_t;
 typedef enum cudaMemcpyKind {
     cudaMemcpyHostToDevice = 1,
     cudaMemcpyDeviceToHost = 2,
     cudaMemcpyDeviceToDevice = 3
 } cudaMemcpyKind;
-struct gptx_emu_stream_t {
-    int unused;
+/* Graph capture records what a capturing stream is given, in order, and a
+ * launch of the instantiated graph replays it. */
+struct gptx_emu_graph_t {
+    std::vector<std::function<void()>> ops;
 };
+struct gptx_emu_stream_t {
+    gptx_emu_graph_t *capture; /* non-NULL while capturing */
+};
+/* Streams are synchronous, so an event is reached when it is recorded: it
+ * keeps the host time of that moment. */
 struct gptx_emu_event_t {
-    int unused;
+    unsigned flags;
+    int recorded;
+    double seconds;
 };
 typedef gptx_emu_stream_t *cudaStream_t;
 typedef gptx_emu_event_t *cudaEvent_t;
+typedef gptx_emu_graph_t *cudaGraph_t;
+typedef gptx_emu_graph_t *cudaGraphExec_t;
 #define cudaStreamNonBlocking 1u
+#define cudaEventDefault 0u
 #define cudaEventDisableTiming 2u
+typedef enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2
+} cudaStreamCaptureMode;
+/* streams capturing now: a synchronizing call then fails, as on a device */
+inline int gptx_emu_capturing;
 
 struct cudaDeviceProp {
     char name[256];
@@ -129,6 +153,9 @@ static inline const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInsufficientDriver:
         return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     }
     return "unknown error";
 }
@@ -166,21 +193,77 @@ static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
     delete s;
     return cudaSuccess;
 }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    return s->capture || gptx_emu_capturing ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
     return cudaSuccess;
 }
-static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
     *e = new gptx_emu_event_t();
+    (*e)->flags = flags;
     return cudaSuccess;
 }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
     delete e;
     return cudaSuccess;
 }
-static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-static inline cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline void gptx_emu_event_reach(cudaEvent_t e) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->seconds = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    e->recorded = 1;
+}
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (s && s->capture)
+        s->capture->ops.push_back([e]() { gptx_emu_event_reach(e); });
+    else
+        gptx_emu_event_reach(e);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
+    return gptx_emu_capturing ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    if ((a->flags | b->flags) & cudaEventDisableTiming) return cudaErrorInvalidResourceHandle;
+    if (!a->recorded || !b->recorded) return cudaErrorInvalidResourceHandle;
+    *ms = (float)((b->seconds - a->seconds) * 1e3);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaDeviceSynchronize(void) {
+    return gptx_emu_capturing ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+}
+static inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+    if (s->capture) return cudaErrorInvalidValue;
+    s->capture = new gptx_emu_graph_t();
+    gptx_emu_capturing++;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
+    if (!s->capture) return cudaErrorInvalidValue;
+    *g = s->capture;
+    s->capture = NULL;
+    gptx_emu_capturing--;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g,
+                                               unsigned long long) {
+    *exec = new gptx_emu_graph_t(*g);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    delete g;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t g) {
+    delete g;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGraphLaunch(cudaGraphExec_t g, cudaStream_t s) {
+    if (s->capture) return cudaErrorStreamCaptureUnsupported;
+    for (const std::function<void()> &op : g->ops) op();
+    return cudaSuccess;
+}
 
 /* Exact-size host blocks (so AddressSanitizer, when the tests are built
  * with it, sees any access outside a buffer); sizes are kept aside for the
@@ -233,12 +316,22 @@ static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind,
-                                          cudaStream_t) {
-    if (n) memmove(dst, src, n);
+                                          cudaStream_t s) {
+    if (s && s->capture)
+        s->capture->ops.push_back([=]() {
+            if (n) memmove(dst, src, n);
+        });
+    else if (n)
+        memmove(dst, src, n);
     return cudaSuccess;
 }
-static inline cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t) {
-    if (n) memset(dst, v, n);
+static inline cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t s) {
+    if (s && s->capture)
+        s->capture->ops.push_back([=]() {
+            if (n) memset(dst, v, n);
+        });
+    else if (n)
+        memset(dst, v, n);
     return cudaSuccess;
 }
 
@@ -335,6 +428,17 @@ static inline void run_block(void) {
             abort();
         }
     }
+}
+
+static inline void launch(dim3 grid, dim3 block, const std::function<void()> &fn);
+
+/* A launch on a stream: run now, or recorded (with its arguments, by
+ * value) while the stream captures a graph. */
+static inline void launch_on(cudaStream_t s, dim3 grid, dim3 block, std::function<void()> fn) {
+    if (s && s->capture)
+        s->capture->ops.push_back([grid, block, fn]() { launch(grid, block, fn); });
+    else
+        launch(grid, block, fn);
 }
 
 static inline void launch(dim3 grid, dim3 block, const std::function<void()> &fn) {
@@ -629,13 +733,38 @@ static inline float gptx_emu_round_input(float x, cublasComputeType_t c) {
     return x;
 }
 
+static inline cublasStatus_t gptx_emu_lt_matmul(cublasLtMatmulDesc_t d, const void *alpha,
+                                                const void *A, cublasLtMatrixLayout_t la,
+                                                const void *B, cublasLtMatrixLayout_t lb,
+                                                const void *beta, const void *C,
+                                                cublasLtMatrixLayout_t lc, void *D,
+                                                cublasLtMatrixLayout_t ld);
+
+/* Captured: the descriptors and the (host) scalars are copied, as the
+ * library bakes them into the graph's nodes. */
 static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t d,
                                             const void *alpha, const void *A,
                                             cublasLtMatrixLayout_t la, const void *B,
                                             cublasLtMatrixLayout_t lb, const void *beta,
                                             const void *C, cublasLtMatrixLayout_t lc, void *D,
                                             cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *,
-                                            void *, size_t, cudaStream_t) {
+                                            void *, size_t, cudaStream_t s) {
+    if (!s || !s->capture) return gptx_emu_lt_matmul(d, alpha, A, la, B, lb, beta, C, lc, D, ld);
+    gptx_emu_lt_desc dc = *d;
+    gptx_emu_lt_layout lac = *la, lbc = *lb, lcc = *lc, ldc = *ld;
+    float al = *(const float *)alpha, bt = *(const float *)beta;
+    s->capture->ops.push_back([=]() mutable {
+        gptx_emu_lt_matmul(&dc, &al, A, &lac, B, &lbc, &bt, C, &lcc, D, &ldc);
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static inline cublasStatus_t gptx_emu_lt_matmul(cublasLtMatmulDesc_t d, const void *alpha,
+                                                const void *A, cublasLtMatrixLayout_t la,
+                                                const void *B, cublasLtMatrixLayout_t lb,
+                                                const void *beta, const void *C,
+                                                cublasLtMatrixLayout_t lc, void *D,
+                                                cublasLtMatrixLayout_t ld) {
     /* op(A) is m x k, op(B) is k x n, C and D are m x n */
     uint64_t m = d->transa == CUBLAS_OP_N ? la->rows : la->cols;
     uint64_t k = d->transa == CUBLAS_OP_N ? la->cols : la->rows;

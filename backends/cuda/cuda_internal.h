@@ -16,9 +16,9 @@
 #ifndef GPTX_CUDA_FN
 #define GPTX_CUDA_FN static __attribute__((unused))
 #endif
-/* kernels run synchronously on the host, so arguments may be captured by reference */
+/* arguments by value: a capturing stream keeps the launch for replay */
 #define GPTX_LAUNCH(kernel, grid, block, stream, ...)                                              \
-    gptx_emu::launch((grid), (block), [&]() { kernel(__VA_ARGS__); })
+    gptx_emu::launch_on((stream), (grid), (block), [=]() { kernel(__VA_ARGS__); })
 #else
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -75,6 +75,17 @@ typedef struct gptx_cuda_algo {
 
 #define GPTX_CUDA_ALGO_CACHE 64
 
+/* One captured op sequence of lib/ (graph_begin/graph_end). */
+#define GPTX_CUDA_GRAPH_SEGMENTS 4
+#define GPTX_CUDA_GRAPH_KEY 24
+typedef struct gptx_cuda_graph {
+    uint64_t key[GPTX_CUDA_GRAPH_KEY]; /* lib/'s signature of the sequence */
+    int nkey;                          /* 0: none seen yet */
+    cudaGraphExec_t exec; /* NULL: the key was seen once, not captured */
+    int capturing;
+    int stale; /* the backend scratch moved: exec may use a freed block */
+} gptx_cuda_graph;
+
 struct gptx_backend {
     int device, ndevices;
     char device_name[256];
@@ -106,6 +117,9 @@ struct gptx_backend {
     size_t ids_count;
     int32_t *bucket_counts; /* host, for the counting sort */
     size_t bucket_counts_cap;
+    int graphs; /* context option cuda_graphs */
+    gptx_cuda_graph graph[GPTX_CUDA_GRAPH_SEGMENTS];
+    int64_t graph_captures, graph_replays;
 };
 
 /* GPTX_ERR_BACKEND naming the CUDA call that failed. */
@@ -141,6 +155,8 @@ static inline unsigned gptx_cuda_blocks(size_t n, unsigned threads) {
     return (unsigned)b;
 }
 
+/* Destroys the captured graphs (context teardown). */
+GPTX_CUDA_FN void gptx_cuda_graphs_release(gptx_backend *be);
 /* Makes the context's device current for the calling thread. */
 GPTX_CUDA_FN int gptx_cuda_enter(gptx_backend *be);
 /* Device scratch of at least `bytes`, valid until the next call (stream order). */

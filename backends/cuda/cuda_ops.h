@@ -28,6 +28,18 @@ GPTX_CUDA_FN int gptx_cuda_fill_act(gptx_backend *be, float *dst, float value, s
 GPTX_CUDA_FN int gptx_cuda_convert_weights(gptx_backend *be, float *copy, const float *params,
                                            size_t n);
 GPTX_CUDA_FN void *gptx_cuda_compute_stream(gptx_backend *be);
+/* cuda_events.cu: timer events on the compute stream */
+GPTX_CUDA_FN int gptx_cuda_event_create(gptx_backend *be, void **ev);
+GPTX_CUDA_FN void gptx_cuda_event_destroy(gptx_backend *be, void *ev);
+GPTX_CUDA_FN int gptx_cuda_event_record(gptx_backend *be, void *ev);
+GPTX_CUDA_FN int gptx_cuda_event_elapsed(gptx_backend *be, void *start, void *stop,
+                                         double *seconds);
+/* cuda_graph.cu: capture and replay of lib/'s op sequences */
+GPTX_CUDA_FN int gptx_cuda_graph_begin(gptx_backend *be, int segment, const uint64_t *key,
+                                       int nkey, int *replayed);
+GPTX_CUDA_FN int gptx_cuda_graph_end(gptx_backend *be, int segment, int status);
+GPTX_CUDA_FN void gptx_cuda_graph_counts(const gptx_backend *be, int64_t *captures,
+                                         int64_t *replays);
 GPTX_CUDA_FN int gptx_cuda_matmul_gelu_forward(gptx_backend *be, float *out, float *pre,
                                                const float *inp, const float *w,
                                                const float *bias, int N, int C, int OC);

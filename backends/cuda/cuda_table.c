@@ -58,6 +58,13 @@ static const gptx_backend_ops cuda_table = {
     .qkv_split = gptx_cuda_qkv_split,
     .compute_stream = gptx_cuda_compute_stream,
     .crossentropy_fused = gptx_cuda_crossentropy_fused,
+    .event_create = gptx_cuda_event_create,
+    .event_destroy = gptx_cuda_event_destroy,
+    .event_record = gptx_cuda_event_record,
+    .event_elapsed = gptx_cuda_event_elapsed,
+    .graph_begin = gptx_cuda_graph_begin,
+    .graph_end = gptx_cuda_graph_end,
+    .graph_counts = gptx_cuda_graph_counts,
 };
 
 const gptx_backend_ops *gptx_cuda_backend_ops(void) { return &cuda_table; }

@@ -14,6 +14,10 @@
  *           and the first step at the chosen batch (model, optimizer and
  *           activation allocation, cuBLASLt heuristics, first launches);
  *           batch sizes that did not fit are listed, not timed;
+ *   capture: with --graphs 1 (context option cuda_graphs), the second step,
+ *           which captures the step's kernel sequences as CUDA graphs and
+ *           launches them (the first step runs them normally, a graph is
+ *           captured when a signature repeats); warm-up is then at least 2;
  *   steady: median / min / max of --steps steps after --warmup more.
  *
  * Model FLOPs per token (as bench/gptx_bench_train.c and
@@ -64,14 +68,16 @@ static int create_context(gptx_context **out, const gptx_context_options *o) {
 typedef struct {
     const char *precision, *json;
     int batch, max_batch, seq, layers, heads, width, vocab, padded_vocab, warmup, steps;
+    int graphs;
 } bench_args;
 
 static void usage(FILE *f) {
     fprintf(f, "usage: gptx-bench-gpu [--precision fp32|tf32|bf16|bf16_pure] [--batch B | --max-batch B]\n"
                "                      [--seq T] [--layers L] [--heads H] [--width C] [--vocab V]\n"
-               "                      [--padded-vocab Vp] [--warmup N] [--steps N] [--json FILE]\n"
+               "                      [--padded-vocab Vp] [--warmup N] [--steps N] [--graphs 0|1]\n"
+               "                      [--json FILE]\n"
                "  defaults: bf16, GPT-2 124M, T 1024, largest power-of-two batch <= 512 that\n"
-               "  fits, 3 warm-up steps (the cold one included), 10 timed steps\n");
+               "  fits, 3 warm-up steps (the cold one included), 10 timed steps, no CUDA graphs\n");
 }
 
 static double now_s(void) {
@@ -122,6 +128,8 @@ static int parse_args(bench_args *a, int argc, char **argv) {
             dst = &a->warmup;
         else if (!strcmp(f, "--steps"))
             dst = &a->steps;
+        else if (!strcmp(f, "--graphs"))
+            dst = &a->graphs;
         else {
             fprintf(stderr, "gptx-bench-gpu: unknown option '%s'\n", f);
             usage(stderr);
@@ -173,8 +181,13 @@ static double matmul_params(const gptx_model *m) {
 }
 
 int main(int argc, char **argv) {
-    bench_args a = {"bf16", NULL, 0, 512, 1024, 12, 12, 768, 50257, 50304, 3, 10};
+    bench_args a = {"bf16", NULL, 0, 512, 1024, 12, 12, 768, 50257, 50304, 3, 10, 0};
     if (parse_args(&a, argc, argv) != 0) return 2;
+    if (a.graphs != 0 && a.graphs != 1) {
+        fprintf(stderr, "gptx-bench-gpu: --graphs %d; expected 0 or 1\n", a.graphs);
+        return 2;
+    }
+    if (a.graphs && a.warmup < 2) a.warmup = 2; /* the capture step is not timed as steady */
     int precision = gptx_precision_from_name(a.precision);
     if (precision <= GPTX_PRECISION_DEFAULT) {
         fprintf(stderr, "gptx-bench-gpu: --precision %s; expected fp32, tf32, bf16 or bf16_pure\n",
@@ -189,6 +202,7 @@ int main(int argc, char **argv) {
     gptx_context_options_init(&co);
     co.backend = GPTX_BACKEND_CUDA;
     co.precision = precision;
+    co.cuda_graphs = a.graphs;
     int rc = create_context(&ctx, &co);
     if (rc != GPTX_OK) {
         fprintf(stderr, "gptx-bench-gpu: no CUDA context: %s (%s)\n", gptx_last_error(),
@@ -205,8 +219,9 @@ int main(int argc, char **argv) {
     cfg.n_layer = a.layers;
     cfg.n_head = a.heads;
     cfg.n_embd = a.width;
-    printf("gptx-bench-gpu (gptx %s, backend %s, precision %s)\n", gptx_version(),
-           gptx_context_backend_name(ctx), gptx_precision_name(gptx_context_precision(ctx)));
+    printf("gptx-bench-gpu (gptx %s, backend %s, precision %s, CUDA graphs %s)\n", gptx_version(),
+           gptx_context_backend_name(ctx), gptx_precision_name(gptx_context_precision(ctx)),
+           a.graphs ? "on" : "off");
     printf("config      : vocab %d (padded %d), T %d, layers %d, heads %d, width %d\n", a.vocab,
            a.padded_vocab, T, a.layers, a.heads, a.width);
     printf("cold        : context creation %.3f s (device, streams, cuBLASLt handle + workspace)\n",
@@ -272,7 +287,15 @@ int main(int argc, char **argv) {
            cold);
     fflush(stdout);
 
-    for (int i = 1; i < a.warmup && rc == GPTX_OK; i++) rc = step(ctx, m, opt, in, tg, B, T, &loss);
+    double capture = 0;
+    for (int i = 1; i < a.warmup && rc == GPTX_OK; i++) {
+        double t0 = now_s();
+        rc = step(ctx, m, opt, in, tg, B, T, &loss);
+        if (i == 1) capture = now_s() - t0;
+    }
+    if (a.graphs && rc == GPTX_OK)
+        printf("cold        : second step %.3f s (graph capture, instantiation, first launch)\n",
+               capture);
     double *times = malloc((size_t)a.steps * sizeof *times);
     for (int i = 0; i < a.steps && rc == GPTX_OK; i++) {
         double t0 = now_s();
@@ -292,8 +315,12 @@ int main(int argc, char **argv) {
     gptx_memory_stats mem;
     gptx_memory_stats_init(&mem);
     gptx_context_memory(ctx, &mem);
+    int64_t captures = 0, replays = 0;
+    gptx_context_graph_counts(ctx, &captures, &replays);
     printf("steady      : median %.4f s/step (min %.4f, max %.4f) over %d steps\n", med, sorted[0],
            sorted[a.steps - 1], a.steps);
+    printf("graphs      : %s, %lld captured, %lld replays\n", a.graphs ? "on" : "off",
+           (long long)captures, (long long)replays);
     printf("throughput  : %.0f tokens/s, %.1f model TFLOP/s, MFU %.1f %% of 989 TFLOP/s\n", tok_s,
            fpt * tok_s * 1e-12, 100.0 * mfu);
     printf("loss        : %.4f (first step) -> %.4f (last step)\n", (double)loss0, (double)loss);
@@ -310,11 +337,14 @@ int main(int argc, char **argv) {
                     "\"context_create_s\": %.6f, \"cold_step_s\": %.6f, \"step_median_s\": %.6f, "
                     "\"step_min_s\": %.6f, \"step_max_s\": %.6f, \"tokens_per_s\": %.1f, "
                     "\"mfu\": %.5f, \"mem_allocated\": %llu, \"mem_peak\": %llu, "
-                    "\"mem_reserved\": %llu, \"loss_first\": %.6f, \"loss_last\": %.6f}\n",
+                    "\"mem_reserved\": %llu, \"loss_first\": %.6f, \"loss_last\": %.6f, "
+                    "\"graphs\": %d, \"capture_step_s\": %.6f, \"graph_captures\": %lld, "
+                    "\"graph_replays\": %lld}\n",
                     gptx_version(), a.precision, B, T, a.layers, a.heads, a.width, a.vocab,
                     a.padded_vocab, fpt, t_ctx, cold, med, sorted[0], sorted[a.steps - 1], tok_s,
                     mfu, (unsigned long long)mem.allocated, (unsigned long long)mem.peak,
-                    (unsigned long long)mem.reserved, (double)loss0, (double)loss);
+                    (unsigned long long)mem.reserved, (double)loss0, (double)loss, a.graphs,
+                    capture, (long long)captures, (long long)replays);
             fclose(f);
         } else {
             fprintf(stderr, "gptx-bench-gpu: cannot write %s: %s\n", a.json, strerror(errno));

@@ -115,6 +115,11 @@ typedef struct gptx_context_options {
      * (reproducible: keyed by seed, step and index); 0 = round to nearest
      * even. Only valid with GPTX_PRECISION_BF16_PURE. */
     int stochastic_rounding;
+    /* 1 = the CUDA backend captures the fixed kernel sequences of a training
+     * micro-step as CUDA graphs once a (shapes, buffers) signature repeats,
+     * and replays them (docs/cuda.md); results are unchanged. 0 (default) or
+     * 1; the CPU backend ignores it. */
+    int cuda_graphs;
 } gptx_context_options;
 
 typedef enum gptx_precision {
@@ -165,6 +170,11 @@ GPTX_API int gptx_context_memory(const gptx_context *ctx, gptx_memory_stats *sta
 GPTX_API int gptx_context_reset_peak_memory(gptx_context *ctx);
 /* Waits until all queued work of the context has finished. */
 GPTX_API int gptx_context_synchronize(gptx_context *ctx);
+/* How many graphs the context captured and how many times it replayed one
+ * (options.cuda_graphs); both 0 on the CPU and with graphs off. Either
+ * pointer may be NULL. */
+GPTX_API int gptx_context_graph_counts(const gptx_context *ctx, int64_t *captures,
+                                       int64_t *replays);
 
 /* ------------------------------------------------------------------------ */
 /* Model                                                                    */
@@ -454,8 +464,11 @@ typedef enum gptx_timer_scope {
     GPTX_TIMER_END_TO_END = 1      /* also data, eval, sampling, checkpoints */
 } gptx_timer_scope;
 
-/* ctx may be NULL (host clock only); with a context, start and stop
- * synchronize it so queued device work is inside the interval. */
+/* ctx may be NULL (host clock only); with a CPU context, start and stop
+ * synchronize it so queued work is inside the interval; with a CUDA
+ * context they record events on its stream (no synchronization) and an
+ * interval is the device time between them, resolved when the report or
+ * the interval is read (docs/timing.md). ctx must outlive the timer. */
 GPTX_API int gptx_timer_create(gptx_timer **out, gptx_context *ctx, int scope);
 GPTX_API void gptx_timer_destroy(gptx_timer *t);
 GPTX_API int gptx_timer_start(gptx_timer *t);

@@ -13,17 +13,20 @@
 #             in fp32 and bf16 mixed (bf16 activations, fp32 master weights),
 #             the reference fixtures in fp32/tf32/bf16, the 50-step training
 #             comparison, pure bf16 with and without stochastic rounding,
-#             sampler equivalence), then the fixtures, the training comparison
-#             and the pure-bf16 test again into their own logs
-#   bench     gptx-bench-gpu (bf16 at the largest power-of-two batch; bf16,
-#             bf16_pure, tf32, fp32 at batch 64) and bench/gpu/torch_gpu_bench.py (batch 64)
+#             sampler equivalence, CUDA graphs on/off bitwise, the event
+#             timer), then the fixtures, the training comparison, the
+#             pure-bf16 test and the graphs and timer tests again into their
+#             own logs
+#   bench     gptx-bench-gpu (bf16 at the largest power-of-two batch; bf16
+#             with CUDA graphs off and on, bf16_pure, tf32, fp32 at batch 64)
+#             and bench/gpu/torch_gpu_bench.py (batch 64)
 #   sanitize  compute-sanitizer memcheck and racecheck on the kernel test,
 #             memcheck on the model test (its bf16 runs)
 #   all       build test bench
 #
 # Logs go to $OUT (the device tool's output folder; build-gpu/out otherwise):
-# summary.log, build.log, ctest.log, reference.log, train.log, pure.log, bench.log,
-# torch.log, sanitize.log. Every stage runs under a time limit; a failing
+# summary.log, build.log, ctest.log, reference.log, train.log, pure.log, graphs.log,
+# bench.log, torch.log, sanitize.log. Every stage runs under a time limit; a failing
 # stage is logged and the script goes on (it exits 1 if any stage failed).
 # The device tool allows 10 minutes per command: run `build test` in one call
 # and `bench` (then `sanitize` if time is left) in the next.
@@ -119,7 +122,7 @@ do_build() {
         return 1
     stage "build" build.log 420 cmake --build "$BUILD" -j"$JOBS" --target gptx gptx_static \
         test_cuda_nodevice test_cuda_kernels test_cuda_model test_reference_cuda test_cuda_train \
-        test_cuda_pure \
+        test_cuda_pure test_cuda_graphs test_cuda_timer \
         test_sampler_device gptx-bench-gpu
 }
 
@@ -154,6 +157,16 @@ do_test() {
     else
         say "pure bf16: test_cuda_pure was not built"; failed=1
     fi
+    local graphs timer
+    graphs=$(find_bin test_cuda_graphs)
+    timer=$(find_bin test_cuda_timer)
+    if [ -n "$graphs" ] && [ -n "$timer" ]; then
+        stage "CUDA graphs off/on bitwise" graphs.log 120 "$graphs"
+        stage "event timer" graphs.log 60 "$timer"
+        grep -E 'bitwise equal|^intervals' "$OUT/graphs.log" | tee -a "$OUT/summary.log"
+    else
+        say "graphs/timer: test_cuda_graphs or test_cuda_timer was not built"; failed=1
+    fi
 }
 
 do_bench() {
@@ -166,12 +179,14 @@ do_bench() {
     fi
     stage "gptx bf16, largest batch" bench.log 150 "$bench" --precision bf16 --json "$BUILD/b1.json"
     stage "gptx bf16, batch 64" bench.log 90 "$bench" --precision bf16 --batch 64 --json "$BUILD/b2.json"
+    stage "gptx bf16, batch 64, graphs" bench.log 90 "$bench" --precision bf16 --batch 64 --graphs 1 \
+        --json "$BUILD/b3.json"
     stage "gptx bf16_pure, batch 64" bench.log 90 "$bench" --precision bf16_pure --batch 64 \
         --warmup 1 --steps 5
     stage "gptx tf32, batch 64" bench.log 90 "$bench" --precision tf32 --batch 64 --warmup 1 --steps 3
     stage "gptx fp32, batch 64" bench.log 120 "$bench" --precision fp32 --batch 64 --warmup 1 --steps 3
-    for j in "$BUILD"/b1.json "$BUILD"/b2.json; do [ -f "$j" ] && cat "$j" >>"$OUT/bench.log"; done
-    grep -E '^(batch  |throughput|memory|cold)' "$OUT/bench.log" | tee -a "$OUT/summary.log"
+    for j in "$BUILD"/b1.json "$BUILD"/b2.json "$BUILD"/b3.json; do [ -f "$j" ] && cat "$j" >>"$OUT/bench.log"; done
+    grep -E '^(batch  |throughput|memory|cold|graphs)' "$OUT/bench.log" | tee -a "$OUT/summary.log"
     if command -v python3 >/dev/null 2>&1; then
         export PYTHONUNBUFFERED=1
         stage "pytorch compile, batch 64" torch.log 300 python3 \
