@@ -101,12 +101,29 @@ static int cpu_upload_i32(gptx_backend *be, int32_t *dst, const int32_t *host, s
     return GPTX_OK;
 }
 
-static int cpu_fill_f32(gptx_backend *be, float *dst, float value, size_t n) {
-    if (value == 0.0f) {
-        memset(dst, 0, n * sizeof *dst);
+typedef struct {
+    float *dst;
+    float value;
+    size_t n;
+    int ntasks;
+} fill_args;
+
+static void fill_task(void *vp, int task) {
+    fill_args *a = vp;
+    size_t lo, hi;
+    gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
+    if (a->value == 0.0f) {
+        memset(a->dst + lo, 0, (hi - lo) * sizeof *a->dst);
     } else {
-        for (size_t i = 0; i < n; i++) dst[i] = value;
+        for (size_t i = lo; i < hi; i++) a->dst[i] = a->value;
     }
+}
+
+/* On every thread: one core does not saturate memory bandwidth (zero_grad
+ * of GPT-2 124M's 496 MB of gradients took 61 ms on one thread). */
+static int cpu_fill_f32(gptx_backend *be, float *dst, float value, size_t n) {
+    fill_args a = {dst, value, n, gptx_cpu_ntasks(be, (n + 65535) / 65536)};
+    gptx_threadpool_run(be->pool, a.ntasks, fill_task, &a);
     return GPTX_OK;
 }
 

@@ -455,20 +455,21 @@ GPTX_CPU_HOT static void reduce_task(void *vp, int task) {
     reduce_args *a = vp;
     size_t lo = (size_t)task * REDUCE_CHUNK;
     size_t hi = lo + REDUCE_CHUNK < a->n ? lo + REDUCE_CHUNK : a->n;
-    /* 8 double accumulators: not bound by the latency of one add chain */
-    double acc[8] = {0};
+    /* 32 double accumulators (four AVX-512 registers): not bound by the
+     * latency of one add chain, so the pass runs at memory speed */
+    double acc[32] = {0};
     size_t i = lo;
     if (a->squares) {
-        for (; i + 8 <= hi; i += 8)
-            for (int k = 0; k < 8; k++) acc[k] += (double)a->x[i + k] * a->x[i + k];
+        for (; i + 32 <= hi; i += 32)
+            for (int k = 0; k < 32; k++) acc[k] += (double)a->x[i + k] * a->x[i + k];
         for (; i < hi; i++) acc[0] += (double)a->x[i] * a->x[i];
     } else {
-        for (; i + 8 <= hi; i += 8)
-            for (int k = 0; k < 8; k++) acc[k] += a->x[i + k];
+        for (; i + 32 <= hi; i += 32)
+            for (int k = 0; k < 32; k++) acc[k] += a->x[i + k];
         for (; i < hi; i++) acc[0] += a->x[i];
     }
     double s = 0.0;
-    for (int k = 0; k < 8; k++) s += acc[k];
+    for (int k = 0; k < 32; k++) s += acc[k];
     a->partials[task] = s;
 }
 
