@@ -229,5 +229,5 @@ for s in "${stages[@]}"; do
     *) say "unknown stage '$s' (build, test, bench, sanitize, all)"; failed=1 ;;
     esac
 done
-say "== done: $([ $failed -eq 0 ] && echo 'all stages ok' || echo 'some stage FAILED') (logs in $OUT)"
+say "== done: $([ $failed -eq 0 ] && echo 'all stages ok' || echo 'some stage FAILED or was SKIPPED (a skip means no usable device: on the GPU machine that is a failure)') (logs in $OUT)"
 exit $failed
