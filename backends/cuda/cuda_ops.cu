@@ -162,16 +162,14 @@ GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, flo
 
 /* ---- LayerNorm ---------------------------------------------------------------- */
 
-/* One warp per row: mean, then variance of the centred values (two passes,
- * like the CPU backend), then the affine output. */
+/* One warp normalises row `row` of x into o: mean, then variance of the
+ * centred values (two passes, like the CPU backend), then the affine output;
+ * lane 0 saves the mean and 1/std. */
 template <typename A>
-static __global__ void __launch_bounds__(ROW_THREADS)
-    k_layernorm_forward(A *out, float *mean, float *rstd, const A *inp, const A *w, const A *b,
-                        int N, int C, float eps) {
+static __device__ __forceinline__ void ln_row(A *o, float *mean, float *rstd, const A *x,
+                                              const A *w, const A *b, size_t row, int C,
+                                              float eps) {
     int lane = threadIdx.x % 32;
-    size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
-    if (row >= (size_t)N) return; /* whole warp: no barrier follows */
-    const A *x = inp + row * C;
     float s = 0.0f;
     for (int c = lane; c < C; c += 32) s += gptx_ld(x[c]);
     float m = warp_sum(s) / (float)C;
@@ -181,13 +179,22 @@ static __global__ void __launch_bounds__(ROW_THREADS)
         v += d * d;
     }
     float r = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
-    A *o = out + row * C;
     for (int c = lane; c < C; c += 32)
         gptx_st(&o[c], (gptx_ld(x[c]) - m) * r * gptx_ld(w[c]) + gptx_ld(b[c]));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
     }
+}
+
+/* One warp per row. */
+template <typename A>
+static __global__ void __launch_bounds__(ROW_THREADS)
+    k_layernorm_forward(A *out, float *mean, float *rstd, const A *inp, const A *w, const A *b,
+                        int N, int C, float eps) {
+    size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
+    if (row >= (size_t)N) return; /* whole warp: no barrier follows */
+    ln_row(out + row * C, mean, rstd, inp + row * C, w, b, row, C, eps);
 }
 
 GPTX_CUDA_FN int gptx_cuda_layernorm_forward(gptx_backend *be, float *out, float *mean, float *rstd,
@@ -216,25 +223,9 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     if (row >= (size_t)N) return; /* whole warp: no barrier follows */
     A *x = resid + row * C;
     const A *xa = a + row * C, *xb = b + row * C;
-    float s = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        gptx_st(&x[c], gptx_ld(xa[c]) + gptx_ld(xb[c]));
-        s += gptx_ld(x[c]);
-    }
-    float m = warp_sum(s) / (float)C;
-    float v = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        float d = gptx_ld(x[c]) - m;
-        v += d * d;
-    }
-    float r = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
-    A *o = out + row * C;
-    for (int c = lane; c < C; c += 32)
-        gptx_st(&o[c], (gptx_ld(x[c]) - m) * r * gptx_ld(w[c]) + gptx_ld(bias[c]));
-    if (lane == 0) {
-        mean[row] = m;
-        rstd[row] = r;
-    }
+    /* each lane reads back only the columns it stored */
+    for (int c = lane; c < C; c += 32) gptx_st(&x[c], gptx_ld(xa[c]) + gptx_ld(xb[c]));
+    ln_row(out + row * C, mean, rstd, (const A *)x, w, bias, row, C, eps);
 }
 
 GPTX_CUDA_FN int gptx_cuda_residual_layernorm_forward(gptx_backend *be, float *residual, float *out,
