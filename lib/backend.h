@@ -116,7 +116,9 @@ typedef struct gptx_backend_ops {
     int (*residual_forward)(gptx_backend *be, float *out, const float *a, const float *b,
                             size_t n);
     /* logits (N, Vp): columns [V, Vp) set to -inf when mask_padded; losses (N)
-     * per row (0 for ignored targets), lse (N) saved for backward. */
+     * per row (0 for ignored targets); lse (3N): each row's log-sum-exp in
+     * [0, N), then 2N floats the backend may use for other per-row
+     * statistics it needs in backward (the CPU backend: max, sum of exps). */
     int (*crossentropy_forward)(gptx_backend *be, float *losses, float *lse, float *logits,
                                 const int32_t *targets, int N, int V, int Vp, int mask_padded);
     /* logits (N, Vp) overwritten with d(dloss * sum of row losses)/dlogits */

@@ -279,7 +279,7 @@ static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
     TAKE32(m->lnf_rstd, BT);
     TAKE(m->logits, BT * Vp);
     TAKE32(m->losses, BT);
-    TAKE32(m->loss_lse, BT);
+    TAKE32(m->loss_lse, 3 * BT); /* lse + 2 backend statistics per row */
     TAKE(m->dresidual, BT * C);
     TAKE(m->dln, BT * C);
     TAKE(m->datty, BT * C);

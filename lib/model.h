@@ -80,7 +80,8 @@ struct gptx_model {
     float *lnf, *lnf_mean, *lnf_rstd;
     float *logits;             /* (BT, Vp); becomes dlogits in backward */
     int dlogits_ready;         /* the last forward left dlogits, not logits (forward_backward) */
-    float *losses, *loss_lse;  /* (BT) */
+    float *losses;              /* (BT) */
+    float *loss_lse;            /* (3 BT): lse, then backend statistics */
     /* backward scratch */
     float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
     /* kernel variants (context options), chosen once at model creation */

@@ -309,8 +309,7 @@ int gptx_cpu_residual_forward(gptx_backend *be, float *out, const float *a, cons
 
 typedef struct {
     float *losses, *logits;
-    float *lse_out;
-    const float *lse_in;
+    float *stats; /* 3N: lse, max, sum per row (ce_stats) */
     const int32_t *targets;
     int N, V, Vp, mask;
     float dloss;
@@ -351,75 +350,120 @@ GPTX_CPU_HOT static float row_max(const float *row, int n) {
     return mx;
 }
 
-/* sum_j exp(row[j] - shift) */
-GPTX_CPU_HOT static float row_sum_exp(const float *row, int n, float shift) {
+/* sum_j exp(row[j] - shift); with dst, also dst[j] = exp(row[j] - shift)
+ * (dst may be row). Column j always goes to lane j % LANES, tail included, so
+ * trailing masked columns (exp gives +0) leave the sum's bits unchanged. */
+GPTX_CPU_HOT static float row_sum_exp(const float *row, float *dst, int n, float shift,
+                                      const float *prefetch) {
     float acc[LANES] = {0};
     int j = 0;
-    for (; j + LANES <= n; j += LANES)
-        for (int k = 0; k < LANES; k++) acc[k] += gptx_expf(row[j + k] - shift);
-    for (; j < n; j++) acc[0] += gptx_expf(row[j] - shift);
+    if (dst)
+        for (; j + LANES <= n; j += LANES) {
+            if (prefetch) __builtin_prefetch(prefetch + j, 0, 3);
+            for (int k = 0; k < LANES; k++) {
+                float e = gptx_expf(row[j + k] - shift);
+                dst[j + k] = e;
+                acc[k] += e;
+            }
+        }
+    else
+        for (; j + LANES <= n; j += LANES) {
+            if (prefetch) __builtin_prefetch(prefetch + j, 0, 3);
+            for (int k = 0; k < LANES; k++) acc[k] += gptx_expf(row[j + k] - shift);
+        }
+    for (; j < n; j++) {
+        float e = gptx_expf(row[j] - shift);
+        if (dst) dst[j] = e;
+        acc[j % LANES] += e;
+    }
     float s = 0.0f;
     for (int k = 0; k < LANES; k++) s += acc[k];
     return s;
 }
 
-/* Row n's forward: masks the padded columns, saves the log-sum-exp and the loss. */
-static void ce_row_forward(ce_args *a, size_t n) {
+/* Per-row statistics carried from forward to backward in the lse buffer
+ * (3N floats): lse, then the row max and the sum of exp(logit - max). */
+typedef struct {
+    float *lse, *max, *sum;
+} ce_stats;
+
+static ce_stats ce_stats_of(float *lse, int N) {
+    return (ce_stats){lse, lse + N, lse + 2 * (size_t)N};
+}
+
+/* Row n's forward: masks the padded columns, saves the statistics and the
+ * loss. With store_exp (fused), the softmax numerators exp(logit - max)
+ * replace the logits (0 in masked columns) for ce_row_gradient. */
+static void ce_row_forward(ce_args *a, size_t n, int store_exp) {
     float *row = a->logits + n * a->Vp;
     int ncols = a->mask ? a->V : a->Vp; /* columns inside the softmax */
     if (a->mask)
         for (int j = a->V; j < a->Vp; j++) row[j] = -INFINITY;
+    int32_t t = a->targets ? a->targets[n] : GPTX_IGNORE_INDEX;
+    float target_logit = t == GPTX_IGNORE_INDEX ? 0.0f : row[t];
+    /* the next row streams in from memory while this one is computed */
+    const float *next = n + 1 < (size_t)a->N ? row + a->Vp : NULL;
     float mx = row_max(row, ncols);
-    float lse = mx + logf(row_sum_exp(row, ncols, mx));
-    a->lse_out[n] = lse;
-    if (!a->targets) return; /* logits only */
-    int32_t t = a->targets[n];
-    a->losses[n] = t == GPTX_IGNORE_INDEX ? 0.0f : lse - row[t];
+    float sum = row_sum_exp(row, store_exp ? row : NULL, ncols, mx, next);
+    if (store_exp && a->mask)
+        for (int j = a->V; j < a->Vp; j++) row[j] = 0.0f;
+    float lse = mx + logf(sum);
+    ce_stats st = ce_stats_of(a->stats, a->N);
+    st.lse[n] = lse;
+    st.max[n] = mx;
+    st.sum[n] = sum;
+    if (a->targets) a->losses[n] = t == GPTX_IGNORE_INDEX ? 0.0f : lse - target_logit;
 }
 
-/* Row n's logits become d(dloss * loss_n)/dlogits, in place. Every column,
- * masked or not: masked columns hold -inf, and exp gives 0. */
-GPTX_CPU_HOT static void ce_row_backward(ce_args *a, size_t n, float lse) {
+/* Row n becomes d(dloss * loss_n)/dlogits = dloss * (softmax - onehot), in
+ * place: softmax_j = exp(x_j - max) * (1 / sum), from the logits (exp_done
+ * 0; masked columns hold -inf and give 0) or from ce_row_forward's stored
+ * numerators (exp_done 1). Both give the same bits. */
+GPTX_CPU_HOT static void ce_row_gradient(ce_args *a, size_t n, int exp_done) {
     float *row = a->logits + n * a->Vp;
     int32_t t = a->targets[n];
     if (t == GPTX_IGNORE_INDEX) {
         memset(row, 0, (size_t)a->Vp * sizeof *row);
         return;
     }
-    float dloss = a->dloss;
-    for (int j = 0; j < a->Vp; j++) row[j] = gptx_expf(row[j] - lse) * dloss;
-    row[t] -= dloss;
+    ce_stats st = ce_stats_of(a->stats, a->N);
+    float mx = st.max[n], scale = a->dloss / st.sum[n];
+    if (exp_done)
+        for (int j = 0; j < a->Vp; j++) row[j] = row[j] * scale;
+    else
+        for (int j = 0; j < a->Vp; j++) row[j] = gptx_expf(row[j] - mx) * scale;
+    row[t] -= a->dloss;
 }
 
 static void ce_fwd_task(void *vp, int task) {
     ce_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
-    for (size_t n = lo; n < hi; n++) ce_row_forward(a, n);
+    for (size_t n = lo; n < hi; n++) ce_row_forward(a, n, 0);
 }
 
 static void ce_bwd_task(void *vp, int task) {
     ce_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
-    for (size_t n = lo; n < hi; n++) ce_row_backward(a, n, a->lse_in[n]);
+    for (size_t n = lo; n < hi; n++) ce_row_gradient(a, n, 0);
 }
 
-/* Both passes per row while the row is in cache: one trip through memory
- * instead of two, the same operations in the same order (the same bits). */
+/* Both per row while the row is in cache: one trip through memory and one
+ * exp per logit instead of two; the same bits as the two passes. */
 static void ce_fused_task(void *vp, int task) {
     ce_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
     for (size_t n = lo; n < hi; n++) {
-        ce_row_forward(a, n);
-        ce_row_backward(a, n, a->lse_out[n]);
+        ce_row_forward(a, n, 1);
+        ce_row_gradient(a, n, 1);
     }
 }
 
 int gptx_cpu_crossentropy_forward(gptx_backend *be, float *losses, float *lse, float *logits,
                                   const int32_t *targets, int N, int V, int Vp, int mask_padded) {
-    ce_args a = {losses, logits, lse, NULL, targets, N, V, Vp, mask_padded, 0.0f,
+    ce_args a = {losses, logits, lse, targets, N, V, Vp, mask_padded, 0.0f,
                  gptx_cpu_ntasks(be, (size_t)N)};
     gptx_threadpool_run(be->pool, a.ntasks, ce_fwd_task, &a);
     return GPTX_OK;
@@ -427,7 +471,8 @@ int gptx_cpu_crossentropy_forward(gptx_backend *be, float *losses, float *lse, f
 
 int gptx_cpu_crossentropy_backward(gptx_backend *be, float *logits, const float *lse,
                                    const int32_t *targets, int N, int V, int Vp, float dloss) {
-    ce_args a = {NULL, logits, NULL, lse, targets, N, V, Vp, 0, dloss,
+    /* reads only the statistics of crossentropy_forward */
+    ce_args a = {NULL, logits, (float *)lse, targets, N, V, Vp, 0, dloss,
                  gptx_cpu_ntasks(be, (size_t)N)};
     gptx_threadpool_run(be->pool, a.ntasks, ce_bwd_task, &a);
     return GPTX_OK;
@@ -436,7 +481,7 @@ int gptx_cpu_crossentropy_backward(gptx_backend *be, float *logits, const float 
 int gptx_cpu_crossentropy_fused(gptx_backend *be, float *losses, float *lse, float *logits,
                                 const int32_t *targets, int N, int V, int Vp, int mask_padded,
                                 float dloss) {
-    ce_args a = {losses, logits, lse, NULL, targets, N, V, Vp, mask_padded, dloss,
+    ce_args a = {losses, logits, lse, targets, N, V, Vp, mask_padded, dloss,
                  gptx_cpu_ntasks(be, (size_t)N)};
     gptx_threadpool_run(be->pool, a.ntasks, ce_fused_task, &a);
     return GPTX_OK;

@@ -617,9 +617,9 @@ static void test_crossentropy(pair *p) {
         int32_t *tg = malloc(N * sizeof *tg);
         for (int i = 0; i < N; i++) tg[i] = (int32_t)((i * 37 + 3) % V);
         if (N > 2) tg[1] = GPTX_IGNORE_INDEX;
-        float *rl = hcopy(logits, NV), *rloss = malloc(N * 4), *rlse = malloc(N * 4);
+        float *rl = hcopy(logits, NV), *rloss = malloc(N * 4), *rlse = malloc(3 * N * 4);
         CHECK_OK(p->cpu_ops->crossentropy_forward(p->cpu, rloss, rlse, rl, tg, N, V, Vp, mask));
-        float *dl = dup_f(p, logits, NV), *dloss = dalloc(p, N * 4), *dlse = dalloc(p, N * 4);
+        float *dl = dup_f(p, logits, NV), *dloss = dalloc(p, N * 4), *dlse = dalloc(p, 3 * N * 4);
         int32_t *dtg = dup_i(p, tg, N);
         CHECK_OK(p->cu_ops->crossentropy_forward(p->cu, dloss, dlse, dl, dtg, N, V, Vp, mask));
         float *al = down(p, dl, NV), *aloss = down(p, dloss, N), *alse = down(p, dlse, N);

@@ -208,7 +208,7 @@ static void check_crossentropy(int mask) {
     c.targets = targets;
     size_t n = (size_t)c.N * c.Vp;
     c.logits = rand_buf(n, 3.0f);
-    c.work = zeros(n); c.losses = zeros((size_t)c.N); c.lse = zeros((size_t)c.N);
+    c.work = zeros(n); c.losses = zeros((size_t)c.N); c.lse = zeros(3 * (size_t)c.N); /* lse + backend statistics */
     ce_obj(&c);
     CHECK(c.losses[1] == 0.0f); /* ignored target */
     if (mask) CHECK(isinf(c.work[c.V]) && c.work[c.V] < 0);
