@@ -37,6 +37,18 @@ GPTX_CPU_HOT static float exp_row_causal(float *p, int T, int last, float shift)
     return sum;
 }
 
+/* The vectorized reductions of cpu_math.h, in the widest clone the CPU runs. */
+GPTX_CPU_HOT static float row_max(const float *p, int n) { return gptx_max(p, n); }
+
+GPTX_CPU_HOT static float dot(const float *x, const float *y, int n) {
+    float acc[GPTX_LANES] = {0};
+    int j = 0;
+    for (; j + GPTX_LANES <= n; j += GPTX_LANES)
+        for (int k = 0; k < GPTX_LANES; k++) acc[k] += x[j + k] * y[j + k];
+    for (; j < n; j++) acc[j % GPTX_LANES] += x[j] * y[j];
+    return gptx_lanes_total(acc);
+}
+
 static void attn_fwd_task(void *vp, int task) {
     attn_args *a = vp;
     int C = a->C, C3 = 3 * C, T = a->T, NH = a->NH, hs = C / NH;
@@ -52,8 +64,7 @@ static void attn_fwd_task(void *vp, int task) {
         for (int i = 0; i < nq; i++) {
             float *p = S + (size_t)i * nk;
             int t = t0 + i;
-            float mx = -INFINITY;
-            for (int s = 0; s <= t; s++) mx = p[s] > mx ? p[s] : mx;
+            float mx = row_max(p, t + 1);
             float sum = exp_row_causal(p, nk, t, mx), inv = 1.0f / sum;
             for (int s = 0; s <= t; s++) p[s] *= inv;
             a->lse[((size_t)b * NH + h) * T + t] = mx + logf(sum);
@@ -95,8 +106,7 @@ static void attn_bwd_task(void *vp, int task) {
         for (int i = 0; i < nq; i++) {
             const float *o = a->outc + ((size_t)b * T + t0 + i) * C + h * hs;
             const float *g = dO + (size_t)i * C;
-            float D = 0.0f;
-            for (int d = 0; d < hs; d++) D += g[d] * o[d];
+            float D = dot(g, o, hs);
             float *ds = dP + (size_t)i * nk;
             const float *p = P + (size_t)i * nk;
             for (int s = 0; s < nk; s++) ds[s] = p[s] * (ds[s] - D) * scale;

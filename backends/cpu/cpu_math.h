@@ -48,4 +48,57 @@ static inline float gptx_tanhf(float x) {
     return 1.0f - 2.0f / (gptx_expf(2.0f * x) + 1.0f);
 }
 
+/* Row reductions: GPTX_LANES independent partial results (element j goes to
+ * lane j % GPTX_LANES), combined in lane order. The compiler vectorizes the
+ * lanes and no add chain bounds the speed, while every clone and every
+ * thread count gives the same bits. */
+#define GPTX_LANES 16
+
+static inline float gptx_lanes_total(const float *acc) {
+    float s = 0.0f;
+    for (int k = 0; k < GPTX_LANES; k++) s += acc[k];
+    return s;
+}
+
+/* sum_j x[j] */
+static inline float gptx_sum(const float *x, int n) {
+    float acc[GPTX_LANES] = {0};
+    int j = 0;
+    for (; j + GPTX_LANES <= n; j += GPTX_LANES)
+        for (int k = 0; k < GPTX_LANES; k++) acc[k] += x[j + k];
+    for (; j < n; j++) acc[j % GPTX_LANES] += x[j];
+    return gptx_lanes_total(acc);
+}
+
+/* Float order as int32 order (sign-magnitude -> two's complement), so a max
+ * is an integer max, which compilers vectorize (a float max reduction they
+ * do not, as maxps differs from a > b ? a : b on NaN and signed zeros). */
+static inline int32_t gptx_order_key(float f) {
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    return i >= 0 ? i : i ^ 0x7fffffff;
+}
+
+/* max_j x[j] (n >= 1) */
+static inline float gptx_max(const float *x, int n) {
+    int32_t m[GPTX_LANES];
+    for (int k = 0; k < GPTX_LANES; k++) m[k] = INT32_MIN;
+    int j = 0;
+    for (; j + GPTX_LANES <= n; j += GPTX_LANES)
+        for (int k = 0; k < GPTX_LANES; k++) {
+            int32_t key = gptx_order_key(x[j + k]);
+            m[k] = key > m[k] ? key : m[k];
+        }
+    for (; j < n; j++) {
+        int32_t key = gptx_order_key(x[j]);
+        m[0] = key > m[0] ? key : m[0];
+    }
+    int32_t best = m[0];
+    for (int k = 1; k < GPTX_LANES; k++) best = m[k] > best ? m[k] : best;
+    best = best >= 0 ? best : best ^ 0x7fffffff;
+    float mx;
+    memcpy(&mx, &best, sizeof mx);
+    return mx;
+}
+
 #endif

@@ -95,15 +95,13 @@ GPTX_CPU_HOT static void ln_fwd_task(void *vp, int task) {
     for (size_t n = lo; n < hi; n++) {
         const float *x = a->inp + n * a->C;
         float *o = a->out + n * a->C;
-        float m = 0.0f;
-        for (int c = 0; c < a->C; c++) m += x[c];
-        m /= (float)a->C;
-        float var = 0.0f;
-        for (int c = 0; c < a->C; c++) {
-            float d = x[c] - m;
-            var += d * d;
-        }
-        var /= (float)a->C;
+        float m = gptx_sum(x, a->C) / (float)a->C;
+        float acc[GPTX_LANES] = {0};
+        int j = 0;
+        for (; j + GPTX_LANES <= a->C; j += GPTX_LANES)
+            for (int k = 0; k < GPTX_LANES; k++) acc[k] += (x[j + k] - m) * (x[j + k] - m);
+        for (; j < a->C; j++) acc[j % GPTX_LANES] += (x[j] - m) * (x[j] - m);
+        float var = gptx_lanes_total(acc) / (float)a->C;
         float s = 1.0f / sqrtf(var + a->eps);
         for (int c = 0; c < a->C; c++) o[c] = (x[c] - m) * s * a->w[c] + a->b[c];
         a->mean[n] = m;
@@ -135,14 +133,21 @@ GPTX_CPU_HOT static void ln_bwd_rows_task(void *vp, int task) {
         const float *x = a->inp + n * a->C, *d = a->dout + n * a->C;
         float *dx = a->dinp + n * a->C;
         float m = a->mean[n], s = a->rstd[n];
-        float gsum = 0.0f, gxsum = 0.0f;
-        for (int c = 0; c < a->C; c++) {
-            float g = d[c] * a->w[c];
-            gsum += g;
-            gxsum += g * (x[c] - m) * s;
+        float gacc[GPTX_LANES] = {0}, gxacc[GPTX_LANES] = {0};
+        int j = 0;
+        for (; j + GPTX_LANES <= a->C; j += GPTX_LANES)
+            for (int k = 0; k < GPTX_LANES; k++) {
+                float g = d[j + k] * a->w[j + k];
+                gacc[k] += g;
+                gxacc[k] += g * (x[j + k] - m) * s;
+            }
+        for (; j < a->C; j++) {
+            float g = d[j] * a->w[j];
+            gacc[j % GPTX_LANES] += g;
+            gxacc[j % GPTX_LANES] += g * (x[j] - m) * s;
         }
-        gsum /= (float)a->C;
-        gxsum /= (float)a->C;
+        float gsum = gptx_lanes_total(gacc) / (float)a->C;
+        float gxsum = gptx_lanes_total(gxacc) / (float)a->C;
         for (int c = 0; c < a->C; c++) {
             float xhat = (x[c] - m) * s;
             dx[c] += s * (d[c] * a->w[c] - gsum - xhat * gxsum);
@@ -316,39 +321,9 @@ typedef struct {
     int ntasks;
 } ce_args;
 
-/* Lanes for row reductions: LANES independent partial results combined in a
- * fixed order, so the compiler can vectorize while the result stays the same
- * for every thread count. */
-#define LANES 16
+#define LANES GPTX_LANES
 
-/* Float order as int32 order (sign-magnitude -> two's complement), so the
- * max below is an integer max, which compilers vectorize. */
-static inline int32_t order_key(float f) {
-    int32_t i;
-    memcpy(&i, &f, sizeof i);
-    return i >= 0 ? i : i ^ 0x7fffffff;
-}
-
-GPTX_CPU_HOT static float row_max(const float *row, int n) {
-    int32_t m[LANES];
-    for (int k = 0; k < LANES; k++) m[k] = INT32_MIN;
-    int j = 0;
-    for (; j + LANES <= n; j += LANES)
-        for (int k = 0; k < LANES; k++) {
-            int32_t key = order_key(row[j + k]);
-            m[k] = key > m[k] ? key : m[k];
-        }
-    for (; j < n; j++) {
-        int32_t key = order_key(row[j]);
-        m[0] = key > m[0] ? key : m[0];
-    }
-    int32_t best = m[0];
-    for (int k = 1; k < LANES; k++) best = m[k] > best ? m[k] : best;
-    best = best >= 0 ? best : best ^ 0x7fffffff;
-    float mx;
-    memcpy(&mx, &best, sizeof mx);
-    return mx;
-}
+GPTX_CPU_HOT static float row_max(const float *row, int n) { return gptx_max(row, n); }
 
 /* sum_j exp(row[j] - shift); with dst, also dst[j] = exp(row[j] - shift)
  * (dst may be row). Column j always goes to lane j % LANES, tail included, so
@@ -376,9 +351,7 @@ GPTX_CPU_HOT static float row_sum_exp(const float *row, float *dst, int n, float
         if (dst) dst[j] = e;
         acc[j % LANES] += e;
     }
-    float s = 0.0f;
-    for (int k = 0; k < LANES; k++) s += acc[k];
-    return s;
+    return gptx_lanes_total(acc);
 }
 
 /* Per-row statistics carried from forward to backward in the lse buffer
