@@ -1,9 +1,11 @@
 /* CPU backend: lifetime, memory accounting, copies and the ops table. */
+#define _GNU_SOURCE /* madvise */
 #include "cpu_backend.h"
 
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "errors.h"
@@ -11,6 +13,12 @@
 /* Every buffer starts with a header that remembers its size, so free() can
  * keep the accounting exact; 64 bytes keeps the payload cache-line aligned. */
 #define CPU_ALLOC_ALIGN 64
+/* Buffers from 4 MiB up start on a 2 MiB boundary and ask for transparent
+ * huge pages (where the system leaves THP to madvise): the streaming ops and
+ * the packing inside sgemm walk hundreds of MB per step, and 4 KiB pages
+ * cost them a TLB miss every 4 KiB. */
+#define CPU_HUGE_MIN ((size_t)4 << 20)
+#define CPU_HUGE_ALIGN ((size_t)2 << 20)
 
 static int cpu_create(gptx_backend **out, const gptx_context_options *opts) {
     *out = NULL;
@@ -53,8 +61,14 @@ static int cpu_alloc(gptx_backend *be, size_t bytes, void **ptr) {
     if (rounded < bytes || rounded > SIZE_MAX - CPU_ALLOC_ALIGN)
         return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "allocation of %zu bytes is too large", bytes);
     void *base = NULL;
-    if (posix_memalign(&base, CPU_ALLOC_ALIGN, rounded + CPU_ALLOC_ALIGN) != 0 || !base)
+    int huge = rounded >= CPU_HUGE_MIN;
+    if (posix_memalign(&base, huge ? CPU_HUGE_ALIGN : CPU_ALLOC_ALIGN, rounded + CPU_ALLOC_ALIGN) !=
+            0 ||
+        !base)
         return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate %zu bytes of host memory", bytes);
+#ifdef MADV_HUGEPAGE
+    if (huge) (void)madvise(base, rounded + CPU_ALLOC_ALIGN, MADV_HUGEPAGE); /* advice only */
+#endif
     ((size_t *)base)[0] = bytes;
     ((size_t *)base)[1] = rounded + CPU_ALLOC_ALIGN;
     be->allocated += bytes;
