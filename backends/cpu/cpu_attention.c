@@ -26,15 +26,13 @@ typedef struct {
 
 /* p[s] = exp(p[s] - shift) for s <= last, 0 after it; returns the sum. */
 GPTX_CPU_HOT static float exp_row_causal(float *p, int T, int last, float shift) {
-    float acc[8] = {0};
+    float acc[GPTX_LANES] = {0};
     int s = 0;
-    for (; s + 8 <= last + 1; s += 8)
-        for (int k = 0; k < 8; k++) acc[k] += p[s + k] = gptx_expf(p[s + k] - shift);
-    for (; s <= last; s++) acc[0] += p[s] = gptx_expf(p[s] - shift);
+    for (; s + GPTX_LANES <= last + 1; s += GPTX_LANES)
+        for (int k = 0; k < GPTX_LANES; k++) acc[k] += p[s + k] = gptx_expf(p[s + k] - shift);
+    for (; s <= last; s++) acc[s % GPTX_LANES] += p[s] = gptx_expf(p[s] - shift);
     for (; s < T; s++) p[s] = 0.0f;
-    float sum = 0.0f;
-    for (int k = 0; k < 8; k++) sum += acc[k];
-    return sum;
+    return gptx_lanes_total(acc);
 }
 
 /* The vectorized reductions of cpu_math.h, in the widest clone the CPU runs. */
