@@ -260,9 +260,9 @@ int main(int argc, char **argv) {
     a.seed = 1234;
     if (parse_args(&a, argc, argv) != 0) return 2;
     separate_passes = a.separate;
-    if (!separate_passes) {
+    if (!separate_passes) { /* one call: no backward phase of its own to report */
         phase_names[PH_FWD] = "forward+backward";
-        phase_names[PH_BWD] = "backward (in forward+backward)";
+        phase_names[PH_BWD] = NULL;
     }
     int B = a.batch, T = a.seq;
     int explicit_shape = 0;
@@ -393,10 +393,14 @@ int main(int argc, char **argv) {
 
     printf("steady state: median %.4f s/step (min %.4f, max %.4f) over %d steps\n", med, mn, mx,
            a.steps);
-    printf("  phases (median): ");
-    for (int p = 0; p < PH_N; p++)
-        printf("%s %.4f s (%.1f%%)%s", phase_names[p], ph_med[p], 100.0 * ph_med[p] / med,
-               p + 1 < PH_N ? ", " : "\n");
+    printf("  phases (median):");
+    for (int p = 0, first = 1; p < PH_N; p++)
+        if (phase_names[p]) {
+            printf("%s %s %.4f s (%.1f%%)", first ? "" : ",", phase_names[p], ph_med[p],
+                   100.0 * ph_med[p] / med);
+            first = 0;
+        }
+    printf("\n");
     printf("throughput  : %.1f tokens/s, %.2f model GFLOP/s\n", tok_s, gflops);
     printf("loss        : %.4f (first step) -> %.4f (last step)\n", (double)loss0, (double)loss);
     printf("memory      : allocated %.1f MiB, reserved %.1f MiB, peak %.1f MiB "
@@ -429,8 +433,11 @@ int main(int argc, char **argv) {
         fprintf(f, "  \"step_times_s\": [");
         for (int i = 0; i < a.steps; i++) fprintf(f, "%s%.6f", i ? ", " : "", steps[i]);
         fprintf(f, "],\n  \"phase_median_s\": {");
-        for (int p = 0; p < PH_N; p++)
-            fprintf(f, "%s\"%s\": %.6f", p ? ", " : "", phase_names[p], ph_med[p]);
+        for (int p = 0, first = 1; p < PH_N; p++)
+            if (phase_names[p]) {
+                fprintf(f, "%s\"%s\": %.6f", first ? "" : ", ", phase_names[p], ph_med[p]);
+                first = 0;
+            }
         fprintf(f, "},\n");
         fprintf(f, "  \"tokens_per_s\": %.3f, \"gflops\": %.4f,\n", tok_s, gflops);
         fprintf(f, "  \"loss_first\": %.6f, \"loss_last\": %.6f,\n", (double)loss0, (double)loss);
