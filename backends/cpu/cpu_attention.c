@@ -35,10 +35,12 @@ GPTX_CPU_HOT static float exp_row_causal(float *p, int T, int last, float shift)
     return gptx_lanes_total(acc);
 }
 
-/* The vectorized reductions of cpu_math.h, in the widest clone the CPU runs. */
-GPTX_CPU_HOT static float row_max(const float *p, int n) { return gptx_max(p, n); }
+/* The vectorized reductions of cpu_math.h, in the widest clone the CPU runs
+ * (names unique across files: clang gives target_clones resolvers external
+ * names even for static functions). */
+GPTX_CPU_HOT static float attn_row_max(const float *p, int n) { return gptx_max(p, n); }
 
-GPTX_CPU_HOT static float dot(const float *x, const float *y, int n) {
+GPTX_CPU_HOT static float attn_dot(const float *x, const float *y, int n) {
     float acc[GPTX_LANES] = {0};
     int j = 0;
     for (; j + GPTX_LANES <= n; j += GPTX_LANES)
@@ -62,7 +64,7 @@ static void attn_fwd_task(void *vp, int task) {
         for (int i = 0; i < nq; i++) {
             float *p = S + (size_t)i * nk;
             int t = t0 + i;
-            float mx = row_max(p, t + 1);
+            float mx = attn_row_max(p, t + 1);
             float sum = exp_row_causal(p, nk, t, mx), inv = 1.0f / sum;
             for (int s = 0; s <= t; s++) p[s] *= inv;
             a->lse[((size_t)b * NH + h) * T + t] = mx + logf(sum);
@@ -104,7 +106,7 @@ static void attn_bwd_task(void *vp, int task) {
         for (int i = 0; i < nq; i++) {
             const float *o = a->outc + ((size_t)b * T + t0 + i) * C + h * hs;
             const float *g = dO + (size_t)i * C;
-            float D = dot(g, o, hs);
+            float D = attn_dot(g, o, hs);
             float *ds = dP + (size_t)i * nk;
             const float *p = P + (size_t)i * nk;
             for (int s = 0; s < nk; s++) ds[s] = p[s] * (ds[s] - D) * scale;
