@@ -321,35 +321,33 @@ typedef struct {
     int ntasks;
 } ce_args;
 
-#define LANES GPTX_LANES
-
 GPTX_CPU_HOT static float row_max(const float *row, int n) { return gptx_max(row, n); }
 
 /* sum_j exp(row[j] - shift); with dst, also dst[j] = exp(row[j] - shift)
  * (dst may be row): both paths give the same sum. Column j goes to lane
- * j % LANES, tail included. prefetch (may be NULL): the next row. */
+ * j % GPTX_LANES, tail included. prefetch (may be NULL): the next row. */
 GPTX_CPU_HOT static float row_sum_exp(const float *row, float *dst, int n, float shift,
                                       const float *prefetch) {
-    float acc[LANES] = {0};
+    float acc[GPTX_LANES] = {0};
     int j = 0;
     if (dst)
-        for (; j + LANES <= n; j += LANES) {
+        for (; j + GPTX_LANES <= n; j += GPTX_LANES) {
             if (prefetch) __builtin_prefetch(prefetch + j, 0, 3);
-            for (int k = 0; k < LANES; k++) {
+            for (int k = 0; k < GPTX_LANES; k++) {
                 float e = gptx_expf(row[j + k] - shift);
                 dst[j + k] = e;
                 acc[k] += e;
             }
         }
     else
-        for (; j + LANES <= n; j += LANES) {
+        for (; j + GPTX_LANES <= n; j += GPTX_LANES) {
             if (prefetch) __builtin_prefetch(prefetch + j, 0, 3);
-            for (int k = 0; k < LANES; k++) acc[k] += gptx_expf(row[j + k] - shift);
+            for (int k = 0; k < GPTX_LANES; k++) acc[k] += gptx_expf(row[j + k] - shift);
         }
     for (; j < n; j++) {
         float e = gptx_expf(row[j] - shift);
         if (dst) dst[j] = e;
-        acc[j % LANES] += e;
+        acc[j % GPTX_LANES] += e;
     }
     return gptx_lanes_total(acc);
 }
