@@ -142,4 +142,9 @@ int comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double ti
 int comm_rendezvous_allgather(const char *addr, int port, int rank, int world_size,
                               const void *blob, size_t len, void *all, double timeout_s);
 
+/* 1 when the connected socket fd has the same local and peer address: a
+ * connect() to an unused local port in the ephemeral range that the kernel
+ * answered with its own source port. */
+int comm_socket_connected_to_itself(int fd);
+
 #endif

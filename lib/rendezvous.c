@@ -302,6 +302,17 @@ static int serve(const rdv *r, const void *blob, size_t len, unsigned char *all)
 
 /* ---- ranks 1.. ------------------------------------------------------------ */
 
+int comm_socket_connected_to_itself(int fd) {
+    struct sockaddr_storage self, peer;
+    socklen_t ls = sizeof self, lp = sizeof peer;
+    memset(&self, 0, sizeof self);
+    memset(&peer, 0, sizeof peer);
+    if (getsockname(fd, (struct sockaddr *)&self, &ls) != 0 ||
+        getpeername(fd, (struct sockaddr *)&peer, &lp) != 0 || ls != lp)
+        return 0;
+    return memcmp(&self, &peer, ls) == 0;
+}
+
 /* Connects to rank 0, retrying while it is not listening yet. */
 static int connect_root(const rdv *r, int *out) {
     int backoff = 20, last_err = 0;
@@ -333,6 +344,13 @@ static int connect_root(const rdv *r, int *out) {
                     c = -2; /* this attempt ran out of time: keep the last real error */
                 else
                     errno = soerr ? soerr : errno;
+            }
+            /* Nobody listening on a port in the ephemeral range: the kernel may pick
+             * that very port as our source port and connect the socket to itself
+             * (TCP simultaneous open). That is "refused", not rank 0. */
+            if (c == 0 && comm_socket_connected_to_itself(fd)) {
+                c = -1;
+                errno = ECONNREFUSED;
             }
             if (c == 0) {
                 int one = 1;
@@ -370,15 +388,16 @@ static int join(const rdv *r, const void *blob, size_t len, unsigned char *all) 
     int x = xfer(r, fd, hello, sizeof hello, 1);
     if (x == 0) x = xfer(r, fd, (void *)(uintptr_t)blob, len, 1);
     if (x == 0) x = xfer(r, fd, reply, sizeof reply, 0);
-    if (x != 0) {
+    if (x == 1) {
         rc = RDV_FAIL(r, GPTX_ERR_BACKEND,
-                      "rank %d got no answer from rank 0 (%s; timeout %g s): not every rank has "
-                      "joined, or rank 0 failed",
-                      r->rank,
-                      x == 1  ? "timed out"
-                      : errno ? strerror(errno)
-                              : "connection closed",
-                      r->timeout_s);
+                      "rank %d got no answer from rank 0 (timed out; timeout %g s): not every "
+                      "rank has joined, or rank 0 failed",
+                      r->rank, r->timeout_s);
+    } else if (x != 0) {
+        rc = RDV_FAIL(r, GPTX_ERR_BACKEND,
+                      "rank %d: the connection to rank 0 ended without an answer (%s): rank 0 "
+                      "failed, or another program may be listening at MASTER_PORT",
+                      r->rank, errno ? strerror(errno) : "closed by the peer");
     } else if (get_u32(reply) != RDV_MAGIC) {
         rc = RDV_FAIL(r, GPTX_ERR_BACKEND, "the listener is not a gptx rank 0");
     } else if (get_u32(reply + 4) != RDV_OK) {
