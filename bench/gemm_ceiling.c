@@ -31,16 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
+#include "bench_common.h"
 
 typedef struct {
     const char *name;
@@ -215,19 +206,19 @@ int main(int argc, char **argv) {
         }
         double t_lm = 0.0;
         for (int r = -warmup; r < reps; r++) {
-            double t0 = now_s();
+            double t0 = bench_now_s();
             for (int l = 0; l < s->L; l++)
                 for (int k = 0; k < 4; k++)
                     weight_products(N, layer_c[k], layer_oc[k], in, w, out, din, dw);
-            double t1 = now_s();
+            double t1 = bench_now_s();
             weight_products(N, C, Vp, in, w, out, din, dw);
-            double t2 = now_s();
+            double t2 = bench_now_s();
             if (r >= 0) {
                 t[r] = t2 - t0;
                 t_lm += t2 - t1;
             }
         }
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
         double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
         printf("%-11s : median %.4f s per step's products (min %.4f, max %.4f, %d reps); "
                "lm_head %.1f GFLOP/s\n", mode ? "gptx split" : "openblas mt", med, t[0],

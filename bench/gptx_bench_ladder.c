@@ -33,6 +33,8 @@
 #include "ladder/ladder_rows.h"
 #include "ladder/ladder_run.h"
 
+#include "bench_common.h"
+
 #ifndef GPTX_DATA_DIR
 #define GPTX_DATA_DIR "data"
 #endif
@@ -94,17 +96,8 @@ static int apply_config(bench_args *a, const char *name) {
     return 0;
 }
 
-static int parse_int(const char *flag, const char *v, int min, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < min || x > 1000000) {
-        fprintf(stderr, "gptx-bench: %s expects an integer in [%d, 1000000], got '%s'\n", flag,
-                min, v);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
+static int parse_int(const char *flag, const char *s, int min, int *out) {
+    return bench_parse_int("gptx-bench", flag, s, min, 1000000, out);
 }
 
 static int parse_args(bench_args *a, int argc, char **argv) {
@@ -176,12 +169,6 @@ static int parse_args(bench_args *a, int argc, char **argv) {
         a->out_prefix = a->prefix_buf;
     }
     return 0;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* "model name" of /proc/cpuinfo, or "unknown" */
@@ -267,18 +254,18 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "gptx-bench: config %s, mode %s, %lld steps per row\n", s->name, a.p.mode,
             (long long)ladder_total_steps(&a.p));
-    double t0 = now_s();
+    double t0 = bench_now_s();
     int all_pass = 1;
     for (int i = 0; i < n; i++) {
         if (!rows[i].available) continue;
-        double r0 = now_s();
+        double r0 = bench_now_s();
         ladder_run_row(&runner, &rows[i], &res[i]);
         all_pass &= res[i].pass;
         fprintf(stderr, "  row %2d %-28s %8.0f tokens/s  %s (%.1f s)%s%s\n", i, rows[i].label,
                 res[i].ran ? res[i].tps_median : 0.0, res[i].pass ? "PASS" : "FAIL",
-                now_s() - r0, res[i].error[0] ? ": " : "", res[i].error);
+                bench_now_s() - r0, res[i].error[0] ? ": " : "", res[i].error);
     }
-    rep.wall_s = now_s() - t0;
+    rep.wall_s = bench_now_s() - t0;
     load_average(rep.load_end, sizeof rep.load_end);
     ladder_runner_free(&runner);
 

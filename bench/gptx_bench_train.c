@@ -37,6 +37,8 @@
 
 #include "gptx/gptx.h"
 
+#include "bench_common.h"
+
 typedef struct {
     const char *config;
     int batch, seq, layers, heads, width, vocab, padded_vocab;
@@ -65,18 +67,6 @@ static void usage(FILE *f) {
             "             gradient in one pass (default 0; same numbers bit for bit)\n");
 }
 
-static int parse_int(const char *flag, const char *s, int min, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !end || *end || v < min || v > 1000000000L) {
-        fprintf(stderr, "gptx-bench-train: %s expects an integer >= %d, got '%s'\n", flag, min, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 static int apply_config(bench_args *a, const char *name) {
     if (strcmp(name, "small") == 0) {
         a->vocab = 50257, a->padded_vocab = 50304, a->seq = 256;
@@ -90,6 +80,10 @@ static int apply_config(bench_args *a, const char *name) {
     }
     a->config = name;
     return 0;
+}
+
+static int parse_int(const char *flag, const char *s, int min, int *out) {
+    return bench_parse_int("gptx-bench-train", flag, s, min, 1000000000, out);
 }
 
 static int parse_args(bench_args *a, int argc, char **argv) {
@@ -145,28 +139,6 @@ static int parse_args(bench_args *a, int argc, char **argv) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-/* median of n values (sorts a copy) */
-static double median(const double *v, int n) {
-    double *s = malloc((size_t)n * sizeof *s);
-    if (!s) return NAN;
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-    free(s);
-    return m;
-}
-
 static double vmin(const double *v, int n) {
     double m = v[0];
     for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
@@ -198,27 +170,27 @@ static int separate_passes = 0;
 static int train_step(gptx_model *model, gptx_optimizer *opt, gptx_context *ctx,
                       const int32_t *inp, const int32_t *tgt, int B, int T, float *loss,
                       double ph[PH_N]) {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     int rc = gptx_model_zero_grad(model);
     if (rc != GPTX_OK) return rc;
-    double t1 = now_s();
+    double t1 = bench_now_s();
     double t2;
     if (separate_passes) {
         rc = gptx_model_forward(model, inp, tgt, B, T, loss);
         if (rc != GPTX_OK) return rc;
-        t2 = now_s();
+        t2 = bench_now_s();
         rc = gptx_model_backward(model, 1.0f);
     } else {
         rc = gptx_model_forward_backward(model, inp, tgt, B, T, 1.0f, loss);
-        t2 = now_s();
+        t2 = bench_now_s();
     }
     if (rc != GPTX_OK) return rc;
-    double t3 = now_s();
+    double t3 = bench_now_s();
     rc = gptx_optimizer_step(opt, model, NULL);
     if (rc != GPTX_OK) return rc;
     rc = gptx_context_synchronize(ctx);
     if (rc != GPTX_OK) return rc;
-    double t4 = now_s();
+    double t4 = bench_now_s();
     if (ph) {
         ph[PH_ZERO] = t1 - t0;
         ph[PH_FWD] = t2 - t1;
@@ -359,9 +331,9 @@ int main(int argc, char **argv) {
 
     float loss0 = 0.0f, loss = 0.0f;
     double cold_ph[PH_N];
-    double t0 = now_s();
+    double t0 = bench_now_s();
     CHECK(train_step(model, opt, ctx, inp, tgt, B, T, &loss0, cold_ph));
-    double cold = now_s() - t0;
+    double cold = bench_now_s() - t0;
     if (separate_passes)
         printf("cold step   : %.4f s (forward %.4f, backward %.4f; includes activation allocation "
                "and first touch)\n",
@@ -374,13 +346,13 @@ int main(int argc, char **argv) {
     for (int i = 1; i < a.warmup; i++) CHECK(train_step(model, opt, ctx, inp, tgt, B, T, &loss, NULL));
     for (int i = 0; i < a.steps; i++) {
         double ph[PH_N];
-        double s0 = now_s();
+        double s0 = bench_now_s();
         CHECK(train_step(model, opt, ctx, inp, tgt, B, T, &loss, ph));
-        steps[i] = now_s() - s0;
+        steps[i] = bench_now_s() - s0;
         for (int p = 0; p < PH_N; p++) phases[p][i] = ph[p];
     }
 
-    double med = median(steps, a.steps), mn = vmin(steps, a.steps), mx = vmax(steps, a.steps);
+    double med = bench_median(steps, a.steps), mn = vmin(steps, a.steps), mx = vmax(steps, a.steps);
     double tok_s = (double)BT / med;
     double gflops = flops_per_step / med * 1e-9;
     gptx_memory_stats mem;
@@ -389,7 +361,7 @@ int main(int argc, char **argv) {
     struct rusage ru;
     long maxrss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
     double ph_med[PH_N];
-    for (int p = 0; p < PH_N; p++) ph_med[p] = median(phases[p], a.steps);
+    for (int p = 0; p < PH_N; p++) ph_med[p] = bench_median(phases[p], a.steps);
 
     printf("steady state: median %.4f s/step (min %.4f, max %.4f) over %d steps\n", med, mn, mx,
            a.steps);

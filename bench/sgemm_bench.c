@@ -15,27 +15,10 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
+#include "bench_common.h"
 
 static int parse_int(const char *flag, const char *s, int min, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !end || *end || v < min || v > 1000000L) {
-        fprintf(stderr, "gptx-bench-sgemm: %s expects an integer >= %d, got '%s'\n", flag, min, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
+    return bench_parse_int("gptx-bench-sgemm", flag, s, min, 1000000, out);
 }
 
 int main(int argc, char **argv) {
@@ -89,11 +72,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < warmup; i++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
-        t[i] = now_s() - t0;
+        t[i] = bench_now_s() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
     double flop = 2.0 * (double)n * n * n;
     double checksum = 0.0;

@@ -40,6 +40,8 @@
 
 #include "gptx/gptx.h"
 
+#include "../bench_common.h"
+
 #ifdef GPTX_BENCH_CUDA_EMU
 /* test build (tests/gpu): the backend's CPU emulation, which the library
  * cannot select, in a hand-made context */
@@ -78,17 +80,6 @@ static void usage(FILE *f) {
                "                      [--json FILE]\n"
                "  defaults: bf16, GPT-2 124M, T 1024, largest power-of-two batch <= 512 that\n"
                "  fits, 3 warm-up steps (the cold one included), 10 timed steps, no CUDA graphs\n");
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
 }
 
 static int parse_args(bench_args *a, int argc, char **argv) {
@@ -196,7 +187,7 @@ int main(int argc, char **argv) {
     }
 
     int T = a.seq;
-    double t_ctx = now_s();
+    double t_ctx = bench_now_s();
     gptx_context *ctx = NULL;
     gptx_context_options co;
     gptx_context_options_init(&co);
@@ -209,7 +200,7 @@ int main(int argc, char **argv) {
                 gptx_status_name(rc));
         return 1;
     }
-    t_ctx = now_s() - t_ctx;
+    t_ctx = bench_now_s() - t_ctx;
 
     gptx_model_config cfg;
     gptx_model_config_init(&cfg);
@@ -254,13 +245,13 @@ int main(int argc, char **argv) {
             if (i < BT) in[i] = tok;
             if (i > 0) tg[i - 1] = tok;
         }
-        double t0 = now_s();
+        double t0 = bench_now_s();
         rc = gptx_model_create(&m, ctx, &cfg);
         if (rc == GPTX_OK) rc = gptx_model_init_random(m, 42);
         if (rc == GPTX_OK) rc = gptx_optimizer_create(&opt, m, NULL);
         if (rc == GPTX_OK) rc = step(ctx, m, opt, in, tg, B, T, &loss0);
         if (rc == GPTX_OK) {
-            cold = now_s() - t0;
+            cold = bench_now_s() - t0;
             break;
         }
         printf("batch %-4d  : does not fit (%s: %s)\n", B, gptx_status_name(rc), gptx_last_error());
@@ -289,18 +280,18 @@ int main(int argc, char **argv) {
 
     double capture = 0;
     for (int i = 1; i < a.warmup && rc == GPTX_OK; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         rc = step(ctx, m, opt, in, tg, B, T, &loss);
-        if (i == 1) capture = now_s() - t0;
+        if (i == 1) capture = bench_now_s() - t0;
     }
     if (a.graphs && rc == GPTX_OK)
         printf("cold        : second step %.3f s (graph capture, instantiation, first launch)\n",
                capture);
     double *times = malloc((size_t)a.steps * sizeof *times);
     for (int i = 0; i < a.steps && rc == GPTX_OK; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         rc = step(ctx, m, opt, in, tg, B, T, &loss);
-        times[i] = now_s() - t0;
+        times[i] = bench_now_s() - t0;
     }
     if (rc != GPTX_OK) {
         fprintf(stderr, "gptx-bench-gpu: step failed: %s\n", gptx_last_error());
@@ -308,7 +299,7 @@ int main(int argc, char **argv) {
     }
     double *sorted = malloc((size_t)a.steps * sizeof *sorted);
     memcpy(sorted, times, (size_t)a.steps * sizeof *sorted);
-    qsort(sorted, (size_t)a.steps, sizeof *sorted, cmp_double);
+    qsort(sorted, (size_t)a.steps, sizeof *sorted, bench_cmp_double);
     double med =
         a.steps % 2 ? sorted[a.steps / 2] : 0.5 * (sorted[a.steps / 2 - 1] + sorted[a.steps / 2]);
     double tok_s = (double)BT / med, mfu = fpt * tok_s / PEAK_FLOPS;

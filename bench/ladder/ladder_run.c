@@ -8,11 +8,7 @@
 
 #include "gptx/gptx.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "../bench_common.h"
 
 int ladder_runner_init(ladder_runner *r, const ladder_params *p, const ladder_data *data) {
     memset(r, 0, sizeof *r);
@@ -133,19 +129,19 @@ void ladder_run_row(ladder_runner *r, const ladder_row *row, ladder_result *res)
     gptx_adamw_options_init(&ao);
 
     /* cold start: everything from nothing to the end of the first step */
-    double t0 = now_s();
+    double t0 = bench_now_s();
     ROW_TRY(gptx_context_create(&ctx, &co));
     res->threads = gptx_context_num_threads(ctx);
     ROW_TRY(gptx_model_create(&model, ctx, &cfg));
     ROW_TRY(gptx_model_init_random(model, p->seed));
     ROW_TRY(gptx_optimizer_create(&opt, model, &ao));
     ROW_TRY(gptx_timer_create(&timer, ctx, GPTX_TIMER_TRAINING_STEPS));
-    res->create_s = now_s() - t0;
+    res->create_s = bench_now_s() - t0;
     int64_t step = 0;
     ROW_TRY(gptx_timer_start(timer));
     ROW_TRY(train_step(model, opt, r->data, step++, B, T, row->v.fused_ce));
     ROW_TRY(gptx_timer_stop(timer, res->tokens_per_step));
-    res->cold_start_s = now_s() - t0;
+    res->cold_start_s = bench_now_s() - t0;
     ROW_TRY(gptx_timer_interval(timer, 0, &res->first_step_s, NULL));
 
     for (int w = 0; w < p->warmup; w++) ROW_TRY(train_step(model, opt, r->data, step++, B, T, row->v.fused_ce));

@@ -14,20 +14,11 @@
 
 #include "gptx/gptx.h"
 
+#include "../bench_common.h"
+
 #ifndef GPTX_DATA_DIR
 #define GPTX_DATA_DIR "data"
 #endif
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static char *read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -98,10 +89,10 @@ int main(int argc, char **argv) {
     size_t len = 0;
     char *text = read_all(file, &len);
     if (!text) return 1;
-    double t0 = now();
+    double t0 = bench_now_s();
     gptx_tokenizer *tok = NULL;
     int rc = gptx_tokenizer_load_gpt2(&tok, encoder, vocab);
-    double load_s = now() - t0;
+    double load_s = bench_now_s() - t0;
     if (rc != GPTX_OK) {
         fprintf(stderr, "gptx-bench-tokenizer: %s\n", gptx_last_error());
         free(text);
@@ -115,16 +106,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int r = -1; r < runs; r++) { /* r = -1: warm-up */
-        t0 = now();
+        t0 = bench_now_s();
         rc = gptx_tokenizer_encode(tok, text, len, special, ids, len, &n);
-        double dt = now() - t0;
+        double dt = bench_now_s() - t0;
         if (rc != GPTX_OK) {
             fprintf(stderr, "gptx-bench-tokenizer: %s\n", gptx_last_error());
             return 1;
         }
         if (r >= 0) secs[r] = dt;
     }
-    qsort(secs, (size_t)runs, sizeof *secs, cmp_double);
+    qsort(secs, (size_t)runs, sizeof *secs, bench_cmp_double);
     double med = secs[runs / 2];
     printf("file %s: %zu bytes -> %zu tokens\n", file, len, n);
     printf("load %.1f ms\n", 1e3 * load_s);
