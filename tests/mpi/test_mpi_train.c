@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "mpi_check.h"
 #include "errors.h"
 #include "test_util.h"
 #include "train/train_dp.h"
@@ -447,17 +448,5 @@ int main(int argc, char **argv) {
     if (!rc) rc = test_unequal_shards(ctx, 1);
     if (!rc) rc = test_loader_shares();
     if (!rc) rc = test_validation(ctx);
-    /* every rank's verdict, so rank 0's exit code covers all */
-    int64_t failures = rc ? 1 : check_failures;
-    if (gptx_comm_allreduce_i64(comm, &failures, 1, GPTX_COMM_SUM) != GPTX_OK) failures = 1;
-    gptx_comm_destroy(comm);
-    gptx_context_destroy(ctx);
-    if (failures && !check_failures && !rc) {
-        fprintf(stderr, "rank %d: another rank failed\n", R);
-        return 1;
-    }
-    if (rc) return rc;
-    char name[64];
-    snprintf(name, sizeof name, "test_mpi_train (rank %d of %d)", R, W);
-    return check_exit(name);
+    return mpi_check_exit(comm, ctx, rc, "test_mpi_train", R, W);
 }
