@@ -1,10 +1,10 @@
 # Install rules and package files for gptx.
 #
 # Included by the top-level CMakeLists.txt after the targets `gptx` (shared,
-# SONAME libgptx.so.0) and `gptx_static` (static, OUTPUT_NAME gptx) exist.
+# SONAME libgptx.so.1) and `gptx_static` (static, OUTPUT_NAME gptx) exist.
 # Installs:
 #   include/gptx/*.h
-#   lib/libgptx.so.0.1.0, libgptx.so.0, libgptx.so, libgptx.a
+#   lib/libgptx.so.0.2.0, libgptx.so.1, libgptx.so, libgptx.a
 #   lib/cmake/gptx/gptx{Config,ConfigVersion,Targets,Targets-<config>}.cmake
 #     -> find_package(gptx CONFIG) gives gptx::gptx and gptx::gptx_static
 #   lib/pkgconfig/gptx.pc
@@ -65,7 +65,9 @@ configure_package_config_file(
 write_basic_package_version_file(
   "${PROJECT_BINARY_DIR}/gptxConfigVersion.cmake"
   VERSION "${PROJECT_VERSION}"
-  COMPATIBILITY SameMajorVersion)
+  # 0.x: a new minor release may change the API (CHANGELOG.md), so a
+  # consumer asking for 0.2 gets 0.2.x only
+  COMPATIBILITY SameMinorVersion)
 install(FILES
     "${PROJECT_BINARY_DIR}/gptxConfig.cmake"
     "${PROJECT_BINARY_DIR}/gptxConfigVersion.cmake"

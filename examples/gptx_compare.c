@@ -8,6 +8,13 @@
 #include <string.h>
 
 #include <gptx/gptx.h>
+#include <gptx/gptx_experimental.h>
+
+/* One side: context options and the kernel variants set on the context. */
+typedef struct side_spec {
+    gptx_context_options co;
+    int attention, fused_qkv, fused_norm_gelu;
+} side_spec;
 
 static void usage(void) {
     printf(
@@ -98,7 +105,8 @@ static int parse_double(const char *flag, const char *v, double lo, double *out)
 }
 
 /* One side: backend[:N][:variant...] -> context options. */
-static int parse_side(const char *flag, const char *spec, gptx_context_options *co) {
+static int parse_side(const char *flag, const char *spec, side_spec *side) {
+    gptx_context_options *co = &side->co;
     char buf[128];
     if (strlen(spec) >= sizeof buf) return bad(flag, spec, "too long");
     strcpy(buf, spec);
@@ -116,11 +124,11 @@ static int parse_side(const char *flag, const char *spec, gptx_context_options *
             if (co->backend == GPTX_BACKEND_CPU) co->num_threads = n;
             else co->device = n;
         } else if (!strcmp(tok, "naive")) {
-            co->attention = GPTX_ATTENTION_NAIVE;
+            side->attention = GPTX_ATTENTION_NAIVE;
         } else if (!strcmp(tok, "split-qkv")) {
-            co->fused_qkv = 0;
+            side->fused_qkv = 0;
         } else if (!strcmp(tok, "unfused")) {
-            co->fused_norm_gelu = 0;
+            side->fused_norm_gelu = 0;
         } else {
             return bad(flag, spec, "variants are naive, split-qkv and unfused");
         }
@@ -129,7 +137,7 @@ static int parse_side(const char *flag, const char *spec, gptx_context_options *
 }
 
 typedef struct cli {
-    gptx_context_options ca, cb;
+    side_spec ca, cb;
     const char *spec_a, *spec_b;
     const char *model_path;
     gptx_model_config cfg;
@@ -171,7 +179,7 @@ static int parse_args(cli *o, int argc, char **argv) {
         else if (!strcmp(k, "--deterministic")) {
             rc = parse_int(k, v, 0, &d);
             if (!rc && d > 1) rc = bad(k, v, "expected 0 or 1");
-            o->ca.deterministic = o->cb.deterministic = d;
+            o->ca.co.deterministic = o->cb.co.deterministic = d;
         } else if (!strcmp(k, "--model")) o->model_path = v;
         else if (!strcmp(k, "--preset")) rc = apply_preset(&o->cfg, v);
         else if (!strcmp(k, "--layers")) rc = parse_int(k, v, 1, &o->cfg.n_layer);
@@ -244,6 +252,15 @@ static void set_tolerances(cli *o, int64_t rows, int64_t draws) {
         }                                                                               \
     } while (0)
 
+static int create_side(gptx_context **ctx, const side_spec *s) {
+    int rc = gptx_context_create(ctx, &s->co);
+    if (rc == GPTX_OK) rc = gptx_context_set_variant(*ctx, GPTX_VARIANT_ATTENTION, s->attention);
+    if (rc == GPTX_OK) rc = gptx_context_set_variant(*ctx, GPTX_VARIANT_FUSED_QKV, s->fused_qkv);
+    if (rc == GPTX_OK)
+        rc = gptx_context_set_variant(*ctx, GPTX_VARIANT_FUSED_NORM_GELU, s->fused_norm_gelu);
+    return rc;
+}
+
 /* Copies every parameter of src into dst (the contexts may differ). */
 static int copy_parameters(gptx_model *dst, const gptx_model *src) {
     int n = gptx_model_num_tensors(src);
@@ -300,9 +317,11 @@ static int perturb(gptx_model *m, const char *spec) {
 int main(int argc, char **argv) {
     cli o;
     memset(&o, 0, sizeof o);
-    gptx_context_options_init(&o.ca);
-    gptx_context_options_init(&o.cb);
-    o.ca.backend = o.cb.backend = GPTX_BACKEND_CPU;
+    gptx_context_options_init(&o.ca.co);
+    gptx_context_options_init(&o.cb.co);
+    o.ca.co.backend = o.cb.co.backend = GPTX_BACKEND_CPU;
+    o.ca.attention = o.cb.attention = GPTX_ATTENTION_FLASH;
+    o.ca.fused_qkv = o.cb.fused_qkv = o.ca.fused_norm_gelu = o.cb.fused_norm_gelu = 1;
     o.spec_a = "cpu:1";
     o.spec_b = "cpu:2";
     gptx_model_config_init(&o.cfg);
@@ -322,8 +341,8 @@ int main(int argc, char **argv) {
     gptx_context *ca = NULL, *cb = NULL;
     gptx_model *ma = NULL, *mb = NULL;
     int32_t *inputs = NULL;
-    TRY(gptx_context_create(&ca, &o.ca));
-    TRY(gptx_context_create(&cb, &o.cb));
+    TRY(create_side(&ca, &o.ca));
+    TRY(create_side(&cb, &o.cb));
     if (o.model_path) {
         TRY(gptx_model_load(&ma, ca, o.model_path));
         TRY(gptx_model_load(&mb, cb, o.model_path));

@@ -95,7 +95,11 @@ static void case_replay(void) {
     verdict(memcmp(shifted, first + 1, sizeof shifted) == 0,
             "they are the first run's numbers shifted by one (counter-based stream)");
     /* the state is the position: restoring it replays from there */
-    gptx_sampler_state st = {so.seed, so.stream, 3};
+    gptx_sampler_state st;
+    gptx_sampler_state_init(&st);
+    st.seed = so.seed;
+    st.stream = so.stream;
+    st.counter = 3;
     GX(gptx_sampler_set_state(s2, &st));
     GX(draw(s2, row, resumed, 3));
     verdict(memcmp(resumed, first + 3, sizeof resumed) == 0,

@@ -23,7 +23,7 @@
 #include "model.h"
 #include "optimizer.h"
 #include "param_storage.h"
-#include "options.h"
+#include "abi_struct.h"
 #include "safetensors.h"
 
 #define FORMAT_NAME "gptx"
@@ -366,8 +366,15 @@ static int read_loader(const gptx_st_file *f, const char *prefix, gptx_dataloade
     return meta_u64(f, k, &s->seed);
 }
 
-static int read_train_meta(const gptx_st_file *f, train_meta *tm) {
+/* Nothing recorded: no optimizer, schedule, sampler or loader positions. */
+static void train_meta_clear(train_meta *tm) {
     memset(tm, 0, sizeof *tm);
+    gptx_sampler_state_init(&tm->sampler);
+    for (int i = 0; i < 2; i++) gptx_dataloader_state_init(&tm->loader[i]);
+}
+
+static int read_train_meta(const gptx_st_file *f, train_meta *tm) {
+    train_meta_clear(tm);
     const char *L = f->src.label;
     tm->has_schedule = meta_has(f, "lr_schedule_step");
     if (tm->has_schedule) {
@@ -497,6 +504,7 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
         }
         if (tv->sampler) {
             gptx_sampler_state s;
+            gptx_sampler_state_init(&s);
             rc = gptx_sampler_get_state(tv->sampler, &s);
             if (rc != GPTX_OK) goto done;
             meta_add(meta, "sampler.seed", "%" PRIu64, s.seed);
@@ -506,6 +514,7 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
         for (int i = 0; i < 2; i++) {
             if (!tv->loader[i]) continue;
             gptx_dataloader_state s;
+            gptx_dataloader_state_init(&s);
             rc = gptx_dataloader_get_state(tv->loader[i], &s);
             if (rc != GPTX_OK) goto done;
             char k[META_KEY];
@@ -550,18 +559,17 @@ int gptx_model_save(const gptx_model *model, const char *path) {
     return save_file(model, NULL, path);
 }
 
-void gptx_train_state_init(gptx_train_state *st) {
-    if (!st) return;
-    memset(st, 0, sizeof *st);
-    st->struct_size = sizeof *st;
+int gptx_train_state_init_sized(gptx_train_state *st, size_t size) {
+    static const gptx_train_state nothing = {.struct_size = GPTX_TRAIN_STATE_SIZE};
+    return gptx_struct_init(st, size, &nothing, &gptx_desc_train_state, __func__, "st");
 }
 
 /* Copies the caller's train state (any struct_size from an older header). */
-static int read_train_state(const gptx_train_state *st, gptx_train_state *out) {
+static int read_train_state(const gptx_train_state *st, gptx_train_state *out,
+                            const char *func) {
     gptx_train_state_init(out);
     if (!st) return GPTX_OK;
-    return gptx_read_options(out, sizeof *out, st, st->struct_size, "train state",
-                             "gptx_train_state_init");
+    return gptx_struct_read(out, st, &gptx_desc_train_state, func, "st");
 }
 
 /* A sharded optimizer's m and v as full host vectors on every rank: each
@@ -576,7 +584,7 @@ static int gather_moments(gptx_optimizer *o, float *host[2]) {
         if (o->shard_count > 0)
             GPTX_TRY(ctx->ops->download_f32(ctx->be, host[k] + o->shard_offset,
                                             k == 0 ? o->m : o->v, o->shard_count));
-        GPTX_TRY(comm_allgather_host(o->comm, host[k], np));
+        GPTX_TRY(gptx_comm_allgather_host(o->comm, host[k], np));
     }
     return GPTX_OK;
 }
@@ -585,7 +593,7 @@ int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st, co
     GPTX_CHECK_NULL(model);
     GPTX_CHECK_NULL(path);
     gptx_train_state s;
-    GPTX_TRY(read_train_state(st, &s));
+    GPTX_TRY(read_train_state(st, &s, "gptx_checkpoint_save"));
     if (s.optimizer && s.optimizer->model != model)
         return GPTX_FAIL(GPTX_ERR_MISMATCH, "st->optimizer was created for another model");
     train_view tv = {s.optimizer, {NULL, NULL}, s.sampler, {s.train_loader, s.val_loader},
@@ -593,7 +601,7 @@ int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st, co
     if (!s.optimizer || !s.optimizer->comm) return save_file(model, &tv, path);
     /* sharded (ZeRO-1): collective gather, then rank 0 alone writes the same
      * file an unsharded optimizer would */
-    GPTX_TRY(comm_usable(s.optimizer->comm, __func__));
+    GPTX_TRY(gptx_comm_usable(s.optimizer->comm, __func__));
     float *host[2] = {NULL, NULL};
     int rc = gather_moments(s.optimizer, host);
     if (rc == GPTX_OK && s.optimizer->comm->engine->rank == 0) {
@@ -699,7 +707,7 @@ int gptx_model_load_weights(gptx_model *model, const char *path) {
 static int apply_positions(gptx_train_state *s, const train_meta *tm) {
     gptx_dataloader *dl[2] = {s->train_loader, s->val_loader};
     gptx_dataloader_state old[2];
-    memset(old, 0, sizeof old);
+    for (int i = 0; i < 2; i++) gptx_dataloader_state_init(&old[i]);
     int done = 0, rc = GPTX_OK;
     for (; done < 2 && rc == GPTX_OK; done++) {
         if (!dl[done]) continue;
@@ -718,14 +726,14 @@ static int apply_positions(gptx_train_state *s, const train_meta *tm) {
 int gptx_ckpt_load_st(gptx_model *m, gptx_train_state *st_io, const gptx_st_file *f) {
     const char *L = f->src.label;
     gptx_train_state s;
-    GPTX_TRY(read_train_state(st_io, &s));
+    GPTX_TRY(read_train_state(st_io, &s, "gptx_checkpoint_load"));
     if (s.optimizer && s.optimizer->model != m)
         return GPTX_FAIL(GPTX_ERR_MISMATCH, "st->optimizer was created for another model");
     int training = 0;
     GPTX_TRY(check_identity(f, &training));
     GPTX_TRY(compare_config(f, &m->cfg));
     train_meta tm;
-    memset(&tm, 0, sizeof tm);
+    train_meta_clear(&tm);
     if (training) GPTX_TRY(read_train_meta(f, &tm));
     GPTX_TRY(check_tensor_set(f, &m->layout, tm.has_optimizer));
     /* everything the caller asks to restore must be in the file */
@@ -760,15 +768,16 @@ int gptx_ckpt_load_st(gptx_model *m, gptx_train_state *st_io, const gptx_st_file
         if (rc == GPTX_OK) {
             o->step = tm.opt_step;
             o->opts = tm.opts;
-            optimizer_set_decay(o);
+            gptx_optimizer_set_decay(o);
         }
     }
     if (rc == GPTX_OK && st_io && tm.has_schedule) {
-        /* only the fields the caller's struct has */
-        size_t end_sched = offsetof(gptx_train_state, lr_schedule_step) + sizeof(int64_t);
-        size_t end_tokens = offsetof(gptx_train_state, tokens_seen) + sizeof(int64_t);
-        if (st_io->struct_size >= end_sched) st_io->lr_schedule_step = tm.lr_schedule_step;
-        if (st_io->struct_size >= end_tokens) st_io->tokens_seen = tm.tokens_seen;
+        /* only the fields the caller's struct has (read_train_state checked its size) */
+        size_t n = st_io->struct_size;
+        if (n >= GPTX_STRUCT_END(gptx_train_state, lr_schedule_step))
+            st_io->lr_schedule_step = tm.lr_schedule_step;
+        if (n >= GPTX_STRUCT_END(gptx_train_state, tokens_seen))
+            st_io->tokens_seen = tm.tokens_seen;
     }
     free(params);
     free(mom[0]);

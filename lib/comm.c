@@ -14,7 +14,7 @@
 #include "context.h"
 #include "errors.h"
 #include "model.h"
-#include "options.h"
+#include "abi_struct.h"
 
 /* helpers report under the public function's name */
 #define DETECT_FAIL(status, ...) gptx_fail((status), "gptx_comm_detect_launch", __VA_ARGS__)
@@ -22,13 +22,17 @@
 
 /* ---- launcher detection ----------------------------------------------------- */
 
-void gptx_comm_launch_info_init(gptx_comm_launch_info *info) {
-    if (!info) return;
-    memset(info, 0, sizeof *info);
-    info->struct_size = sizeof *info;
-    info->launcher = GPTX_LAUNCHER_NONE;
-    info->world_size = 1;
-    info->local_world_size = 1;
+int gptx_comm_launch_info_init_sized(gptx_comm_launch_info *info, size_t size) {
+    static const gptx_comm_launch_info one_process = {
+        .struct_size = GPTX_COMM_LAUNCH_INFO_SIZE,
+        .launcher = GPTX_LAUNCHER_NONE,
+        .rank = 0,
+        .world_size = 1,
+        .local_rank = 0,
+        .local_world_size = 1,
+    };
+    return gptx_struct_init(info, size, &one_process, &gptx_desc_comm_launch_info, __func__,
+                            "info");
 }
 
 /* Reads an integer variable; *present = 0 when unset or empty. */
@@ -78,6 +82,8 @@ static int read_launcher(gptx_comm_launch_info *li, const char *rank_var, const 
 
 int gptx_comm_detect_launch(gptx_comm_launch_info *info) {
     GPTX_CHECK_NULL(info);
+    GPTX_TRY(gptx_struct_check_size(info->struct_size, &gptx_desc_comm_launch_info, __func__,
+                                    "info"));
     gptx_comm_launch_info li;
     gptx_comm_launch_info_init(&li);
     int rc = GPTX_OK;
@@ -93,12 +99,7 @@ int gptx_comm_detect_launch(gptx_comm_launch_info *info) {
         rc = read_launcher(&li, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
     }
     if (rc != GPTX_OK) return rc;
-    /* keep the caller's struct_size: a smaller (older) struct gets what fits */
-    size_t n = info->struct_size;
-    if (n < sizeof(size_t) || n > sizeof li) n = sizeof li;
-    li.struct_size = n;
-    memcpy(info, &li, n);
-    return GPTX_OK;
+    return gptx_struct_write(info, &li, &gptx_desc_comm_launch_info, __func__, "info");
 }
 
 /* ---- the single engine -------------------------------------------------------- */
@@ -168,12 +169,15 @@ static int single_create(comm_engine **out) {
 
 /* ---- creation ------------------------------------------------------------------- */
 
-void gptx_comm_options_init(gptx_comm_options *opts) {
-    if (!opts) return;
-    memset(opts, 0, sizeof *opts);
-    opts->struct_size = sizeof *opts;
-    opts->engine = GPTX_COMM_AUTO;
-    opts->timeout_seconds = 600.0;
+static const gptx_comm_options comm_defaults = {
+    .struct_size = GPTX_COMM_OPTIONS_SIZE,
+    .engine = GPTX_COMM_AUTO,
+    .timeout_seconds = 600.0,
+};
+
+int gptx_comm_options_init_sized(gptx_comm_options *opts, size_t size) {
+    return gptx_struct_init(opts, size, &comm_defaults, &gptx_desc_comm_options, __func__,
+                            "opts");
 }
 
 static int context_is_cpu(const gptx_context *ctx) { return ctx->ops == gptx_cpu_backend_ops(); }
@@ -187,7 +191,7 @@ static int share_nccl_id(gptx_comm *c, const comm_setup *s, unsigned char id[COM
     /* the id and rank 0's verdict, so the others stop at once if it has none */
     unsigned char blob[COMM_NCCL_ID_BYTES + 1];
     memset(blob, 0, sizeof blob);
-    int made = li->rank == 0 ? comm_nccl_unique_id(blob) : GPTX_OK;
+    int made = li->rank == 0 ? gptx_comm_nccl_unique_id(blob) : GPTX_OK;
     if (li->world_size == 1) {
         memcpy(id, blob, COMM_NCCL_ID_BYTES);
         return made;
@@ -196,7 +200,7 @@ static int share_nccl_id(gptx_comm *c, const comm_setup *s, unsigned char id[COM
     int rc;
     if (li->launcher == GPTX_LAUNCHER_MPI) {
 #ifdef GPTX_HAVE_MPI
-        rc = comm_mpi_create(&c->bootstrap, s);
+        rc = gptx_comm_mpi_create(&c->bootstrap, s);
         if (rc == GPTX_OK)
             rc = c->bootstrap->ops->broadcast_host(c->bootstrap, blob, sizeof blob, 0);
 #else
@@ -220,8 +224,8 @@ static int share_nccl_id(gptx_comm *c, const comm_setup *s, unsigned char id[COM
                                li->world_size, !addr || !*addr ? "MASTER_ADDR" : "MASTER_PORT");
         unsigned char *all = malloc((size_t)li->world_size * sizeof blob);
         if (!all) return CREATE_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-        rc = comm_rendezvous_allgather(addr, port, li->rank, li->world_size, blob, sizeof blob, all,
-                                       s->timeout_s);
+        rc = gptx_comm_rendezvous_allgather(addr, port, li->rank, li->world_size, blob,
+                                            sizeof blob, all, s->timeout_s);
         if (rc == GPTX_OK) memcpy(blob, all, sizeof blob); /* rank 0's */
         free(all);
     }
@@ -270,7 +274,7 @@ static int create_engine(gptx_comm *c, comm_setup *s, int engine) {
         return single_create(&c->engine);
     case GPTX_COMM_MPI:
 #ifdef GPTX_HAVE_MPI
-        return comm_mpi_create(&c->engine, s);
+        return gptx_comm_mpi_create(&c->engine, s);
 #else
         return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
                            "world size %d needs the MPI engine, but this build has none (configure "
@@ -280,11 +284,11 @@ static int create_engine(gptx_comm *c, comm_setup *s, int engine) {
     case GPTX_COMM_NCCL:
 #ifdef GPTX_HAVE_NCCL
     {
-        GPTX_TRY(comm_nccl_check_context(s));
+        GPTX_TRY(gptx_comm_nccl_check_context(s));
         unsigned char id[COMM_NCCL_ID_BYTES];
         memset(id, 0, sizeof id);
         GPTX_TRY(share_nccl_id(c, s, id));
-        return comm_nccl_create(&c->engine, s, id);
+        return gptx_comm_nccl_create(&c->engine, s, id);
     }
 #else
         return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
@@ -300,11 +304,8 @@ int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options
     GPTX_CHECK_NULL(out);
     *out = NULL;
     GPTX_CHECK_NULL(ctx);
-    gptx_comm_options o;
-    gptx_comm_options_init(&o);
-    if (in)
-        GPTX_TRY(gptx_read_options(&o, sizeof o, in, in->struct_size, "communicator options",
-                                   "gptx_comm_options_init"));
+    gptx_comm_options o = comm_defaults;
+    if (in) GPTX_TRY(gptx_struct_read(&o, in, &gptx_desc_comm_options, __func__, "opts"));
     if (o.engine < GPTX_COMM_AUTO || o.engine > GPTX_COMM_NCCL)
         return GPTX_FAIL(GPTX_ERR_INVALID, "opts.engine is %d; expected GPTX_COMM_*", o.engine);
     if (!(o.timeout_seconds >= 0.0) || o.timeout_seconds > 1e9)
@@ -321,6 +322,7 @@ int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options
     gptx_comm *c = calloc(1, sizeof *c);
     if (!c) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     c->ctx = ctx;
+    c->opts = o;
     c->timeout_s = s.timeout_s;
     int rc = create_engine(c, &s, o.engine);
     if (rc != GPTX_OK) {
@@ -343,6 +345,12 @@ void gptx_comm_destroy(gptx_comm *comm) {
 
 /* ---- queries ---------------------------------------------------------------------- */
 
+int gptx_comm_get_options(const gptx_comm *comm, gptx_comm_options *opts) {
+    GPTX_CHECK_NULL(comm);
+    GPTX_CHECK_NULL(opts);
+    return gptx_struct_write(opts, &comm->opts, &gptx_desc_comm_options, __func__, "opts");
+}
+
 const char *gptx_comm_engine_name(const gptx_comm *comm) {
     return comm ? comm->engine->ops->name : "";
 }
@@ -356,7 +364,7 @@ int gptx_comm_local_world_size(const gptx_comm *comm) {
 /* ---- collectives --------------------------------------------------------------------- */
 
 /* Refuses a communicator whose engine already failed once. */
-int comm_usable(const gptx_comm *c, const char *func) {
+int gptx_comm_usable(const gptx_comm *c, const char *func) {
     if (!c->failed) return GPTX_OK;
     return gptx_fail(GPTX_ERR_STATE, func,
                      "an earlier collective failed, so this communicator cannot be used again "
@@ -364,19 +372,19 @@ int comm_usable(const gptx_comm *c, const char *func) {
                      c->failure);
 }
 
-int comm_check_reduction(const gptx_comm *c, const gptx_model *model, int64_t local_tokens,
-                         const char *func) {
+int gptx_comm_check_reduction(const gptx_comm *c, const gptx_model *model, int64_t local_tokens,
+                              const char *func) {
     if (local_tokens < 0)
         return gptx_fail(GPTX_ERR_INVALID, func, "local_tokens is %lld; must be >= 0",
                          (long long)local_tokens);
     if (model->ctx != c->ctx)
         return gptx_fail(GPTX_ERR_MISMATCH, func,
                          "the model belongs to another context than the communicator");
-    return comm_usable(c, func);
+    return gptx_comm_usable(c, func);
 }
 
 /* Marks the communicator failed after an engine error (message already set). */
-int comm_engine_result(gptx_comm *c, int rc) {
+int gptx_comm_engine_result(gptx_comm *c, int rc) {
     if (rc != GPTX_OK && !c->failed) {
         c->failed = 1;
         snprintf(c->failure, sizeof c->failure, "%s", gptx_last_error());
@@ -393,8 +401,8 @@ static int check_op(int op, const char *func) {
 
 int gptx_comm_barrier(gptx_comm *comm) {
     GPTX_CHECK_NULL(comm);
-    GPTX_TRY(comm_usable(comm, __func__));
-    return comm_engine_result(comm, comm->engine->ops->barrier(comm->engine));
+    GPTX_TRY(gptx_comm_usable(comm, __func__));
+    return gptx_comm_engine_result(comm, comm->engine->ops->barrier(comm->engine));
 }
 
 static int allreduce_host(gptx_comm *comm, void *values, size_t count, int op, comm_dtype t,
@@ -402,9 +410,9 @@ static int allreduce_host(gptx_comm *comm, void *values, size_t count, int op, c
     if (!comm) return gptx_fail(GPTX_ERR_NULL, func, "argument 'comm' is NULL");
     if (!values && count > 0) return gptx_fail(GPTX_ERR_NULL, func, "argument 'values' is NULL");
     GPTX_TRY(check_op(op, func));
-    GPTX_TRY(comm_usable(comm, func));
+    GPTX_TRY(gptx_comm_usable(comm, func));
     if (count == 0 || comm->engine->world_size == 1) return GPTX_OK;
-    return comm_engine_result(
+    return gptx_comm_engine_result(
         comm, comm->engine->ops->allreduce_host(comm->engine, values, count, t, (gptx_comm_op)op));
 }
 
@@ -422,15 +430,15 @@ int gptx_comm_broadcast(gptx_comm *comm, void *data, size_t bytes, int root) {
     if (root < 0 || root >= comm->engine->world_size)
         return GPTX_FAIL(GPTX_ERR_INVALID, "root is %d; must be in [0, world size %d)", root,
                          comm->engine->world_size);
-    GPTX_TRY(comm_usable(comm, __func__));
+    GPTX_TRY(gptx_comm_usable(comm, __func__));
     if (bytes == 0 || comm->engine->world_size == 1) return GPTX_OK;
-    return comm_engine_result(comm,
-                              comm->engine->ops->broadcast_host(comm->engine, data, bytes, root));
+    return gptx_comm_engine_result(
+        comm, comm->engine->ops->broadcast_host(comm->engine, data, bytes, root));
 }
 
 /* ---- gradients ------------------------------------------------------------------------ */
 
-int comm_engine_takes_model_buffers(const gptx_comm *c) {
+int gptx_comm_engine_takes_model_buffers(const gptx_comm *c) {
     return c->engine->device_buffers || context_is_cpu(c->ctx);
 }
 
@@ -438,7 +446,7 @@ int comm_engine_takes_model_buffers(const gptx_comm *c) {
  * when the engine needs host memory and the context keeps them on a device. */
 static int grads_for_engine(gptx_comm *c, gptx_model *m, float **buf) {
     size_t n = m->layout.nparams;
-    if (comm_engine_takes_model_buffers(c)) {
+    if (gptx_comm_engine_takes_model_buffers(c)) {
         *buf = m->grads;
         return GPTX_OK;
     }
@@ -454,12 +462,12 @@ static int grads_for_engine(gptx_comm *c, gptx_model *m, float **buf) {
     return c->ctx->ops->download_f32(c->ctx->be, c->staging, m->grads, n);
 }
 
-int comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, float *scale,
-                     int *uniform, int64_t *total) {
+int gptx_comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, float *scale,
+                          int *uniform, int64_t *total) {
     comm_engine *e = c->engine;
     /* max and -min in one collective: equal counts (the usual case) need no sum */
     int64_t mm[2] = {local_tokens, -local_tokens};
-    GPTX_TRY(comm_engine_result(c, e->ops->allreduce_host(e, mm, 2, COMM_I64, GPTX_COMM_MAX)));
+    GPTX_TRY(gptx_comm_engine_result(c, e->ops->allreduce_host(e, mm, 2, COMM_I64, GPTX_COMM_MAX)));
     *uniform = mm[0] == -mm[1];
     if (mm[0] > INT64_MAX / e->world_size) /* every rank sees the same: all fail alike */
         return gptx_fail(GPTX_ERR_INVALID, func,
@@ -467,24 +475,24 @@ int comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, float
     *total = mm[0] * e->world_size;
     if (!*uniform) {
         *total = local_tokens;
-        GPTX_TRY(
-            comm_engine_result(c, e->ops->allreduce_host(e, total, 1, COMM_I64, GPTX_COMM_SUM)));
+        GPTX_TRY(gptx_comm_engine_result(
+            c, e->ops->allreduce_host(e, total, 1, COMM_I64, GPTX_COMM_SUM)));
     }
     *scale = *total > 0 ? (float)((double)local_tokens / (double)*total) : 0.0f;
     return GPTX_OK;
 }
 
-int comm_allgather_host(gptx_comm *c, float *host, size_t count) {
+int gptx_comm_allgather_host(gptx_comm *c, float *host, size_t count) {
     comm_engine *e = c->engine;
     if (e->world_size == 1 || count == 0) return GPTX_OK;
-    if (!e->device_buffers) return comm_engine_result(c, e->ops->allgather(e, host, count));
+    if (!e->device_buffers) return gptx_comm_engine_result(c, e->ops->allgather(e, host, count));
     /* the engine reduces device memory: stage through a context buffer */
     gptx_context *ctx = c->ctx;
     float *dev = NULL;
     int rc = ctx->ops->alloc(ctx->be, count * sizeof(float), (void **)&dev);
     if (rc != GPTX_OK) return rc;
     rc = ctx->ops->upload_f32(ctx->be, dev, host, count);
-    if (rc == GPTX_OK) rc = comm_engine_result(c, e->ops->allgather(e, dev, count));
+    if (rc == GPTX_OK) rc = gptx_comm_engine_result(c, e->ops->allgather(e, dev, count));
     if (rc == GPTX_OK) rc = ctx->ops->download_f32(ctx->be, host, dev, count);
     ctx->ops->free(ctx->be, dev);
     return rc;
@@ -493,19 +501,19 @@ int comm_allgather_host(gptx_comm *c, float *host, size_t count) {
 int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t local_tokens) {
     GPTX_CHECK_NULL(comm);
     GPTX_CHECK_NULL(model);
-    GPTX_TRY(comm_check_reduction(comm, model, local_tokens, __func__));
+    GPTX_TRY(gptx_comm_check_reduction(comm, model, local_tokens, __func__));
     comm_engine *e = comm->engine;
     if (e->world_size == 1) return GPTX_OK; /* the mean over one rank is its own gradient */
     float scale = 0.0f;
     int uniform = 0;
     int64_t total = 0;
-    GPTX_TRY(comm_token_scale(comm, local_tokens, __func__, &scale, &uniform, &total));
+    GPTX_TRY(gptx_comm_token_scale(comm, local_tokens, __func__, &scale, &uniform, &total));
     size_t n = model->layout.nparams;
     if (total == 0) /* nobody had a target: the mean is empty, use 0 on every rank */
         return model->ctx->ops->fill_f32(model->ctx->be, model->grads, 0.0f, n);
     float *buf = NULL;
     GPTX_TRY(grads_for_engine(comm, model, &buf));
-    GPTX_TRY(comm_engine_result(comm, e->ops->allreduce_grads(e, buf, n, scale, uniform)));
+    GPTX_TRY(gptx_comm_engine_result(comm, e->ops->allreduce_grads(e, buf, n, scale, uniform)));
     if (buf != model->grads)
         return model->ctx->ops->upload_f32(model->ctx->be, model->grads, buf, n);
     return GPTX_OK;
@@ -517,8 +525,8 @@ static double monotonic_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double timeout_s,
-                         const char *where, const char *what, int rank, int world_size) {
+int gptx_comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double timeout_s,
+                              const char *where, const char *what, int rank, int world_size) {
     double start = monotonic_seconds();
     long pause_ns = 1000;
     for (unsigned iter = 0;; iter++) {

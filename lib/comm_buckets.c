@@ -34,7 +34,7 @@ static int progress(bucketer *b, int *all_done) {
     for (int i = b->first_open; i < b->ninflight; i++) {
         if (!b->inflight[i]) continue;
         int done = 0;
-        GPTX_TRY(comm_engine_result(b->comm, e->ops->bucket_test(e, b->inflight[i], &done)));
+        GPTX_TRY(gptx_comm_engine_result(b->comm, e->ops->bucket_test(e, b->inflight[i], &done)));
         if (done) b->inflight[i] = NULL;
     }
     while (b->first_open < b->ninflight && !b->inflight[b->first_open]) b->first_open++;
@@ -59,7 +59,7 @@ static int launch(bucketer *b) {
             b->cap = cap;
         }
         void *h = NULL;
-        GPTX_TRY(comm_engine_result(
+        GPTX_TRY(gptx_comm_engine_result(
             b->comm, e->ops->bucket_start(e, b->grads + lo, n, b->scale, b->uniform, &h)));
         b->inflight[b->ninflight++] = h;
         b->started++;
@@ -91,12 +91,12 @@ int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_scale,
                        int64_t local_tokens, size_t bucket_bytes) {
     GPTX_CHECK_NULL(comm);
     GPTX_CHECK_NULL(model);
-    GPTX_TRY(comm_check_reduction(comm, model, local_tokens, __func__));
+    GPTX_TRY(gptx_comm_check_reduction(comm, model, local_tokens, __func__));
     GPTX_TRY(gptx_model_backward_check(model, loss_scale, __func__));
     comm_engine *e = comm->engine;
     if (e->world_size == 1)
         return gptx_model_backward_hooked(model, loss_scale, NULL, NULL, __func__);
-    if (!comm_engine_takes_model_buffers(comm)) {
+    if (!gptx_comm_engine_takes_model_buffers(comm)) {
         /* the gradients go through host staging: nothing to overlap */
         GPTX_TRY(gptx_model_backward_hooked(model, loss_scale, NULL, NULL, __func__));
         return gptx_comm_average_gradients(comm, model, local_tokens);
@@ -109,7 +109,7 @@ int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_scale,
     b.bucket_floats = floats > 0 ? floats : 1;
     int64_t total = 0;
     /* the weights must be known before the first bucket leaves */
-    GPTX_TRY(comm_token_scale(comm, local_tokens, __func__, &b.scale, &b.uniform, &total));
+    GPTX_TRY(gptx_comm_token_scale(comm, local_tokens, __func__, &b.scale, &b.uniform, &total));
     if (total == 0) { /* nobody had a target: the mean is empty, use 0 on every rank */
         GPTX_TRY(gptx_model_backward_hooked(model, loss_scale, NULL, NULL, __func__));
         return model->ctx->ops->fill_f32(model->ctx->be, model->grads, 0.0f,
@@ -121,7 +121,7 @@ int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_scale,
                        b.pending_lo);
     if (rc == GPTX_OK) rc = launch(&b);
     if (rc == GPTX_OK)
-        rc = comm_engine_result(comm, comm_poll_until_done(test_all, &b, comm->timeout_s,
+        rc = gptx_comm_engine_result(comm, gptx_comm_poll_until_done(test_all, &b, comm->timeout_s,
                                                            "gptx_comm_backward",
                                                            "overlapped gradient buckets", e->rank,
                                                            e->world_size));

@@ -71,6 +71,7 @@ static inline void comm_shard(size_t count, int world_size, int rank, size_t *lo
  * and checkpoint.c. */
 struct gptx_comm {
     gptx_context *ctx;
+    gptx_comm_options opts; /* as created (defaults filled in) */
     comm_engine *engine;
     comm_engine *bootstrap; /* MPI engine that started an NCCL engine under mpirun, or NULL */
     double timeout_s;       /* the engine's limit per collective (0 = none) */
@@ -81,26 +82,26 @@ struct gptx_comm {
 };
 
 /* GPTX_ERR_STATE (reported as func) when an earlier collective failed. */
-int comm_usable(const gptx_comm *c, const char *func);
+int gptx_comm_usable(const gptx_comm *c, const char *func);
 /* The checks every gradient reduction makes (reported as func): local_tokens
  * >= 0, the model on the communicator's context, the communicator usable. */
-int comm_check_reduction(const gptx_comm *c, const gptx_model *model, int64_t local_tokens,
-                         const char *func);
+int gptx_comm_check_reduction(const gptx_comm *c, const gptx_model *model, int64_t local_tokens,
+                              const char *func);
 /* Marks the communicator failed when rc is an engine error; returns rc. */
-int comm_engine_result(gptx_comm *c, int rc);
+int gptx_comm_engine_result(gptx_comm *c, int rc);
 /* 1 when the engine works on the context's own buffers (no host staging). */
-int comm_engine_takes_model_buffers(const gptx_comm *c);
+int gptx_comm_engine_takes_model_buffers(const gptx_comm *c);
 
 /* The token weighting shared by every gradient reduction: one collective
  * (two when the counts differ) gives *scale = local_tokens / sum of all
  * ranks' tokens, *uniform = 1 when every rank passed the same count, and
  * *total (0 when no rank had a target). Reported as func. */
-int comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, float *scale,
-                     int *uniform, int64_t *total);
+int gptx_comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, float *scale,
+                          int *uniform, int64_t *total);
 
 /* All ranks' shards (comm_shard) of host[0..count) copied to every rank;
  * stages through a context buffer for an engine that takes device memory. */
-int comm_allgather_host(gptx_comm *c, float *host, size_t count);
+int gptx_comm_allgather_host(gptx_comm *c, float *host, size_t count);
 
 /* What an engine is created from. */
 typedef struct comm_setup {
@@ -111,17 +112,17 @@ typedef struct comm_setup {
 
 #ifdef GPTX_HAVE_MPI
 /* Initializes MPI if needed and duplicates MPI_COMM_WORLD (errors return). */
-int comm_mpi_create(comm_engine **out, const comm_setup *s);
+int gptx_comm_mpi_create(comm_engine **out, const comm_setup *s);
 #endif
 
 #ifdef GPTX_HAVE_NCCL
 #define COMM_NCCL_ID_BYTES 128
 /* GPTX_ERR_UNSUPPORTED unless the context is a CUDA context with a device. */
-int comm_nccl_check_context(const comm_setup *s);
+int gptx_comm_nccl_check_context(const comm_setup *s);
 /* A fresh ncclUniqueId (rank 0 makes it, every rank receives it). */
-int comm_nccl_unique_id(unsigned char id[COMM_NCCL_ID_BYTES]);
-int comm_nccl_create(comm_engine **out, const comm_setup *s,
-                     const unsigned char id[COMM_NCCL_ID_BYTES]);
+int gptx_comm_nccl_unique_id(unsigned char id[COMM_NCCL_ID_BYTES]);
+int gptx_comm_nccl_create(comm_engine **out, const comm_setup *s,
+                          const unsigned char id[COMM_NCCL_ID_BYTES]);
 #endif
 
 /* Polls test(arg, &done) until done: the first 256 polls spin, then the
@@ -129,8 +130,8 @@ int comm_nccl_create(comm_engine **out, const comm_setup *s,
  * to ranks still computing. A failing test is returned as it is; after
  * timeout_s (0 = no limit) it fails with GPTX_ERR_BACKEND naming `what`,
  * `where` and this rank. Shared by the MPI and NCCL engines. */
-int comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double timeout_s,
-                         const char *where, const char *what, int rank, int world_size);
+int gptx_comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double timeout_s,
+                              const char *where, const char *what, int rank, int world_size);
 
 /* TCP rendezvous: an all-gather of one fixed-size blob per rank through rank
  * 0, which listens at addr:port. all receives world_size * len bytes, rank
@@ -139,12 +140,12 @@ int comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double ti
  * missing ranks when the exchange is not complete after timeout_s (0 = no
  * limit), GPTX_ERR_INVALID for a bad port or address, GPTX_ERR_MISMATCH when
  * peers disagree on world size or blob size. */
-int comm_rendezvous_allgather(const char *addr, int port, int rank, int world_size,
-                              const void *blob, size_t len, void *all, double timeout_s);
+int gptx_comm_rendezvous_allgather(const char *addr, int port, int rank, int world_size,
+                                   const void *blob, size_t len, void *all, double timeout_s);
 
 /* 1 when the connected socket fd has the same local and peer address: a
  * connect() to an unused local port in the ephemeral range that the kernel
  * answered with its own source port. */
-int comm_socket_connected_to_itself(int fd);
+int gptx_comm_socket_connected_to_itself(int fd);
 
 #endif

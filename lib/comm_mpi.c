@@ -70,8 +70,8 @@ static int test_request(void *arg, int *done) {
 /* Drives a request to completion, or fails once the deadline has passed. */
 static int wait_request(mpi_engine *e, MPI_Request *req, const char *what) {
     request_poll p = {req, what};
-    return comm_poll_until_done(test_request, &p, e->timeout_s, ENGINE_WHERE, what, e->base.rank,
-                                e->base.world_size);
+    return gptx_comm_poll_until_done(test_request, &p, e->timeout_s, ENGINE_WHERE, what,
+                                     e->base.rank, e->base.world_size);
 }
 
 static void mpi_destroy(comm_engine *base, int failed) {
@@ -357,7 +357,7 @@ static int mpi_setup(mpi_engine *e, const comm_setup *s) {
     return GPTX_OK;
 }
 
-int comm_mpi_create(comm_engine **out, const comm_setup *s) {
+int gptx_comm_mpi_create(comm_engine **out, const comm_setup *s) {
     mpi_engine *e = calloc(1, sizeof *e);
     if (!e) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     e->base.ops = &mpi_ops;

@@ -80,8 +80,8 @@ static int test_done(void *arg, int *done) {
 
 static int wait_done(nccl_engine *e, int stream_too, const char *what) {
     done_poll p = {e, stream_too, what};
-    return comm_poll_until_done(test_done, &p, e->timeout_s, ENGINE_WHERE, what, e->base.rank,
-                                e->base.world_size);
+    return gptx_comm_poll_until_done(test_done, &p, e->timeout_s, ENGINE_WHERE, what, e->base.rank,
+                                     e->base.world_size);
 }
 
 /* An NCCL call on the non-blocking communicator: ncclInProgress means
@@ -350,7 +350,7 @@ static const comm_engine_ops nccl_ops = {
     .bucket_release = nccl_bucket_release,
 };
 
-int comm_nccl_check_context(const comm_setup *s) {
+int gptx_comm_nccl_check_context(const comm_setup *s) {
     const char *backend = s->ctx->ops->name;
     if (strcmp(backend, "cuda") != 0)
         return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
@@ -368,7 +368,7 @@ int comm_nccl_check_context(const comm_setup *s) {
     return GPTX_OK;
 }
 
-int comm_nccl_unique_id(unsigned char id[COMM_NCCL_ID_BYTES]) {
+int gptx_comm_nccl_unique_id(unsigned char id[COMM_NCCL_ID_BYTES]) {
     ncclUniqueId u;
     ncclResult_t r = ncclGetUniqueId(&u);
     if (r != ncclSuccess) return nccl_error(NULL, r, "ncclGetUniqueId");
@@ -376,9 +376,9 @@ int comm_nccl_unique_id(unsigned char id[COMM_NCCL_ID_BYTES]) {
     return GPTX_OK;
 }
 
-int comm_nccl_create(comm_engine **out, const comm_setup *s,
-                     const unsigned char id[COMM_NCCL_ID_BYTES]) {
-    GPTX_TRY(comm_nccl_check_context(s));
+int gptx_comm_nccl_create(comm_engine **out, const comm_setup *s,
+                          const unsigned char id[COMM_NCCL_ID_BYTES]) {
+    GPTX_TRY(gptx_comm_nccl_check_context(s));
     nccl_engine *e = calloc(1, sizeof *e);
     if (!e) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     e->base.ops = &nccl_ops;

@@ -20,8 +20,8 @@ int gptx_optimizer_create_sharded(gptx_optimizer **out, gptx_model *model,
     if (model->ctx != comm->ctx)
         return GPTX_FAIL(GPTX_ERR_MISMATCH,
                          "the model belongs to another context than the communicator");
-    GPTX_TRY(comm_usable(comm, __func__));
-    if (!comm_engine_takes_model_buffers(comm))
+    GPTX_TRY(gptx_comm_usable(comm, __func__));
+    if (!gptx_comm_engine_takes_model_buffers(comm))
         return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
                          "a sharded optimizer needs an engine that works on the context's buffers; "
                          "the '%s' engine stages a '%s' context's gradients through host memory "
@@ -35,7 +35,7 @@ int gptx_optimizer_create_sharded(gptx_optimizer **out, gptx_model *model,
                          gptx_precision_name(gptx_context_precision(model->ctx)));
     size_t lo, hi;
     comm_shard(model->layout.nparams, comm->engine->world_size, comm->engine->rank, &lo, &hi);
-    GPTX_TRY(optimizer_create_part(out, model, opts, lo, hi - lo));
+    GPTX_TRY(gptx_optimizer_create_part(out, model, opts, lo, hi - lo, __func__));
     (*out)->comm = comm;
     return GPTX_OK;
 }
@@ -64,7 +64,7 @@ int gptx_optimizer_step_sharded(gptx_optimizer *opt, gptx_model *model, int64_t 
         return GPTX_FAIL(GPTX_ERR_INVALID, "local_tokens is %lld; must be >= 0",
                          (long long)local_tokens);
     gptx_comm *c = opt->comm;
-    GPTX_TRY(comm_usable(c, __func__));
+    GPTX_TRY(gptx_comm_usable(c, __func__));
     comm_engine *e = c->engine;
     gptx_context *ctx = model->ctx;
     size_t n = model->layout.nparams;
@@ -74,23 +74,23 @@ int gptx_optimizer_step_sharded(gptx_optimizer *opt, gptx_model *model, int64_t 
         float scale = 0.0f;
         int uniform = 0;
         int64_t total = 0;
-        GPTX_TRY(comm_token_scale(c, local_tokens, __func__, &scale, &uniform, &total));
+        GPTX_TRY(gptx_comm_token_scale(c, local_tokens, __func__, &scale, &uniform, &total));
         if (total == 0) /* nobody had a target: the mean gradient is 0 everywhere */
             GPTX_TRY(ctx->ops->fill_f32(ctx->be, model->grads, 0.0f, n));
         else
-            GPTX_TRY(comm_engine_result(
+            GPTX_TRY(gptx_comm_engine_result(
                 c, e->ops->reduce_scatter_grads(e, model->grads, n, scale, uniform)));
     }
     if (opt->shard_count > 0)
         GPTX_TRY(ctx->ops->sum_squares_to_host(ctx->be, &sumsq, grads, opt->shard_count));
     if (e->world_size > 1) /* added up in one order: the same norm on every rank */
-        GPTX_TRY(comm_engine_result(c, e->ops->allreduce_host(e, &sumsq, 1, COMM_F64,
+        GPTX_TRY(gptx_comm_engine_result(c, e->ops->allreduce_host(e, &sumsq, 1, COMM_F64,
                                                               GPTX_COMM_SUM)));
     float norm = (float)sqrt(sumsq);
     if (grad_norm) *grad_norm = norm;
     /* a non-finite norm is the same on every rank: nobody updates, nobody gathers */
-    GPTX_TRY(optimizer_update(opt, norm, __func__));
+    GPTX_TRY(gptx_optimizer_update(opt, norm, __func__));
     if (e->world_size > 1)
-        GPTX_TRY(comm_engine_result(c, e->ops->allgather(e, model->params, n)));
+        GPTX_TRY(gptx_comm_engine_result(c, e->ops->allgather(e, model->params, n)));
     return GPTX_OK;
 }

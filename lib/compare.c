@@ -11,22 +11,24 @@
 
 #include "errors.h"
 #include "model.h"
-#include "options.h"
+#include "abi_struct.h"
 #include "sampling.h"
 
 /* ---- options and report ------------------------------------------------------ */
 
-void gptx_compare_options_init(gptx_compare_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->draws_per_position = 1; /* tolerances 0: bitwise equality */
+static const gptx_compare_options compare_defaults = {
+    .struct_size = GPTX_COMPARE_OPTIONS_SIZE,
+    .draws_per_position = 1, /* tolerances 0: bitwise equality */
+};
+
+int gptx_compare_options_init_sized(gptx_compare_options *o, size_t size) {
+    return gptx_struct_init(o, size, &compare_defaults, &gptx_desc_compare_options, __func__,
+                            "opts");
 }
 
-void gptx_compare_report_init(gptx_compare_report *r) {
-    if (!r) return;
-    memset(r, 0, sizeof *r);
-    r->struct_size = sizeof *r;
+int gptx_compare_report_init_sized(gptx_compare_report *r, size_t size) {
+    static const gptx_compare_report zero = {.struct_size = GPTX_COMPARE_REPORT_SIZE};
+    return gptx_struct_init(r, size, &zero, &gptx_desc_compare_report, __func__, "report");
 }
 
 static int check_tol(const char *name, double v) {
@@ -38,11 +40,9 @@ static int check_tol(const char *name, double v) {
 /* Fills *o from the caller's options (NULL = defaults) and the sampler
  * options they point to, and validates both. */
 static int read_compare_options(gptx_compare_options *o, gptx_sampler_options *so,
-                                const gptx_compare_options *in) {
-    gptx_compare_options_init(o);
-    if (in)
-        GPTX_TRY(gptx_read_options(o, sizeof *o, in, in->struct_size, "compare options",
-                                   "gptx_compare_options_init"));
+                                const gptx_compare_options *in, const char *func) {
+    *o = compare_defaults;
+    if (in) GPTX_TRY(gptx_struct_read(o, in, &gptx_desc_compare_options, func, "opts"));
     GPTX_TRY(check_tol("logits_atol", o->logits_atol));
     GPTX_TRY(check_tol("logits_rtol", o->logits_rtol));
     GPTX_TRY(check_tol("prob_atol", o->prob_atol));
@@ -61,27 +61,15 @@ static int read_compare_options(gptx_compare_options *o, gptx_sampler_options *s
                          o->positions);
     gptx_sampler_options_init(so);
     if (o->sampler)
-        GPTX_TRY(gptx_read_options(so, sizeof *so, o->sampler, o->sampler->struct_size,
-                                   "opts.sampler", "gptx_sampler_options_init"));
+        GPTX_TRY(gptx_struct_read(so, o->sampler, &gptx_desc_sampler_options, func,
+                                  "opts.sampler"));
     o->sampler = so;
     return GPTX_OK;
 }
 
-/* The caller's report must come from gptx_compare_report_init (any size
- * from an older header with at least one field). */
-static int check_report_size(const gptx_compare_report *r) {
-    if (r->struct_size <= sizeof(size_t) || r->struct_size > sizeof *r)
-        return GPTX_FAIL(GPTX_ERR_INVALID,
-                         "report.struct_size is %zu (this library knows %zu); call "
-                         "gptx_compare_report_init first",
-                         r->struct_size, sizeof *r);
-    return GPTX_OK;
-}
-
-/* Copies the complete report into the caller's, up to its struct_size. */
-static void deliver(gptx_compare_report *dst, gptx_compare_report *full) {
-    full->struct_size = dst->struct_size;
-    memcpy(dst, full, dst->struct_size);
+/* The caller's report must come from gptx_compare_report_init. */
+static int check_report_size(const gptx_compare_report *r, const char *func) {
+    return gptx_struct_check_size(r->struct_size, &gptx_desc_compare_report, func, "report");
 }
 
 static void copy_text(char *dst, size_t cap, const char *src) {
@@ -177,7 +165,11 @@ static int compare_softmax(const float *a, const float *b, size_t rows, size_t n
 /* One draw at Philox counter `counter`; -1 if the sampler refused the row. */
 static int32_t draw_at(gptx_sampler *s, const gptx_sampler_options *so, uint64_t counter,
                        const float *row, int n, int vocab) {
-    gptx_sampler_state st = {so->seed, so->stream, counter};
+    gptx_sampler_state st;
+    gptx_sampler_state_init(&st);
+    st.seed = so->seed;
+    st.stream = so->stream;
+    st.counter = counter;
     int32_t t = -1;
     if (gptx_sampler_set_state(s, &st) != GPTX_OK ||
         gptx_sampler_sample(s, row, n, vocab, &t) != GPTX_OK)
@@ -280,10 +272,7 @@ static void describe_model(gptx_compare_side *s, const gptx_model *m, const char
         copy_text(s->cuda, sizeof s->cuda, "unknown");
     }
     copy_text(s->label, sizeof s->label, label);
-    const gptx_context_options *co = &m->ctx->opts;
-    snprintf(s->kernels, sizeof s->kernels, "attention=%s qkv=%s norm_gelu=%s",
-             co->attention == GPTX_ATTENTION_NAIVE ? "naive" : "flash",
-             co->fused_qkv ? "fused" : "split", co->fused_norm_gelu ? "fused" : "unfused");
+    gptx_kernel_variants_forward_text(&m->ctx->variants, s->kernels, sizeof s->kernels);
     s->num_threads = gptx_context_num_threads(m->ctx);
     s->deterministic = m->ctx->opts.deterministic;
 }
@@ -296,10 +285,10 @@ int gptx_compare_logits(const float *a, const float *b, size_t rows, int n_logit
     GPTX_CHECK_NULL(a);
     GPTX_CHECK_NULL(b);
     GPTX_CHECK_NULL(report);
-    GPTX_TRY(check_report_size(report));
+    GPTX_TRY(check_report_size(report, __func__));
     gptx_compare_options o;
     gptx_sampler_options so;
-    GPTX_TRY(read_compare_options(&o, &so, opts));
+    GPTX_TRY(read_compare_options(&o, &so, opts, __func__));
     if (rows == 0) return GPTX_FAIL(GPTX_ERR_INVALID, "rows is 0; must be > 0");
     if (vocab_size <= 0)
         return GPTX_FAIL(GPTX_ERR_INVALID, "vocab_size is %d; must be > 0", vocab_size);
@@ -313,8 +302,7 @@ int gptx_compare_logits(const float *a, const float *b, size_t rows, int n_logit
     GPTX_TRY(compare_host(a, b, rows, n_logits, vocab_size, &o, &full));
     describe_external(&full.a, o.label_a);
     describe_external(&full.b, o.label_b);
-    deliver(report, &full);
-    return GPTX_OK;
+    return gptx_struct_write(report, &full, &gptx_desc_compare_report, __func__, "report");
 }
 
 /* Names the first configuration field in which a and b differ. */
@@ -359,10 +347,10 @@ int gptx_compare_models(gptx_model *a, gptx_model *b, const int32_t *inputs, int
     GPTX_CHECK_NULL(b);
     GPTX_CHECK_NULL(inputs);
     GPTX_CHECK_NULL(report);
-    GPTX_TRY(check_report_size(report));
+    GPTX_TRY(check_report_size(report, __func__));
     gptx_compare_options o;
     gptx_sampler_options so;
-    GPTX_TRY(read_compare_options(&o, &so, opts));
+    GPTX_TRY(read_compare_options(&o, &so, opts, __func__));
     GPTX_TRY(check_same_config(&a->cfg, &b->cfg));
     const gptx_model_config *c = &a->cfg;
     if (B <= 0) return GPTX_FAIL(GPTX_ERR_INVALID, "B is %d; must be > 0", B);
@@ -402,8 +390,7 @@ int gptx_compare_models(gptx_model *a, gptx_model *b, const int32_t *inputs, int
     if (rc != GPTX_OK) return rc;
     describe_model(&full.a, a, o.label_a);
     describe_model(&full.b, b, o.label_b);
-    deliver(report, &full);
-    return GPTX_OK;
+    return gptx_struct_write(report, &full, &gptx_desc_compare_report, __func__, "report");
 }
 
 /* ---- text ------------------------------------------------------------------------------ */
@@ -446,11 +433,10 @@ int gptx_compare_report_format(const gptx_compare_report *r_in, char *buf, size_
                                size_t *len) {
     GPTX_CHECK_NULL(r_in);
     GPTX_CHECK_NULL(buf);
-    GPTX_TRY(check_report_size(r_in));
     /* a report from an older header: the fields it lacks print as zero */
     gptx_compare_report full;
     gptx_compare_report_init(&full);
-    memcpy(&full, r_in, r_in->struct_size);
+    GPTX_TRY(gptx_struct_read(&full, r_in, &gptx_desc_compare_report, __func__, "report"));
     const gptx_compare_report *r = &full;
     text_buf t = {buf, capacity, 0};
     put(&t, "layered comparison: %s (side a is the reference)\n", verdict(r->pass));

@@ -1,39 +1,40 @@
 #include "context.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "errors.h"
-#include "options.h"
+#include "abi_struct.h"
 
-void gptx_context_options_init(gptx_context_options *opts) {
-    if (!opts) return;
-    memset(opts, 0, sizeof *opts);
-    opts->struct_size = sizeof *opts;
-    opts->backend = GPTX_BACKEND_AUTO;
-    opts->device = 0;
-    opts->num_threads = 0;
-    opts->deterministic = 1;
-    opts->attention = GPTX_ATTENTION_FLASH;
-    opts->fused_qkv = 1;
-    opts->fused_norm_gelu = 1;
-    opts->fused_adamw = 1;
-    opts->precision = GPTX_PRECISION_DEFAULT;
-    opts->stochastic_rounding = 0;
-    opts->cuda_graphs = 0;
+static const gptx_context_options context_defaults = {
+    .struct_size = GPTX_CONTEXT_OPTIONS_SIZE,
+    .backend = GPTX_BACKEND_AUTO,
+    .device = 0,
+    .num_threads = 0,
+    .deterministic = 1,
+    .precision = GPTX_PRECISION_DEFAULT,
+    .stochastic_rounding = 0,
+    .cuda_graphs = 0,
+};
+
+static const gptx_kernel_variants variant_defaults = {
+    .attention = GPTX_ATTENTION_FLASH, .fused_qkv = 1, .fused_norm_gelu = 1, .fused_adamw = 1};
+
+int gptx_context_options_init_sized(gptx_context_options *opts, size_t size) {
+    return gptx_struct_init(opts, size, &context_defaults, &gptx_desc_context_options, __func__,
+                            "opts");
 }
 
-void gptx_memory_stats_init(gptx_memory_stats *stats) {
-    if (!stats) return;
-    memset(stats, 0, sizeof *stats);
-    stats->struct_size = sizeof *stats;
+int gptx_memory_stats_init_sized(gptx_memory_stats *stats, size_t size) {
+    static const gptx_memory_stats zero = {.struct_size = GPTX_MEMORY_STATS_SIZE};
+    return gptx_struct_init(stats, size, &zero, &gptx_desc_memory_stats, __func__, "stats");
 }
 
 static int read_context_options(gptx_context_options *dst, const gptx_context_options *src) {
-    gptx_context_options_init(dst);
+    *dst = context_defaults;
     if (!src) return GPTX_OK;
-    return gptx_read_options(dst, sizeof *dst, src, src->struct_size, "context options",
-                             "gptx_context_options_init");
+    return gptx_struct_read(dst, src, &gptx_desc_context_options, "gptx_context_create", "opts");
 }
 
 static int resolved_precision(const gptx_context *ctx) {
@@ -60,6 +61,24 @@ int gptx_context_precision(const gptx_context *ctx) {
     return ctx->precision;
 }
 
+/* A context around a backend instance that was just created (taken over). */
+static int wrap_backend(gptx_context **out, const gptx_backend_ops *ops, gptx_backend *be,
+                        const gptx_context_options *opts) {
+    gptx_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        ops->destroy(be);
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    }
+    ctx->ops = ops;
+    ctx->be = be;
+    ctx->opts = *opts;
+    ctx->precision = resolved_precision(ctx);
+    ctx->variants = variant_defaults;
+    *out = ctx;
+    gptx_clear_error();
+    return GPTX_OK;
+}
+
 int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
@@ -68,13 +87,6 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
     if (opts.num_threads < 0)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.num_threads is %d; must be >= 0",
                          opts.num_threads);
-    if (opts.attention != GPTX_ATTENTION_FLASH && opts.attention != GPTX_ATTENTION_NAIVE)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "options.attention is %d; expected GPTX_ATTENTION_*",
-                         opts.attention);
-    if ((opts.fused_qkv | opts.fused_norm_gelu | opts.fused_adamw) & ~1)
-        return GPTX_FAIL(GPTX_ERR_INVALID,
-                         "options.fused_qkv/fused_norm_gelu/fused_adamw are %d/%d/%d; expected 0 or 1",
-                         opts.fused_qkv, opts.fused_norm_gelu, opts.fused_adamw);
     if (opts.precision < GPTX_PRECISION_DEFAULT || opts.precision > GPTX_PRECISION_BF16_PURE)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.precision is %d; expected GPTX_PRECISION_*",
                          opts.precision);
@@ -113,20 +125,7 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
              * index) is the caller's error, not a missing device */
             if (probe_rc == GPTX_ERR_INVALID) return probe_rc;
             if (probe_rc != GPTX_OK) gptx_clear_error(); /* no device: the CPU it is */
-            if (probe_rc == GPTX_OK) {
-                gptx_context *ctx = calloc(1, sizeof *ctx);
-                if (!ctx) {
-                    cuda->destroy(probe);
-                    return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-                }
-                ctx->ops = cuda;
-                ctx->be = probe;
-                ctx->opts = opts;
-                ctx->precision = resolved_precision(ctx);
-                *out = ctx;
-                gptx_clear_error();
-                return GPTX_OK;
-            }
+            if (probe_rc == GPTX_OK) return wrap_backend(out, cuda, probe, &opts);
         }
 #endif
         break;
@@ -135,18 +134,14 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
                          opts.backend);
     }
 
-    gptx_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    int rc = ops->create(&ctx->be, &opts);
-    if (rc != GPTX_OK) {
-        free(ctx);
-        return rc;
-    }
-    ctx->ops = ops;
-    ctx->opts = opts;
-    ctx->precision = resolved_precision(ctx);
-    *out = ctx;
-    return GPTX_OK;
+    return gptx_context_create_on(out, &opts, ops);
+}
+
+int gptx_context_create_on(gptx_context **out, const gptx_context_options *opts,
+                           const gptx_backend_ops *ops) {
+    gptx_backend *be = NULL;
+    GPTX_TRY(ops->create(&be, opts));
+    return wrap_backend(out, ops, be, opts);
 }
 
 void gptx_context_destroy(gptx_context *ctx) {
@@ -164,14 +159,21 @@ int gptx_context_num_threads(const gptx_context *ctx) {
     return ctx->ops->num_threads(ctx->be);
 }
 
+int gptx_context_get_options(const gptx_context *ctx, gptx_context_options *opts) {
+    GPTX_CHECK_NULL(ctx);
+    GPTX_CHECK_NULL(opts);
+    return gptx_struct_write(opts, &ctx->opts, &gptx_desc_context_options, __func__, "opts");
+}
+
 int gptx_context_memory(const gptx_context *ctx, gptx_memory_stats *stats) {
     GPTX_CHECK_NULL(ctx);
     GPTX_CHECK_NULL(stats);
-    if (stats->struct_size != sizeof *stats)
-        return GPTX_FAIL(GPTX_ERR_INVALID,
-                         "stats.struct_size is %zu; call gptx_memory_stats_init first",
-                         stats->struct_size);
-    return ctx->ops->memory_stats(ctx->be, stats);
+    GPTX_TRY(gptx_struct_check_size(stats->struct_size, &gptx_desc_memory_stats, __func__,
+                                    "stats"));
+    gptx_memory_stats full;
+    gptx_memory_stats_init(&full);
+    GPTX_TRY(ctx->ops->memory_stats(ctx->be, &full));
+    return gptx_struct_write(stats, &full, &gptx_desc_memory_stats, __func__, "stats");
 }
 
 int gptx_context_reset_peak_memory(gptx_context *ctx) {
@@ -182,6 +184,51 @@ int gptx_context_reset_peak_memory(gptx_context *ctx) {
 int gptx_context_synchronize(gptx_context *ctx) {
     GPTX_CHECK_NULL(ctx);
     return ctx->ops->synchronize(ctx->be);
+}
+
+static const char *const variant_names[] = {NULL, "attention", "fused_qkv", "fused_norm_gelu",
+                                            "fused_adamw"};
+
+static int *variant_slot(gptx_kernel_variants *v, int variant) {
+    switch (variant) {
+    case GPTX_VARIANT_ATTENTION: return &v->attention;
+    case GPTX_VARIANT_FUSED_QKV: return &v->fused_qkv;
+    case GPTX_VARIANT_FUSED_NORM_GELU: return &v->fused_norm_gelu;
+    case GPTX_VARIANT_FUSED_ADAMW: return &v->fused_adamw;
+    default: return NULL;
+    }
+}
+
+int gptx_context_set_variant(gptx_context *ctx, int variant, int value) {
+    GPTX_CHECK_NULL(ctx);
+    int *slot = variant_slot(&ctx->variants, variant);
+    if (!slot)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "variant is %d; expected GPTX_VARIANT_*", variant);
+    if (variant == GPTX_VARIANT_ATTENTION && value != GPTX_ATTENTION_FLASH &&
+        value != GPTX_ATTENTION_NAIVE)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "attention variant is %d; expected GPTX_ATTENTION_*",
+                         value);
+    if (variant != GPTX_VARIANT_ATTENTION && value != 0 && value != 1)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "variant %s is %d; expected 0 or 1",
+                         variant_names[variant], value);
+    *slot = value;
+    return GPTX_OK;
+}
+
+int gptx_context_get_variant(const gptx_context *ctx, int variant, int *value) {
+    GPTX_CHECK_NULL(ctx);
+    GPTX_CHECK_NULL(value);
+    const int *slot = variant_slot((gptx_kernel_variants *)&ctx->variants, variant);
+    if (!slot)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "variant is %d; expected GPTX_VARIANT_*", variant);
+    *value = *slot;
+    return GPTX_OK;
+}
+
+void gptx_kernel_variants_forward_text(const gptx_kernel_variants *v, char *buf, size_t cap) {
+    snprintf(buf, cap, "attention=%s qkv=%s norm_gelu=%s",
+             v->attention == GPTX_ATTENTION_NAIVE ? "naive" : "flash",
+             v->fused_qkv ? "fused" : "split", v->fused_norm_gelu ? "fused" : "unfused");
 }
 
 int gptx_context_graph_counts(const gptx_context *ctx, int64_t *captures, int64_t *replays) {

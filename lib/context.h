@@ -1,15 +1,34 @@
-/* The context: one backend instance, the options it was created with and
- * the precision policy the backend resolved. */
+/* The context: one backend instance, the options it was created with, the
+ * precision policy the backend resolved and the experimental kernel
+ * variants that new models and optimizers take. */
 #ifndef GPTX_CONTEXT_H
 #define GPTX_CONTEXT_H
 
 #include "backend.h"
+#include "gptx/gptx_experimental.h"
+
+typedef struct gptx_kernel_variants {
+    int attention;       /* gptx_attention_impl */
+    int fused_qkv;       /* 0/1 */
+    int fused_norm_gelu; /* 0/1 */
+    int fused_adamw;     /* 0/1 */
+} gptx_kernel_variants;
 
 struct gptx_context {
     const gptx_backend_ops *ops;
     gptx_backend *be;
     gptx_context_options opts;
     int precision; /* opts.precision with DEFAULT resolved by the backend */
+    gptx_kernel_variants variants;
 };
+
+/* A context on the backend table `ops` with validated options (what
+ * gptx_context_create does once it has chosen the table; the CUDA emulation
+ * tests use it with their own table). */
+int gptx_context_create_on(gptx_context **out, const gptx_context_options *opts,
+                           const gptx_backend_ops *ops);
+
+/* "attention=flash qkv=fused norm_gelu=fused" (the forward variants). */
+void gptx_kernel_variants_forward_text(const gptx_kernel_variants *v, char *buf, size_t cap);
 
 #endif

@@ -19,7 +19,7 @@
 
 #include "context.h"
 #include "errors.h"
-#include "options.h"
+#include "abi_struct.h"
 #include "philox.h"
 
 /* One of the two batch buffers: rows x T inputs and targets. */
@@ -82,20 +82,28 @@ struct gptx_dataloader {
 
 /* ---- options -------------------------------------------------------------- */
 
-void gptx_dataloader_options_init(gptx_dataloader_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->batch_size = 4;
-    o->seq_len = 64;
-    o->stride = 0;
-    o->shuffle = 0;
-    o->seed = 0;
-    o->drop_last = 1;
-    o->rank = 0;
-    o->world_size = 1;
-    o->vocab_size = 0;
-    o->prefetch = 0;
+static const gptx_dataloader_options loader_defaults = {
+    .struct_size = GPTX_DATALOADER_OPTIONS_SIZE,
+    .batch_size = 4,
+    .seq_len = 64,
+    .stride = 0,
+    .shuffle = 0,
+    .seed = 0,
+    .drop_last = 1,
+    .rank = 0,
+    .world_size = 1,
+    .vocab_size = 0,
+    .prefetch = 0,
+};
+
+int gptx_dataloader_options_init_sized(gptx_dataloader_options *o, size_t size) {
+    return gptx_struct_init(o, size, &loader_defaults, &gptx_desc_dataloader_options, __func__,
+                            "opts");
+}
+
+int gptx_dataloader_state_init_sized(gptx_dataloader_state *state, size_t size) {
+    static const gptx_dataloader_state zero = {.struct_size = GPTX_DATALOADER_STATE_SIZE};
+    return gptx_struct_init(state, size, &zero, &gptx_desc_dataloader_state, __func__, "state");
 }
 
 /* Errors found while creating name the public entry point, not the helper. */
@@ -304,11 +312,8 @@ void gptx_dataloader_destroy(gptx_dataloader *dl) {
 /* A loader with options read and validated, room for n_files, no data yet. */
 static int begin_create(const char *fn, gptx_dataloader **out, gptx_context *ctx,
                         const gptx_dataloader_options *in, size_t n_files) {
-    gptx_dataloader_options o;
-    gptx_dataloader_options_init(&o);
-    if (in)
-        GPTX_TRY(gptx_read_options(&o, sizeof o, in, in->struct_size, "data loader options",
-                                   "gptx_dataloader_options_init"));
+    gptx_dataloader_options o = loader_defaults;
+    if (in) GPTX_TRY(gptx_struct_read(&o, in, &gptx_desc_dataloader_options, fn, "opts"));
     GPTX_TRY(validate(fn, &o));
     gptx_dataloader *dl = calloc(1, sizeof *dl);
     if (!dl) return CREATE_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
@@ -499,29 +504,32 @@ int gptx_dataloader_create_from_tokens(gptx_dataloader **out, gptx_context *ctx,
 
 /* ---- queries -------------------------------------------------------------- */
 
-void gptx_dataloader_info_init(gptx_dataloader_info *info) {
-    if (!info) return;
-    memset(info, 0, sizeof *info);
-    info->struct_size = sizeof *info;
+int gptx_dataloader_info_init_sized(gptx_dataloader_info *info, size_t size) {
+    static const gptx_dataloader_info zero = {.struct_size = GPTX_DATALOADER_INFO_SIZE};
+    return gptx_struct_init(info, size, &zero, &gptx_desc_dataloader_info, __func__, "info");
 }
 
 int gptx_dataloader_info_get(const gptx_dataloader *dl, gptx_dataloader_info *info) {
     GPTX_CHECK_NULL(dl);
     GPTX_CHECK_NULL(info);
-    if (info->struct_size != sizeof *info)
-        return GPTX_FAIL(GPTX_ERR_INVALID,
-                         "info.struct_size is %zu; call gptx_dataloader_info_init first",
-                         info->struct_size);
-    info->total_tokens = dl->total_tokens;
-    info->total_windows = dl->total_windows;
-    info->rank_windows = dl->rank_windows;
-    info->leftover_windows = dl->leftover_windows;
-    info->batches_per_epoch = dl->batches_per_epoch;
-    info->last_batch_rows = dl->last_batch_rows;
-    return GPTX_OK;
+    gptx_dataloader_info full;
+    gptx_dataloader_info_init(&full);
+    full.total_tokens = dl->total_tokens;
+    full.total_windows = dl->total_windows;
+    full.rank_windows = dl->rank_windows;
+    full.leftover_windows = dl->leftover_windows;
+    full.batches_per_epoch = dl->batches_per_epoch;
+    full.last_batch_rows = dl->last_batch_rows;
+    return gptx_struct_write(info, &full, &gptx_desc_dataloader_info, __func__, "info");
 }
 
-void dataloader_geometry_get(const gptx_dataloader *dl, dataloader_geometry *g) {
+int gptx_dataloader_get_options(const gptx_dataloader *dl, gptx_dataloader_options *opts) {
+    GPTX_CHECK_NULL(dl);
+    GPTX_CHECK_NULL(opts);
+    return gptx_struct_write(opts, &dl->o, &gptx_desc_dataloader_options, __func__, "opts");
+}
+
+void gptx_dataloader_geometry_get(const gptx_dataloader *dl, gptx_dataloader_geometry *g) {
     memset(g, 0, sizeof *g);
     g->batch_size = dl->o.batch_size;
     g->seq_len = dl->o.seq_len;
@@ -576,15 +584,21 @@ int gptx_dataloader_next(gptx_dataloader *dl, const int32_t **inputs, const int3
 int gptx_dataloader_get_state(const gptx_dataloader *dl, gptx_dataloader_state *state) {
     GPTX_CHECK_NULL(dl);
     GPTX_CHECK_NULL(state);
-    state->epoch = dl->epoch;
-    state->batch = dl->batch;
-    state->seed = dl->seed;
-    return GPTX_OK;
+    gptx_dataloader_state full;
+    gptx_dataloader_state_init(&full);
+    full.epoch = dl->epoch;
+    full.batch = dl->batch;
+    full.seed = dl->seed;
+    return gptx_struct_write(state, &full, &gptx_desc_dataloader_state, __func__, "state");
 }
 
-int gptx_dataloader_set_state(gptx_dataloader *dl, const gptx_dataloader_state *state) {
+int gptx_dataloader_set_state(gptx_dataloader *dl, const gptx_dataloader_state *state_in) {
     GPTX_CHECK_NULL(dl);
-    GPTX_CHECK_NULL(state);
+    GPTX_CHECK_NULL(state_in);
+    gptx_dataloader_state full;
+    gptx_dataloader_state_init(&full);
+    GPTX_TRY(gptx_struct_read(&full, state_in, &gptx_desc_dataloader_state, __func__, "state"));
+    const gptx_dataloader_state *state = &full;
     if (state->epoch < 0)
         return GPTX_FAIL(GPTX_ERR_INVALID, "state.epoch is %lld; must be >= 0",
                          (long long)state->epoch);

@@ -7,7 +7,7 @@
 
 #include "gptx/gptx.h"
 
-typedef struct dataloader_geometry {
+typedef struct gptx_dataloader_geometry {
     int batch_size, seq_len, stride; /* stride after resolving 0 -> seq_len */
     int shuffle, drop_last, rank, world_size;
     int64_t n_files;
@@ -18,9 +18,9 @@ typedef struct dataloader_geometry {
      * then per file its token count and ids: equal data in equal file order
      * gives equal hashes. */
     uint64_t data_hash;
-} dataloader_geometry;
+} gptx_dataloader_geometry;
 
 /* Fills *g; dl must not be NULL. */
-void dataloader_geometry_get(const gptx_dataloader *dl, dataloader_geometry *g);
+void gptx_dataloader_geometry_get(const gptx_dataloader *dl, gptx_dataloader_geometry *g);
 
 #endif

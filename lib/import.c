@@ -22,7 +22,7 @@
 #include "errors.h"
 #include "model.h"
 #include "param_storage.h"
-#include "options.h"
+#include "abi_struct.h"
 #include "safetensors.h"
 
 static int ends_with(const char *s, const char *suffix) {
@@ -179,8 +179,8 @@ int gptx_import_hf_st(gptx_model **out, gptx_context *ctx, const gptx_st_file *f
     gptx_model_config c;
     gptx_model_config_init(&c);
     if (cfg_in)
-        GPTX_TRY(gptx_read_options(&c, sizeof c, cfg_in, cfg_in->struct_size, "model config",
-                                   "gptx_model_config_init"));
+        GPTX_TRY(gptx_struct_read(&c, cfg_in, &gptx_desc_model_config, "gptx_model_import_hf",
+                                  "cfg"));
     hf_plan plan = {"", NULL, NULL, gptx_st_find(f, "lm_head.weight")};
     if (gptx_st_find(f, "transformer.wte.weight")) plan.prefix = "transformer.";
     char name[GPTX_NAME_MAX + 16];

@@ -6,7 +6,7 @@
 
 #include "errors.h"
 #include "model.h"
-#include "options.h"
+#include "abi_struct.h"
 #include "param_storage.h"
 #include "philox.h"
 
@@ -15,20 +15,21 @@
 
 /* ---- configuration -------------------------------------------------------- */
 
-void gptx_model_config_init(gptx_model_config *cfg) {
-    if (!cfg) return;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->struct_size = sizeof *cfg;
-    cfg->vocab_size = 50257;
-    cfg->padded_vocab_size = 50304;
-    cfg->context_length = 1024;
-    cfg->n_layer = 12;
-    cfg->n_head = 12;
-    cfg->n_embd = 768;
-    cfg->qkv_bias = 1;
-    cfg->tied_head = 1;
-    cfg->mask_padded_logits = 1;
-    cfg->layernorm_eps = 1e-5f;
+int gptx_model_config_init_sized(gptx_model_config *cfg, size_t size) {
+    static const gptx_model_config gpt2_124m = {
+        .struct_size = GPTX_MODEL_CONFIG_SIZE,
+        .vocab_size = 50257,
+        .padded_vocab_size = 50304,
+        .context_length = 1024,
+        .n_layer = 12,
+        .n_head = 12,
+        .n_embd = 768,
+        .qkv_bias = 1,
+        .tied_head = 1,
+        .mask_padded_logits = 1,
+        .layernorm_eps = 1e-5f,
+    };
+    return gptx_struct_init(cfg, size, &gpt2_124m, &gptx_desc_model_config, __func__, "cfg");
 }
 
 static int check_flag(const char *name, int v) {
@@ -83,12 +84,11 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     GPTX_CHECK_NULL(cfg_in);
     gptx_model_config cfg;
     gptx_model_config_init(&cfg);
-    GPTX_TRY(gptx_read_options(&cfg, sizeof cfg, cfg_in, cfg_in->struct_size, "model config",
-                               "gptx_model_config_init"));
+    GPTX_TRY(gptx_struct_read(&cfg, cfg_in, &gptx_desc_model_config, __func__, "cfg"));
     GPTX_TRY(validate_config(&cfg));
 
     const gptx_backend_ops *ops = ctx->ops;
-    const gptx_context_options *co = &ctx->opts;
+    const gptx_kernel_variants *co = &ctx->variants;
     if ((co->attention == GPTX_ATTENTION_NAIVE &&
          (!ops->attention_naive_forward || !ops->attention_naive_backward)) ||
         (!co->fused_qkv && (!ops->qkv_interleave || !ops->qkv_split)) ||
@@ -96,8 +96,8 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
          (!ops->layernorm_forward_unfused || !ops->layernorm_backward_unfused ||
           !ops->gelu_forward_unfused || !ops->gelu_backward_unfused)))
         return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
-                         "backend '%s' does not offer the kernel variant selected in the context "
-                         "options (attention %d, fused_qkv %d, fused_norm_gelu %d)",
+                         "backend '%s' does not offer the kernel variant set on the context "
+                         "(attention %d, fused_qkv %d, fused_norm_gelu %d)",
                          ops->name, co->attention, co->fused_qkv, co->fused_norm_gelu);
     gptx_model *m = calloc(1, sizeof *m);
     if (!m) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
@@ -146,13 +146,7 @@ void gptx_model_destroy(gptx_model *m) {
 int gptx_model_get_config(const gptx_model *m, gptx_model_config *cfg) {
     GPTX_CHECK_NULL(m);
     GPTX_CHECK_NULL(cfg);
-    if (cfg->struct_size <= sizeof(size_t) || cfg->struct_size > sizeof *cfg)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "cfg.struct_size is %zu; call gptx_model_config_init first",
-                         cfg->struct_size);
-    size_t n = cfg->struct_size;
-    memcpy(cfg, &m->cfg, n);
-    cfg->struct_size = n;
-    return GPTX_OK;
+    return gptx_struct_write(cfg, &m->cfg, &gptx_desc_model_config, __func__, "cfg");
 }
 
 /* ---- initialisation ------------------------------------------------------- */
@@ -867,27 +861,26 @@ int gptx_model_num_tensors(const gptx_model *m) {
     return m->layout.ntensors;
 }
 
-void gptx_tensor_info_init(gptx_tensor_info *info) {
-    if (!info) return;
-    memset(info, 0, sizeof *info);
-    info->struct_size = sizeof *info;
+int gptx_tensor_info_init_sized(gptx_tensor_info *info, size_t size) {
+    static const gptx_tensor_info zero = {.struct_size = GPTX_TENSOR_INFO_SIZE};
+    return gptx_struct_init(info, size, &zero, &gptx_desc_tensor_info, __func__, "info");
 }
 
 int gptx_model_tensor_info(const gptx_model *m, int index, gptx_tensor_info *info) {
     GPTX_CHECK_NULL(m);
     GPTX_CHECK_NULL(info);
-    if (info->struct_size != sizeof *info)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "info.struct_size is %zu; call gptx_tensor_info_init first",
-                         info->struct_size);
+    GPTX_TRY(gptx_struct_check_size(info->struct_size, &gptx_desc_tensor_info, __func__, "info"));
     if (index < 0 || index >= m->layout.ntensors)
         return GPTX_FAIL(GPTX_ERR_INVALID, "index is %d; the model has %d tensors", index,
                          m->layout.ntensors);
     const gptx_param_desc *t = &m->layout.tensors[index];
-    info->name = t->name;
-    info->ndim = t->ndim;
-    for (int d = 0; d < GPTX_MAX_DIMS; d++) info->shape[d] = d < t->ndim ? t->shape[d] : 0;
-    info->numel = t->numel;
-    return GPTX_OK;
+    gptx_tensor_info full;
+    gptx_tensor_info_init(&full);
+    full.name = t->name;
+    full.ndim = t->ndim;
+    for (int d = 0; d < GPTX_MAX_DIMS; d++) full.shape[d] = d < t->ndim ? t->shape[d] : 0;
+    full.numel = t->numel;
+    return gptx_struct_write(info, &full, &gptx_desc_tensor_info, __func__, "info");
 }
 
 int gptx_model_find_tensor(const gptx_model *m, const char *name, int *index) {

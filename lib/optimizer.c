@@ -7,21 +7,24 @@
 #include "errors.h"
 #include "model.h"
 #include "optimizer.h"
-#include "options.h"
+#include "abi_struct.h"
 #include "param_storage.h"
 
 
-void gptx_adamw_options_init(gptx_adamw_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->lr = 3e-4f;
-    o->beta1 = 0.9f;
-    o->beta2 = 0.95f;
-    o->eps = 1e-8f;
-    o->weight_decay = 0.1f;
-    o->grad_clip = 1.0f;
-    o->decay_policy = GPTX_DECAY_MATRICES;
+static const gptx_adamw_options adamw_defaults = {
+    .struct_size = GPTX_ADAMW_OPTIONS_SIZE,
+    .lr = 3e-4f,
+    .beta1 = 0.9f,
+    .beta2 = 0.95f,
+    .eps = 1e-8f,
+    .weight_decay = 0.1f,
+    .grad_clip = 1.0f,
+    .decay_policy = GPTX_DECAY_MATRICES,
+    .rounding_seed = 0,
+};
+
+int gptx_adamw_options_init_sized(gptx_adamw_options *o, size_t size) {
+    return gptx_struct_init(o, size, &adamw_defaults, &gptx_desc_adamw_options, __func__, "opts");
 }
 
 static int validate(const gptx_adamw_options *o) {
@@ -55,7 +58,7 @@ void gptx_optimizer_destroy(gptx_optimizer *opt) {
     free(opt);
 }
 
-void optimizer_set_decay(gptx_optimizer *opt) {
+void gptx_optimizer_set_decay(gptx_optimizer *opt) {
     const gptx_adamw_options *o = &opt->opts;
     const gptx_layout *L = &opt->model->layout;
     for (int r = 0; r < opt->nranges; r++) {
@@ -66,20 +69,19 @@ void optimizer_set_decay(gptx_optimizer *opt) {
     }
 }
 
-int optimizer_create_part(gptx_optimizer **out, gptx_model *model, const gptx_adamw_options *in,
-                          size_t offset, size_t count) {
+int gptx_optimizer_create_part(gptx_optimizer **out, gptx_model *model,
+                               const gptx_adamw_options *in, size_t offset, size_t count,
+                               const char *func) {
     *out = NULL;
-    gptx_adamw_options o;
-    gptx_adamw_options_init(&o);
-    if (in)
-        GPTX_TRY(gptx_read_options(&o, sizeof o, in, in->struct_size, "AdamW options",
-                                   "gptx_adamw_options_init"));
+    gptx_adamw_options o = adamw_defaults;
+    if (in) GPTX_TRY(gptx_struct_read(&o, in, &gptx_desc_adamw_options, func, "opts"));
     GPTX_TRY(validate(&o));
 
     gptx_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     opt->model = model;
     opt->opts = o;
+    opt->fused = model->ctx->variants.fused_adamw;
     opt->shard_offset = offset;
     opt->shard_count = count;
     const gptx_layout *L = &model->layout;
@@ -98,7 +100,7 @@ int optimizer_create_part(gptx_optimizer **out, gptx_model *model, const gptx_ad
         opt->ranges[opt->nranges] = (gptx_param_range){lo - offset, hi - lo, 0.0f};
         opt->range_tensor[opt->nranges++] = i;
     }
-    optimizer_set_decay(opt);
+    gptx_optimizer_set_decay(opt);
     gptx_context *ctx = model->ctx;
     size_t n = count > 0 ? count : 1; /* a rank may own nothing */
     size_t bytes = n * gptx_param_bytes(ctx); /* [p] buffers */
@@ -118,10 +120,10 @@ int gptx_optimizer_create(gptx_optimizer **out, gptx_model *model, const gptx_ad
     GPTX_CHECK_NULL(out);
     *out = NULL;
     GPTX_CHECK_NULL(model);
-    return optimizer_create_part(out, model, in, 0, model->layout.nparams);
+    return gptx_optimizer_create_part(out, model, in, 0, model->layout.nparams, __func__);
 }
 
-int optimizer_update(gptx_optimizer *opt, float norm, const char *func) {
+int gptx_optimizer_update(gptx_optimizer *opt, float norm, const char *func) {
     gptx_model *model = opt->model;
     if (!isfinite(norm))
         return gptx_fail(GPTX_ERR_NON_FINITE, func,
@@ -144,7 +146,7 @@ int optimizer_update(gptx_optimizer *opt, float norm, const char *func) {
     h.step = t;
     float *params = gptx_param_at(ctx, model->params, opt->shard_offset);
     const float *grads = model->grads + opt->shard_offset; /* gradients are always fp32 */
-    if (opt->nranges > 0 && ctx->opts.fused_adamw) {
+    if (opt->nranges > 0 && opt->fused) {
         GPTX_TRY(ctx->ops->adamw(ctx->be, params, grads, opt->m, opt->v, opt->ranges,
                                  opt->nranges, &h));
     } else {
@@ -173,7 +175,7 @@ int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm
     GPTX_TRY(ctx->ops->sum_squares_to_host(ctx->be, &sumsq, model->grads, model->layout.nparams));
     float norm = (float)sqrt(sumsq);
     if (grad_norm) *grad_norm = norm;
-    return optimizer_update(opt, norm, __func__);
+    return gptx_optimizer_update(opt, norm, __func__);
 }
 
 int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr) {
@@ -196,4 +198,10 @@ int gptx_optimizer_get_step(const gptx_optimizer *opt, int64_t *step) {
     GPTX_CHECK_NULL(step);
     *step = opt->step;
     return GPTX_OK;
+}
+
+int gptx_optimizer_get_options(const gptx_optimizer *opt, gptx_adamw_options *opts) {
+    GPTX_CHECK_NULL(opt);
+    GPTX_CHECK_NULL(opts);
+    return gptx_struct_write(opts, &opt->opts, &gptx_desc_adamw_options, __func__, "opts");
 }

@@ -22,16 +22,19 @@ struct gptx_optimizer {
     int *range_tensor; /* the layout tensor each range belongs to */
     int nranges;
     int64_t step;
+    int fused; /* the context's fused_adamw variant when it was created */
 };
 
-/* Creates an optimizer over [offset, offset + count) of model's parameters. */
-int optimizer_create_part(gptx_optimizer **out, gptx_model *model, const gptx_adamw_options *in,
-                          size_t offset, size_t count);
+/* Creates an optimizer over [offset, offset + count) of model's parameters;
+ * errors are reported as func. */
+int gptx_optimizer_create_part(gptx_optimizer **out, gptx_model *model,
+                               const gptx_adamw_options *in, size_t offset, size_t count,
+                               const char *func);
 /* Weight decay per range from opts.decay_policy and opts.weight_decay. */
-void optimizer_set_decay(gptx_optimizer *opt);
+void gptx_optimizer_set_decay(gptx_optimizer *opt);
 /* One AdamW update of the optimizer's part from grads at the given global
  * gradient norm (clipped by opts.grad_clip); fails with GPTX_ERR_NON_FINITE
  * (nothing updated) when the norm is not finite. Reported as func. */
-int optimizer_update(gptx_optimizer *opt, float norm, const char *func);
+int gptx_optimizer_update(gptx_optimizer *opt, float norm, const char *func);
 
 #endif

@@ -302,7 +302,7 @@ static int serve(const rdv *r, const void *blob, size_t len, unsigned char *all)
 
 /* ---- ranks 1.. ------------------------------------------------------------ */
 
-int comm_socket_connected_to_itself(int fd) {
+int gptx_comm_socket_connected_to_itself(int fd) {
     struct sockaddr_storage self, peer;
     socklen_t ls = sizeof self, lp = sizeof peer;
     memset(&self, 0, sizeof self);
@@ -348,7 +348,7 @@ static int connect_root(const rdv *r, int *out) {
             /* Nobody listening on a port in the ephemeral range: the kernel may pick
              * that very port as our source port and connect the socket to itself
              * (TCP simultaneous open). That is "refused", not rank 0. */
-            if (c == 0 && comm_socket_connected_to_itself(fd)) {
+            if (c == 0 && gptx_comm_socket_connected_to_itself(fd)) {
                 c = -1;
                 errno = ECONNREFUSED;
             }
@@ -413,8 +413,8 @@ static int join(const rdv *r, const void *blob, size_t len, unsigned char *all) 
     return rc;
 }
 
-int comm_rendezvous_allgather(const char *addr, int port, int rank, int world_size,
-                              const void *blob, size_t len, void *all, double timeout_s) {
+int gptx_comm_rendezvous_allgather(const char *addr, int port, int rank, int world_size,
+                                   const void *blob, size_t len, void *all, double timeout_s) {
     GPTX_CHECK_NULL(addr);
     GPTX_CHECK_NULL(all);
     if (len > 0) GPTX_CHECK_NULL(blob);

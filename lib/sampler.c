@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "errors.h"
-#include "options.h"
+#include "abi_struct.h"
 #include "sampling.h"
 
 struct gptx_sampler {
@@ -16,15 +16,23 @@ struct gptx_sampler {
     size_t cap;
 };
 
-void gptx_sampler_options_init(gptx_sampler_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->temperature = 1.0f;
-    o->top_k = 0;
-    o->top_p = 1.0f;
-    o->seed = 0;
-    o->stream = 0;
+static const gptx_sampler_options sampler_defaults = {
+    .struct_size = GPTX_SAMPLER_OPTIONS_SIZE,
+    .temperature = 1.0f,
+    .top_k = 0,
+    .top_p = 1.0f,
+    .seed = 0,
+    .stream = 0,
+};
+
+int gptx_sampler_options_init_sized(gptx_sampler_options *o, size_t size) {
+    return gptx_struct_init(o, size, &sampler_defaults, &gptx_desc_sampler_options, __func__,
+                            "opts");
+}
+
+int gptx_sampler_state_init_sized(gptx_sampler_state *state, size_t size) {
+    static const gptx_sampler_state zero = {.struct_size = GPTX_SAMPLER_STATE_SIZE};
+    return gptx_struct_init(state, size, &zero, &gptx_desc_sampler_state, __func__, "state");
 }
 
 static int validate(const gptx_sampler_options *o) {
@@ -42,11 +50,8 @@ static int validate(const gptx_sampler_options *o) {
 int gptx_sampler_create(gptx_sampler **out, const gptx_sampler_options *in) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
-    gptx_sampler_options o;
-    gptx_sampler_options_init(&o);
-    if (in)
-        GPTX_TRY(gptx_read_options(&o, sizeof o, in, in->struct_size, "sampler options",
-                                   "gptx_sampler_options_init"));
+    gptx_sampler_options o = sampler_defaults;
+    if (in) GPTX_TRY(gptx_struct_read(&o, in, &gptx_desc_sampler_options, __func__, "opts"));
     GPTX_TRY(validate(&o));
     gptx_sampler *s = calloc(1, sizeof *s);
     if (!s) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
@@ -119,17 +124,28 @@ int gptx_sampler_sample(gptx_sampler *s, const float *logits, int n_logits, int 
 int gptx_sampler_get_state(const gptx_sampler *s, gptx_sampler_state *state) {
     GPTX_CHECK_NULL(s);
     GPTX_CHECK_NULL(state);
-    state->seed = s->opts.seed;
-    state->stream = s->opts.stream;
-    state->counter = s->counter;
-    return GPTX_OK;
+    gptx_sampler_state full;
+    gptx_sampler_state_init(&full);
+    full.seed = s->opts.seed;
+    full.stream = s->opts.stream;
+    full.counter = s->counter;
+    return gptx_struct_write(state, &full, &gptx_desc_sampler_state, __func__, "state");
+}
+
+int gptx_sampler_get_options(const gptx_sampler *s, gptx_sampler_options *opts) {
+    GPTX_CHECK_NULL(s);
+    GPTX_CHECK_NULL(opts);
+    return gptx_struct_write(opts, &s->opts, &gptx_desc_sampler_options, __func__, "opts");
 }
 
 int gptx_sampler_set_state(gptx_sampler *s, const gptx_sampler_state *state) {
     GPTX_CHECK_NULL(s);
     GPTX_CHECK_NULL(state);
-    s->opts.seed = state->seed;
-    s->opts.stream = state->stream;
-    s->counter = state->counter;
+    gptx_sampler_state full;
+    gptx_sampler_state_init(&full);
+    GPTX_TRY(gptx_struct_read(&full, state, &gptx_desc_sampler_state, __func__, "state"));
+    s->opts.seed = full.seed;
+    s->opts.stream = full.stream;
+    s->counter = full.counter;
     return GPTX_OK;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "abi_struct.h"
 #include "context.h"
 #include "errors.h"
 
@@ -190,10 +191,9 @@ int gptx_timer_stop(gptx_timer *t, int64_t tokens) {
     return GPTX_OK;
 }
 
-void gptx_timer_report_init(gptx_timer_report *r) {
-    if (!r) return;
-    memset(r, 0, sizeof *r);
-    r->struct_size = sizeof *r;
+int gptx_timer_report_init_sized(gptx_timer_report *r, size_t size) {
+    static const gptx_timer_report zero = {.struct_size = GPTX_TIMER_REPORT_SIZE};
+    return gptx_struct_init(r, size, &zero, &gptx_desc_timer_report, __func__, "r");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -204,9 +204,7 @@ static int cmp_double(const void *a, const void *b) {
 int gptx_timer_get_report(const gptx_timer *t, gptx_timer_report *r) {
     GPTX_CHECK_NULL(t);
     GPTX_CHECK_NULL(r);
-    if (r->struct_size <= sizeof(size_t) || r->struct_size > sizeof *r)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "r.struct_size is %zu; call gptx_timer_report_init first",
-                         r->struct_size);
+    GPTX_TRY(gptx_struct_check_size(r->struct_size, &gptx_desc_timer_report, __func__, "r"));
     /* reading resolves pending events: the cached times are not part of
      * the timer's observable state (the timer is never a const object) */
     if (t->events) GPTX_TRY(resolve((gptx_timer *)t));
@@ -236,10 +234,7 @@ int gptx_timer_get_report(const gptx_timer *t, gptx_timer_report *r) {
         if (full.steady_seconds > 0.0)
             full.steady_tokens_per_second = (double)full.steady_tokens / full.steady_seconds;
     }
-    size_t n = r->struct_size;
-    memcpy(r, &full, n); /* a caller's older, shorter struct gets its fields */
-    r->struct_size = n;
-    return GPTX_OK;
+    return gptx_struct_write(r, &full, &gptx_desc_timer_report, __func__, "r");
 }
 
 int gptx_timer_interval(const gptx_timer *t, int64_t index, double *seconds, int64_t *tokens) {

@@ -608,8 +608,8 @@ done:
     return parts;
 }
 
-int tok_bpe_piece(const gptx_tokenizer *tok, const unsigned char *piece, size_t n, int large,
-                  int32_t *out, size_t *count) {
+int gptx_tok_bpe_piece(const gptx_tokenizer *tok, const unsigned char *piece, size_t n, int large,
+                       int32_t *out, size_t *count) {
     GPTX_CHECK_NULL(tok);
     GPTX_CHECK_NULL(piece);
     GPTX_CHECK_NULL(out);

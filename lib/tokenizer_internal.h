@@ -15,7 +15,7 @@
 /* Byte-pair encodes one piece of n >= 1 bytes into out (room for n ids)
  * without the whole-piece lookup; *count receives the number of ids.
  * `large` picks the algorithm regardless of n (tests compare the two). */
-int tok_bpe_piece(const gptx_tokenizer *tok, const unsigned char *piece, size_t n, int large,
-                  int32_t *out, size_t *count);
+int gptx_tok_bpe_piece(const gptx_tokenizer *tok, const unsigned char *piece, size_t n, int large,
+                       int32_t *out, size_t *count);
 
 #endif

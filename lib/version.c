@@ -1,5 +1,13 @@
 #include "gptx/gptx.h"
 
+/* CMakeLists.txt names the SONAME and the package version; the header must agree. */
+#if defined(GPTX_BUILD_ABI_VERSION) && GPTX_BUILD_ABI_VERSION != GPTX_ABI_VERSION
+#error "GPTX_ABI_VERSION in include/gptx/gptx.h differs from GPTX_ABI_VERSION in CMakeLists.txt"
+#endif
+#if defined(GPTX_BUILD_VERSION_NUMBER) && GPTX_BUILD_VERSION_NUMBER != GPTX_VERSION_NUMBER
+#error "the project VERSION in CMakeLists.txt differs from GPTX_VERSION_* in include/gptx/gptx.h"
+#endif
+
 const char *gptx_version(void) { return GPTX_VERSION_STRING; }
 
 void gptx_version_numbers(int *major, int *minor, int *patch) {

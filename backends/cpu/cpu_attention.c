@@ -25,7 +25,7 @@ typedef struct {
 } attn_args;
 
 /* p[s] = exp(p[s] - shift) for s <= last, 0 after it; returns the sum. */
-GPTX_CPU_HOT static float exp_row_causal(float *p, int T, int last, float shift) {
+GPTX_CPU_HOT static float gptx_cpu_exp_row_causal(float *p, int T, int last, float shift) {
     float acc[GPTX_LANES] = {0};
     int s = 0;
     for (; s + GPTX_LANES <= last + 1; s += GPTX_LANES)
@@ -38,9 +38,9 @@ GPTX_CPU_HOT static float exp_row_causal(float *p, int T, int last, float shift)
 /* The vectorized reductions of cpu_math.h, in the widest clone the CPU runs
  * (names unique across files: clang gives target_clones resolvers external
  * names even for static functions). */
-GPTX_CPU_HOT static float attn_row_max(const float *p, int n) { return gptx_max(p, n); }
+GPTX_CPU_HOT static float gptx_cpu_attn_row_max(const float *p, int n) { return gptx_max(p, n); }
 
-GPTX_CPU_HOT static float attn_dot(const float *x, const float *y, int n) {
+GPTX_CPU_HOT static float gptx_cpu_attn_dot(const float *x, const float *y, int n) {
     float acc[GPTX_LANES] = {0};
     int j = 0;
     for (; j + GPTX_LANES <= n; j += GPTX_LANES)
@@ -64,8 +64,8 @@ static void attn_fwd_task(void *vp, int task) {
         for (int i = 0; i < nq; i++) {
             float *p = S + (size_t)i * nk;
             int t = t0 + i;
-            float mx = attn_row_max(p, t + 1);
-            float sum = exp_row_causal(p, nk, t, mx), inv = 1.0f / sum;
+            float mx = gptx_cpu_attn_row_max(p, t + 1);
+            float sum = gptx_cpu_exp_row_causal(p, nk, t, mx), inv = 1.0f / sum;
             for (int s = 0; s <= t; s++) p[s] *= inv;
             a->lse[((size_t)b * NH + h) * T + t] = mx + logf(sum);
         }
@@ -94,7 +94,7 @@ static void attn_bwd_task(void *vp, int task) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, scale,
                     q + (size_t)t0 * C3, C3, k, C3, 0.0f, P, nk);
         for (int i = 0; i < nq; i++)
-            exp_row_causal(P + (size_t)i * nk, nk, t0 + i,
+            gptx_cpu_exp_row_causal(P + (size_t)i * nk, nk, t0 + i,
                            a->lsec[((size_t)b * NH + h) * T + t0 + i]);
         // dV (nk, hs) += P^T @ dO_blk
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, P, nk, dO, C, 1.0f,
@@ -106,7 +106,7 @@ static void attn_bwd_task(void *vp, int task) {
         for (int i = 0; i < nq; i++) {
             const float *o = a->outc + ((size_t)b * T + t0 + i) * C + h * hs;
             const float *g = dO + (size_t)i * C;
-            float D = attn_dot(g, o, hs);
+            float D = gptx_cpu_attn_dot(g, o, hs);
             float *ds = dP + (size_t)i * nk;
             const float *p = P + (size_t)i * nk;
             for (int s = 0; s < nk; s++) ds[s] = p[s] * (ds[s] - D) * scale;

@@ -16,7 +16,9 @@
  * computes the same bits: the library is built with -ffp-contract=off (no FMA
  * is formed), the math below is branch-free per element, and reductions keep
  * a fixed number of lanes combined in a fixed order, whatever the vector
- * width. GPTX_NO_MULTIVERSION builds the baseline only. */
+ * width. GPTX_NO_MULTIVERSION builds the baseline only. Cloned functions
+ * carry the gptx_ prefix even when static: clang emits each one's ifunc
+ * resolver ("<name>.resolver") as a global symbol of libgptx.a. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(GPTX_NO_MULTIVERSION)
 #define GPTX_CPU_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

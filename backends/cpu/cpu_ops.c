@@ -88,7 +88,7 @@ typedef struct {
     int ntasks;
 } ln_fwd_args;
 
-GPTX_CPU_HOT static void ln_fwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_ln_fwd_task(void *vp, int task) {
     ln_fwd_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
@@ -113,7 +113,7 @@ int gptx_cpu_layernorm_forward(gptx_backend *be, float *out, float *mean, float 
                                const float *inp, const float *w, const float *b, int N, int C,
                                float eps) {
     ln_fwd_args a = {out, mean, rstd, inp, w, b, N, C, eps, gptx_cpu_ntasks(be, (size_t)N)};
-    gptx_threadpool_run(be->pool, a.ntasks, ln_fwd_task, &a);
+    gptx_threadpool_run(be->pool, a.ntasks, gptx_cpu_ln_fwd_task, &a);
     return GPTX_OK;
 }
 
@@ -125,7 +125,7 @@ typedef struct {
 } ln_bwd_args;
 
 /* Pass 1, per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w. */
-GPTX_CPU_HOT static void ln_bwd_rows_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_ln_bwd_rows_task(void *vp, int task) {
     ln_bwd_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
@@ -156,7 +156,7 @@ GPTX_CPU_HOT static void ln_bwd_rows_task(void *vp, int task) {
 }
 
 /* Pass 2, per block of channels: dw += sum_n dout * xhat, db += sum_n dout. */
-GPTX_CPU_HOT static void ln_bwd_cols_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_ln_bwd_cols_task(void *vp, int task) {
     ln_bwd_args *a = vp;
     int c0 = task * COL_BLOCK, c1 = c0 + COL_BLOCK < a->C ? c0 + COL_BLOCK : a->C;
     float dw[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
@@ -178,8 +178,8 @@ int gptx_cpu_layernorm_backward(gptx_backend *be, float *dinp, float *dw, float 
                                 const float *dout, const float *inp, const float *w,
                                 const float *mean, const float *rstd, int N, int C) {
     ln_bwd_args a = {dinp, dw, db, dout, inp, w, mean, rstd, N, C, gptx_cpu_ntasks(be, (size_t)N)};
-    gptx_threadpool_run(be->pool, a.ntasks, ln_bwd_rows_task, &a);
-    gptx_threadpool_run(be->pool, (C + COL_BLOCK - 1) / COL_BLOCK, ln_bwd_cols_task, &a);
+    gptx_threadpool_run(be->pool, a.ntasks, gptx_cpu_ln_bwd_rows_task, &a);
+    gptx_threadpool_run(be->pool, (C + COL_BLOCK - 1) / COL_BLOCK, gptx_cpu_ln_bwd_cols_task, &a);
     return GPTX_OK;
 }
 
@@ -218,7 +218,7 @@ typedef struct {
     int N, OC;
 } dbias_args;
 
-GPTX_CPU_HOT static void dbias_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_dbias_task(void *vp, int task) {
     dbias_args *a = vp;
     int c0 = task * COL_BLOCK, c1 = c0 + COL_BLOCK < a->OC ? c0 + COL_BLOCK : a->OC;
     float acc[COL_BLOCK] = {0};
@@ -240,7 +240,7 @@ int gptx_cpu_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *db
     gptx_cpu_sgemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (dbias) {
         dbias_args a = {dbias, dout, N, OC};
-        gptx_threadpool_run(be->pool, (OC + COL_BLOCK - 1) / COL_BLOCK, dbias_task, &a);
+        gptx_threadpool_run(be->pool, (OC + COL_BLOCK - 1) / COL_BLOCK, gptx_cpu_dbias_task, &a);
     }
     return GPTX_OK;
 }
@@ -256,7 +256,7 @@ typedef struct {
     int ntasks;
 } ew_args;
 
-GPTX_CPU_HOT static void gelu_fwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_gelu_fwd_task(void *vp, int task) {
     ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
@@ -267,7 +267,7 @@ GPTX_CPU_HOT static void gelu_fwd_task(void *vp, int task) {
     }
 }
 
-GPTX_CPU_HOT static void gelu_bwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_gelu_bwd_task(void *vp, int task) {
     ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
@@ -282,7 +282,7 @@ GPTX_CPU_HOT static void gelu_bwd_task(void *vp, int task) {
     }
 }
 
-GPTX_CPU_HOT static void residual_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_residual_task(void *vp, int task) {
     ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
@@ -297,17 +297,17 @@ static int run_elementwise(gptx_backend *be, gptx_task_fn fn, float *out, const 
 }
 
 int gptx_cpu_gelu_forward(gptx_backend *be, float *out, const float *inp, size_t n) {
-    return run_elementwise(be, gelu_fwd_task, out, inp, NULL, n);
+    return run_elementwise(be, gptx_cpu_gelu_fwd_task, out, inp, NULL, n);
 }
 
 int gptx_cpu_gelu_backward(gptx_backend *be, float *dinp, const float *inp, const float *dout,
                            size_t n) {
-    return run_elementwise(be, gelu_bwd_task, dinp, inp, dout, n);
+    return run_elementwise(be, gptx_cpu_gelu_bwd_task, dinp, inp, dout, n);
 }
 
 int gptx_cpu_residual_forward(gptx_backend *be, float *out, const float *a, const float *b,
                               size_t n) {
-    return run_elementwise(be, residual_task, out, a, b, n);
+    return run_elementwise(be, gptx_cpu_residual_task, out, a, b, n);
 }
 
 /* ---- softmax cross-entropy ------------------------------------------------ */
@@ -321,12 +321,12 @@ typedef struct {
     int ntasks;
 } ce_args;
 
-GPTX_CPU_HOT static float row_max(const float *row, int n) { return gptx_max(row, n); }
+GPTX_CPU_HOT static float gptx_cpu_row_max(const float *row, int n) { return gptx_max(row, n); }
 
 /* sum_j exp(row[j] - shift); with dst, also dst[j] = exp(row[j] - shift)
  * (dst may be row): both paths give the same sum. Column j goes to lane
  * j % GPTX_LANES, tail included. prefetch (may be NULL): the next row. */
-GPTX_CPU_HOT static float row_sum_exp(const float *row, float *dst, int n, float shift,
+GPTX_CPU_HOT static float gptx_cpu_row_sum_exp(const float *row, float *dst, int n, float shift,
                                       const float *prefetch) {
     float acc[GPTX_LANES] = {0};
     int j = 0;
@@ -364,7 +364,7 @@ static ce_stats ce_stats_of(float *lse, int N) {
 
 /* Row n's forward: masks the padded columns, saves the statistics and the
  * loss. With store_exp (fused), the softmax numerators exp(logit - max)
- * replace the logits (0 in masked columns) for ce_row_gradient. */
+ * replace the logits (0 in masked columns) for gptx_cpu_ce_row_gradient. */
 static void ce_row_forward(ce_args *a, size_t n, int store_exp) {
     float *row = a->logits + n * a->Vp;
     int ncols = a->mask ? a->V : a->Vp; /* columns inside the softmax */
@@ -374,8 +374,8 @@ static void ce_row_forward(ce_args *a, size_t n, int store_exp) {
     float target_logit = t == GPTX_IGNORE_INDEX ? 0.0f : row[t];
     /* the next row streams in from memory while this one is computed */
     const float *next = n + 1 < (size_t)a->N ? row + a->Vp : NULL;
-    float mx = row_max(row, ncols);
-    float sum = row_sum_exp(row, store_exp ? row : NULL, ncols, mx, next);
+    float mx = gptx_cpu_row_max(row, ncols);
+    float sum = gptx_cpu_row_sum_exp(row, store_exp ? row : NULL, ncols, mx, next);
     if (store_exp && a->mask)
         for (int j = a->V; j < a->Vp; j++) row[j] = 0.0f;
     float lse = mx + logf(sum);
@@ -390,7 +390,7 @@ static void ce_row_forward(ce_args *a, size_t n, int store_exp) {
  * place: softmax_j = exp(x_j - max) * (1 / sum), from the logits (exp_done
  * 0; masked columns hold -inf and give 0) or from ce_row_forward's stored
  * numerators (exp_done 1). Both give the same bits. */
-GPTX_CPU_HOT static void ce_row_gradient(ce_args *a, size_t n, int exp_done) {
+GPTX_CPU_HOT static void gptx_cpu_ce_row_gradient(ce_args *a, size_t n, int exp_done) {
     float *row = a->logits + n * a->Vp;
     int32_t t = a->targets[n];
     if (t == GPTX_IGNORE_INDEX) {
@@ -417,7 +417,7 @@ static void ce_bwd_task(void *vp, int task) {
     ce_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
-    for (size_t n = lo; n < hi; n++) ce_row_gradient(a, n, 0);
+    for (size_t n = lo; n < hi; n++) gptx_cpu_ce_row_gradient(a, n, 0);
 }
 
 /* Both per row while the row is in cache: one trip through memory and one
@@ -428,7 +428,7 @@ static void ce_fused_task(void *vp, int task) {
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
     for (size_t n = lo; n < hi; n++) {
         ce_row_forward(a, n, 1);
-        ce_row_gradient(a, n, 1);
+        gptx_cpu_ce_row_gradient(a, n, 1);
     }
 }
 
@@ -474,7 +474,7 @@ typedef struct {
  * chunk alone, so the result does not depend on the thread count. */
 #define QUARTER (REDUCE_CHUNK / 4)
 
-GPTX_CPU_HOT static void reduce_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_reduce_task(void *vp, int task) {
     reduce_args *a = vp;
     size_t lo = (size_t)task * REDUCE_CHUNK;
     size_t hi = lo + REDUCE_CHUNK < a->n ? lo + REDUCE_CHUNK : a->n;
@@ -511,7 +511,7 @@ static int reduce(gptx_backend *be, double *out, const float *x, size_t n, int s
     double *partials = nchunks <= 64 ? stack : malloc(nchunks * sizeof *partials);
     if (!partials) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     reduce_args a = {x, n, partials, squares};
-    gptx_threadpool_run(be->pool, (int)nchunks, reduce_task, &a);
+    gptx_threadpool_run(be->pool, (int)nchunks, gptx_cpu_reduce_task, &a);
     double s = 0.0;
     for (size_t i = 0; i < nchunks; i++) s += partials[i];
     if (partials != stack) free(partials);
@@ -542,7 +542,7 @@ typedef struct {
 
 /* One pass over a contiguous slice of the flat buffers, crossing tensor
  * boundaries; each tensor keeps its own weight decay. */
-GPTX_CPU_HOT static void adamw_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_adamw_task(void *vp, int task) {
     adamw_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->total, a->ntasks, task, &lo, &hi);
@@ -578,6 +578,6 @@ int gptx_cpu_adamw(gptx_backend *be, float *params, const float *grads, float *m
     if (nranges <= 0 || end <= start) return GPTX_OK;
     adamw_args a = {params, grads, m, v, ranges, nranges, h, start, end - start,
                     gptx_cpu_ntasks(be, (end - start + 16383) / 16384)};
-    gptx_threadpool_run(be->pool, a.ntasks, adamw_task, &a);
+    gptx_threadpool_run(be->pool, a.ntasks, gptx_cpu_adamw_task, &a);
     return GPTX_OK;
 }

@@ -155,6 +155,8 @@ static inline unsigned gptx_cuda_blocks(size_t n, unsigned threads) {
     return (unsigned)b;
 }
 
+/* C linkage: internal symbols of the library carry plain gptx_ names. */
+extern "C" {
 /* Destroys the captured graphs (context teardown). */
 GPTX_CUDA_FN void gptx_cuda_graphs_release(gptx_backend *be);
 /* Makes the context's device current for the calling thread. */
@@ -172,5 +174,7 @@ GPTX_CUDA_FN int gptx_cuda_pinned_mark(gptx_cuda_pinned *p, cudaStream_t stream)
 GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2, const float *x,
                                        const float *x2, const float *mean, const float *rstd, int N,
                                        int C);
+
+}
 
 #endif

@@ -39,27 +39,17 @@
 #include <time.h>
 
 #include "gptx/gptx.h"
+#include "gptx/gptx_experimental.h"
 
 #include "../bench_common.h"
 
 #ifdef GPTX_BENCH_CUDA_EMU
 /* test build (tests/gpu): the backend's CPU emulation, which the library
- * cannot select, in a hand-made context */
+ * cannot select, on its own table */
 #include "context.h"
 const gptx_backend_ops *gptx_cuda_emu_backend_ops(void);
 static int create_context(gptx_context **out, const gptx_context_options *o) {
-    gptx_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return GPTX_ERR_NO_MEMORY;
-    ctx->opts = *o;
-    ctx->ops = gptx_cuda_emu_backend_ops();
-    int rc = ctx->ops->create(&ctx->be, o);
-    if (rc != GPTX_OK) {
-        free(ctx);
-        return rc;
-    }
-    ctx->precision = ctx->ops->precision(ctx->be);
-    *out = ctx;
-    return GPTX_OK;
+    return gptx_context_create_on(out, o, gptx_cuda_emu_backend_ops());
 }
 #else
 #define create_context gptx_context_create

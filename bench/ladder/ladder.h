@@ -16,7 +16,7 @@ typedef struct {
 /* Which implementation each part of a training step uses. */
 typedef struct {
     int attention;       /* GPTX_ATTENTION_NAIVE or GPTX_ATTENTION_FLASH */
-    int fused_qkv;       /* 0/1, as in gptx_context_options */
+    int fused_qkv;       /* 0/1, as GPTX_VARIANT_FUSED_QKV (gptx_experimental.h) */
     int fused_norm_gelu; /* 0/1 */
     int fused_adamw;     /* 0/1 */
     int fused_ce;        /* 0/1: gptx_model_forward_backward instead of forward, then backward */

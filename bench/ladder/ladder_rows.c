@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gptx/gptx.h"
+#include "gptx/gptx_experimental.h"
 
 /* One optimization of the ladder: what it switches and what it may cost
  * numerically. The tolerances are for fp32 results compared with the

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "gptx/gptx.h"
+#include "gptx/gptx_experimental.h"
 
 #include "../bench_common.h"
 
@@ -110,10 +111,6 @@ void ladder_run_row(ladder_runner *r, const ladder_row *row, ladder_result *res)
     gptx_context_options_init(&co);
     co.backend = GPTX_BACKEND_CPU;
     co.num_threads = p->threads;
-    co.attention = row->v.attention;
-    co.fused_qkv = row->v.fused_qkv;
-    co.fused_norm_gelu = row->v.fused_norm_gelu;
-    co.fused_adamw = row->v.fused_adamw;
     gptx_model_config cfg;
     gptx_model_config_init(&cfg);
     cfg.vocab_size = s->vocab;
@@ -131,6 +128,10 @@ void ladder_run_row(ladder_runner *r, const ladder_row *row, ladder_result *res)
     /* cold start: everything from nothing to the end of the first step */
     double t0 = bench_now_s();
     ROW_TRY(gptx_context_create(&ctx, &co));
+    ROW_TRY(gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION, row->v.attention));
+    ROW_TRY(gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_QKV, row->v.fused_qkv));
+    ROW_TRY(gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_NORM_GELU, row->v.fused_norm_gelu));
+    ROW_TRY(gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_ADAMW, row->v.fused_adamw));
     res->threads = gptx_context_num_threads(ctx);
     ROW_TRY(gptx_model_create(&model, ctx, &cfg));
     ROW_TRY(gptx_model_init_random(model, p->seed));

@@ -6,6 +6,7 @@
 int dp_evaluate(gptx_comm *comm, gptx_model *model, gptx_dataloader *val, int n_batches, int T,
                 double *loss, int64_t *tokens) {
     gptx_dataloader_state st;
+    gptx_dataloader_state_init(&st);
     int rc = gptx_dataloader_get_state(val, &st);
     if (rc) return rc;
     gptx_dataloader_info info;
@@ -17,7 +18,9 @@ int dp_evaluate(gptx_comm *comm, gptx_model *model, gptx_dataloader *val, int n_
     int64_t count = 0;
     for (int b = rank; b < n_batches; b += world) {
         /* batch b of epoch 0, in the loader's own seed */
-        gptx_dataloader_state at = {0, b, st.seed};
+        gptx_dataloader_state at = st;
+        at.epoch = 0;
+        at.batch = b;
         const int32_t *in, *tg;
         int rows;
         float l;

@@ -3,9 +3,12 @@
  *
  * Stable public API. Every handle is opaque; every fallible call returns a
  * gptx_status (0 = ok, negative = error) and leaves a readable message for the
- * calling thread in gptx_last_error(). Options structs carry their own size
- * (set by the matching *_init function) so fields can be appended later
- * without breaking the ABI.
+ * calling thread in gptx_last_error(). Every struct that crosses the ABI
+ * follows one contract ("Structs" below, docs/abi.md): the caller's header
+ * declares its size, the library never reads or writes past it, so fields can
+ * be appended without breaking programs built against an older header.
+ * Kernel variants for ablations and other knobs without that promise live in
+ * <gptx/gptx_experimental.h>.
  */
 #ifndef GPTX_GPTX_H
 #define GPTX_GPTX_H
@@ -32,14 +35,17 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define GPTX_VERSION_MAJOR 0
-#define GPTX_VERSION_MINOR 1
+#define GPTX_VERSION_MINOR 2
 #define GPTX_VERSION_PATCH 0
-#define GPTX_VERSION_STRING "0.1.0"
-/* Monotonic integer for compile-time comparisons: 0.1.0 -> 100. */
+#define GPTX_VERSION_STRING "0.2.0"
+/* Monotonic integer for compile-time comparisons: 0.2.0 -> 200. */
 #define GPTX_VERSION_NUMBER \
     (GPTX_VERSION_MAJOR * 10000 + GPTX_VERSION_MINOR * 100 + GPTX_VERSION_PATCH)
+/* The ABI generation: the N of the SONAME libgptx.so.N. It changes only when
+ * a program built against an older header of this library could break. */
+#define GPTX_ABI_VERSION 1
 
-/* Runtime version of the loaded library ("0.1.0"). */
+/* Runtime version of the loaded library ("0.2.0"). */
 GPTX_API const char *gptx_version(void);
 /* Runtime version as (major, minor, patch); any pointer may be NULL. */
 GPTX_API void gptx_version_numbers(int *major, int *minor, int *patch);
@@ -84,6 +90,32 @@ GPTX_API void gptx_clear_error(void);
 GPTX_API const char *gptx_status_name(int status);
 
 /* ------------------------------------------------------------------------ */
+/* Structs: the contract every struct of this header follows                */
+/* ------------------------------------------------------------------------ */
+
+/* Each struct below starts with `size_t struct_size`: how many bytes of it
+ * the caller's header declares, which is the end of its last field
+ * (GPTX_<TYPE>_SIZE), not sizeof (whose tail padding could hide a field
+ * appended later). Fill it with the struct's *_init macro, which passes that
+ * size to the library for you, then set the fields you want:
+ *     gptx_context_options o;
+ *     gptx_context_options_init(&o);   // o.struct_size = GPTX_CONTEXT_OPTIONS_SIZE
+ *     o.num_threads = 2;
+ * The rules, for every struct (inputs, outputs, saved state):
+ *   - the library never reads or writes a byte at or past struct_size;
+ *   - input fields past struct_size (a program built against an older
+ *     header) take the defaults *_init gives them;
+ *   - outputs are written up to min(struct_size, the library's size);
+ *     struct_size itself is left as the caller set it;
+ *   - a struct_size below the end of the first field is GPTX_ERR_INVALID
+ *     (usually a struct that was never initialised); one larger than the
+ *     library knows (a program built against a newer header) is
+ *     GPTX_ERR_UNSUPPORTED, and its *_init zeroes the bytes it does not know.
+ * *_init returns GPTX_OK or one of those statuses. Fields are only ever
+ * appended, and GPTX_<TYPE>_SIZE moves to the new last field. */
+#define GPTX_STRUCT_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* ------------------------------------------------------------------------ */
 /* Context: backend, device, threads, memory accounting                     */
 /* ------------------------------------------------------------------------ */
 
@@ -96,18 +128,11 @@ typedef enum gptx_backend_kind {
 } gptx_backend_kind;
 
 typedef struct gptx_context_options {
-    size_t struct_size;   /* set by gptx_context_options_init */
+    size_t struct_size;   /* filled by gptx_context_options_init */
     int backend;          /* gptx_backend_kind */
     int device;           /* device ordinal (CUDA); ignored on CPU */
     int num_threads;      /* CPU worker threads incl. BLAS; 0 = number of online cores */
     int deterministic;    /* 1 = bitwise repeatable results (CPU: also across thread counts) */
-    /* Kernel variants, for ablation studies. Each computes the same function
-     * within the tolerances in docs/benchmarks.md; the defaults are the fast
-     * paths. */
-    int attention;        /* gptx_attention_impl (default GPTX_ATTENTION_FLASH) */
-    int fused_qkv;        /* 1 = one (3C, C) product; 0 = separate Q, K, V products + concat */
-    int fused_norm_gelu;  /* 1 = fused LayerNorm/GELU kernels; 0 = step-by-step passes */
-    int fused_adamw;      /* 1 = one AdamW pass over all parameters; 0 = one pass per tensor */
     /* Numeric precision policy (gptx_precision). The CPU backend accepts
      * only DEFAULT and FP32; see docs/cuda.md for the CUDA policies. */
     int precision;
@@ -121,6 +146,7 @@ typedef struct gptx_context_options {
      * 1; the CPU backend ignores it. */
     int cuda_graphs;
 } gptx_context_options;
+#define GPTX_CONTEXT_OPTIONS_SIZE GPTX_STRUCT_END(gptx_context_options, cuda_graphs)
 
 typedef enum gptx_precision {
     GPTX_PRECISION_DEFAULT = 0,  /* the backend's default: CPU fp32, CUDA bf16 (mixed) */
@@ -131,14 +157,16 @@ typedef enum gptx_precision {
     GPTX_PRECISION_BF16_PURE = 4 /* bf16 parameters and moments too (update computed in fp32) */
 } gptx_precision;
 
-typedef enum gptx_attention_impl {
-    GPTX_ATTENTION_FLASH = 0, /* per-row log-sum-exp saved, probabilities recomputed */
-    GPTX_ATTENTION_NAIVE = 1  /* explicit (B, NH, T, T) probabilities and a float causal mask */
-} gptx_attention_impl;
-
-GPTX_API void gptx_context_options_init(gptx_context_options *opts);
+/* Defaults: backend AUTO, device 0, num_threads 0, deterministic 1,
+ * precision DEFAULT, stochastic_rounding 0, cuda_graphs 0. */
+GPTX_API int gptx_context_options_init_sized(gptx_context_options *opts, size_t size);
+#define gptx_context_options_init(opts) \
+    gptx_context_options_init_sized((opts), GPTX_CONTEXT_OPTIONS_SIZE)
 /* opts may be NULL for the defaults. */
 GPTX_API int gptx_context_create(gptx_context **out, const gptx_context_options *opts);
+/* The options the context was created with (defaults filled in); opts must
+ * have been filled by gptx_context_options_init. */
+GPTX_API int gptx_context_get_options(const gptx_context *ctx, gptx_context_options *opts);
 GPTX_API void gptx_context_destroy(gptx_context *ctx);
 /* Backend that was selected: "cpu" or "cuda". */
 GPTX_API const char *gptx_context_backend_name(const gptx_context *ctx);
@@ -164,17 +192,14 @@ typedef struct gptx_memory_stats {
     uint64_t reserved;
     uint64_t peak;
 } gptx_memory_stats;
+#define GPTX_MEMORY_STATS_SIZE GPTX_STRUCT_END(gptx_memory_stats, peak)
 
-GPTX_API void gptx_memory_stats_init(gptx_memory_stats *stats);
+GPTX_API int gptx_memory_stats_init_sized(gptx_memory_stats *stats, size_t size);
+#define gptx_memory_stats_init(stats) gptx_memory_stats_init_sized((stats), GPTX_MEMORY_STATS_SIZE)
 GPTX_API int gptx_context_memory(const gptx_context *ctx, gptx_memory_stats *stats);
 GPTX_API int gptx_context_reset_peak_memory(gptx_context *ctx);
 /* Waits until all queued work of the context has finished. */
 GPTX_API int gptx_context_synchronize(gptx_context *ctx);
-/* How many graphs the context captured and how many times it replayed one
- * (options.cuda_graphs); both 0 on the CPU and with graphs off. Either
- * pointer may be NULL. */
-GPTX_API int gptx_context_graph_counts(const gptx_context *ctx, int64_t *captures,
-                                       int64_t *replays);
 
 /* ------------------------------------------------------------------------ */
 /* Model                                                                    */
@@ -186,7 +211,7 @@ typedef struct gptx_model gptx_model;
 #define GPTX_IGNORE_INDEX (-1)
 
 typedef struct gptx_model_config {
-    size_t struct_size;     /* set by gptx_model_config_init */
+    size_t struct_size;     /* filled by gptx_model_config_init */
     int vocab_size;         /* real vocabulary, e.g. 50257 */
     int padded_vocab_size;  /* rows of wte / lm_head; 0 = same as vocab_size */
     int context_length;     /* maximum T (rows of wpe) */
@@ -198,12 +223,16 @@ typedef struct gptx_model_config {
     int mask_padded_logits; /* 1 = padded logits are -inf (objective == unpadded one) */
     float layernorm_eps;
 } gptx_model_config;
+#define GPTX_MODEL_CONFIG_SIZE GPTX_STRUCT_END(gptx_model_config, layernorm_eps)
 
 /* Fills the GPT-2 124M configuration (50257 padded to 50304, masked). */
-GPTX_API void gptx_model_config_init(gptx_model_config *cfg);
+GPTX_API int gptx_model_config_init_sized(gptx_model_config *cfg, size_t size);
+#define gptx_model_config_init(cfg) gptx_model_config_init_sized((cfg), GPTX_MODEL_CONFIG_SIZE)
 
 GPTX_API int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_config *cfg);
 GPTX_API void gptx_model_destroy(gptx_model *model);
+/* The model's configuration (padded_vocab_size resolved); cfg must have
+ * been filled by gptx_model_config_init. */
 GPTX_API int gptx_model_get_config(const gptx_model *model, gptx_model_config *cfg);
 
 /* GPT-2 initialisation from a seed: weights N(0, 0.02), residual projections
@@ -254,8 +283,10 @@ typedef struct gptx_tensor_info {
     int64_t shape[GPTX_MAX_DIMS];
     size_t numel;
 } gptx_tensor_info;
+#define GPTX_TENSOR_INFO_SIZE GPTX_STRUCT_END(gptx_tensor_info, numel)
 
-GPTX_API void gptx_tensor_info_init(gptx_tensor_info *info);
+GPTX_API int gptx_tensor_info_init_sized(gptx_tensor_info *info, size_t size);
+#define gptx_tensor_info_init(info) gptx_tensor_info_init_sized((info), GPTX_TENSOR_INFO_SIZE)
 GPTX_API int gptx_model_tensor_info(const gptx_model *model, int index, gptx_tensor_info *info);
 /* Index of a tensor by name, or GPTX_ERR_NOT_FOUND. */
 GPTX_API int gptx_model_find_tensor(const gptx_model *model, const char *name, int *index);
@@ -280,7 +311,7 @@ typedef enum gptx_decay_policy {
 } gptx_decay_policy;
 
 typedef struct gptx_adamw_options {
-    size_t struct_size; /* set by gptx_adamw_options_init */
+    size_t struct_size; /* filled by gptx_adamw_options_init */
     float lr;           /* default 3e-4 */
     float beta1;        /* default 0.9 */
     float beta2;        /* default 0.95 */
@@ -294,8 +325,11 @@ typedef struct gptx_adamw_options {
      * it, are reproducible. Default 0; unused under other policies. */
     uint64_t rounding_seed;
 } gptx_adamw_options;
+#define GPTX_ADAMW_OPTIONS_SIZE GPTX_STRUCT_END(gptx_adamw_options, rounding_seed)
 
-GPTX_API void gptx_adamw_options_init(gptx_adamw_options *opts);
+GPTX_API int gptx_adamw_options_init_sized(gptx_adamw_options *opts, size_t size);
+#define gptx_adamw_options_init(opts) \
+    gptx_adamw_options_init_sized((opts), GPTX_ADAMW_OPTIONS_SIZE)
 GPTX_API int gptx_optimizer_create(gptx_optimizer **out, gptx_model *model,
                                    const gptx_adamw_options *opts);
 GPTX_API void gptx_optimizer_destroy(gptx_optimizer *opt);
@@ -309,6 +343,9 @@ GPTX_API int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr);
 GPTX_API int gptx_optimizer_get_lr(const gptx_optimizer *opt, float *lr);
 /* Number of updates applied so far. */
 GPTX_API int gptx_optimizer_get_step(const gptx_optimizer *opt, int64_t *step);
+/* The options in effect (lr as last set); opts must have been filled by
+ * gptx_adamw_options_init. */
+GPTX_API int gptx_optimizer_get_options(const gptx_optimizer *opt, gptx_adamw_options *opts);
 
 /* ------------------------------------------------------------------------ */
 /* Tokenizer: GPT-2 byte-level BPE                                          */
@@ -359,7 +396,7 @@ GPTX_API void gptx_free(void *ptr);
 typedef struct gptx_dataloader gptx_dataloader;
 
 typedef struct gptx_dataloader_options {
-    size_t struct_size; /* set by gptx_dataloader_options_init */
+    size_t struct_size; /* filled by gptx_dataloader_options_init */
     int batch_size;     /* B (default 4) */
     int seq_len;        /* T (default 64); a window is T+1 tokens */
     int stride;         /* tokens between window starts; 0 = T (non-overlapping) */
@@ -371,8 +408,11 @@ typedef struct gptx_dataloader_options {
     int vocab_size;     /* ids >= vocab_size are an error; 0 = no check */
     int prefetch;       /* 1 = a background thread prepares the next batch */
 } gptx_dataloader_options;
+#define GPTX_DATALOADER_OPTIONS_SIZE GPTX_STRUCT_END(gptx_dataloader_options, prefetch)
 
-GPTX_API void gptx_dataloader_options_init(gptx_dataloader_options *opts);
+GPTX_API int gptx_dataloader_options_init_sized(gptx_dataloader_options *opts, size_t size);
+#define gptx_dataloader_options_init(opts) \
+    gptx_dataloader_options_init_sized((opts), GPTX_DATALOADER_OPTIONS_SIZE)
 /* From llm.c shard files, read in the given order. ctx may be NULL; with a
  * CUDA context the batch buffers are pinned host memory. */
 GPTX_API int gptx_dataloader_create_from_files(gptx_dataloader **out, gptx_context *ctx,
@@ -383,6 +423,10 @@ GPTX_API int gptx_dataloader_create_from_tokens(gptx_dataloader **out, gptx_cont
                                                 const int32_t *tokens, size_t n,
                                                 const gptx_dataloader_options *opts);
 GPTX_API void gptx_dataloader_destroy(gptx_dataloader *dl);
+/* The options the loader was created with (defaults filled in); opts must
+ * have been filled by gptx_dataloader_options_init. */
+GPTX_API int gptx_dataloader_get_options(const gptx_dataloader *dl,
+                                         gptx_dataloader_options *opts);
 
 typedef struct gptx_dataloader_info {
     size_t struct_size;
@@ -393,8 +437,11 @@ typedef struct gptx_dataloader_info {
     int64_t batches_per_epoch;  /* for this rank; the same on every rank */
     int64_t last_batch_rows;    /* rows in the last batch (B unless drop_last = 0) */
 } gptx_dataloader_info;
+#define GPTX_DATALOADER_INFO_SIZE GPTX_STRUCT_END(gptx_dataloader_info, last_batch_rows)
 
-GPTX_API void gptx_dataloader_info_init(gptx_dataloader_info *info);
+GPTX_API int gptx_dataloader_info_init_sized(gptx_dataloader_info *info, size_t size);
+#define gptx_dataloader_info_init(info) \
+    gptx_dataloader_info_init_sized((info), GPTX_DATALOADER_INFO_SIZE)
 GPTX_API int gptx_dataloader_info_get(const gptx_dataloader *dl, gptx_dataloader_info *info);
 
 /* Next batch: *inputs and *targets point to rows*T ids owned by the loader,
@@ -404,12 +451,19 @@ GPTX_API int gptx_dataloader_next(gptx_dataloader *dl, const int32_t **inputs,
                                   const int32_t **targets, int *rows, int64_t *epoch);
 
 /* Position for exact resume: the next batch returned after set_state is the
- * batch that would have followed get_state. */
+ * batch that would have followed get_state. Fill it with
+ * gptx_dataloader_state_init (all fields 0) before either call. */
 typedef struct gptx_dataloader_state {
+    size_t struct_size;
     int64_t epoch;
     int64_t batch; /* index of the next batch within the epoch */
     uint64_t seed;
 } gptx_dataloader_state;
+#define GPTX_DATALOADER_STATE_SIZE GPTX_STRUCT_END(gptx_dataloader_state, seed)
+
+GPTX_API int gptx_dataloader_state_init_sized(gptx_dataloader_state *state, size_t size);
+#define gptx_dataloader_state_init(state) \
+    gptx_dataloader_state_init_sized((state), GPTX_DATALOADER_STATE_SIZE)
 
 GPTX_API int gptx_dataloader_get_state(const gptx_dataloader *dl, gptx_dataloader_state *state);
 GPTX_API int gptx_dataloader_set_state(gptx_dataloader *dl, const gptx_dataloader_state *state);
@@ -421,17 +475,24 @@ GPTX_API int gptx_dataloader_set_state(gptx_dataloader *dl, const gptx_dataloade
 typedef struct gptx_sampler gptx_sampler;
 
 typedef struct gptx_sampler_options {
-    size_t struct_size; /* set by gptx_sampler_options_init */
+    size_t struct_size; /* filled by gptx_sampler_options_init */
     float temperature;  /* 0 = greedy (argmax); default 1 */
     int top_k;          /* keep the k most likely tokens; 0 = off */
     float top_p;        /* nucleus: smallest set with mass >= top_p; 1 = off */
     uint64_t seed;
     uint64_t stream;    /* independent sequences for the same seed */
 } gptx_sampler_options;
+#define GPTX_SAMPLER_OPTIONS_SIZE GPTX_STRUCT_END(gptx_sampler_options, stream)
 
-GPTX_API void gptx_sampler_options_init(gptx_sampler_options *opts);
+GPTX_API int gptx_sampler_options_init_sized(gptx_sampler_options *opts, size_t size);
+#define gptx_sampler_options_init(opts) \
+    gptx_sampler_options_init_sized((opts), GPTX_SAMPLER_OPTIONS_SIZE)
 GPTX_API int gptx_sampler_create(gptx_sampler **out, const gptx_sampler_options *opts);
 GPTX_API void gptx_sampler_destroy(gptx_sampler *s);
+/* The options in effect (seed and stream as last restored by
+ * gptx_sampler_set_state); opts must have been filled by
+ * gptx_sampler_options_init. */
+GPTX_API int gptx_sampler_get_options(const gptx_sampler *s, gptx_sampler_options *opts);
 /* Draws one token from a row of n_logits logits (n_logits may be the padded
  * vocabulary); only ids < vocab_size are ever returned. Each call uses the
  * next Philox counter: the same seed, stream and call order replay the same
@@ -439,11 +500,19 @@ GPTX_API void gptx_sampler_destroy(gptx_sampler *s);
 GPTX_API int gptx_sampler_sample(gptx_sampler *s, const float *logits, int n_logits, int vocab_size,
                                  int32_t *token);
 
+/* The stream position. Fill it with gptx_sampler_state_init (all fields 0)
+ * before either call. */
 typedef struct gptx_sampler_state {
+    size_t struct_size;
     uint64_t seed;
     uint64_t stream;
     uint64_t counter; /* draws made so far */
 } gptx_sampler_state;
+#define GPTX_SAMPLER_STATE_SIZE GPTX_STRUCT_END(gptx_sampler_state, counter)
+
+GPTX_API int gptx_sampler_state_init_sized(gptx_sampler_state *state, size_t size);
+#define gptx_sampler_state_init(state) \
+    gptx_sampler_state_init_sized((state), GPTX_SAMPLER_STATE_SIZE)
 
 GPTX_API int gptx_sampler_get_state(const gptx_sampler *s, gptx_sampler_state *state);
 GPTX_API int gptx_sampler_set_state(gptx_sampler *s, const gptx_sampler_state *state);
@@ -488,8 +557,10 @@ typedef struct gptx_timer_report {
     double steady_max_seconds;
     double steady_tokens_per_second; /* steady_tokens / steady_seconds */
 } gptx_timer_report;
+#define GPTX_TIMER_REPORT_SIZE GPTX_STRUCT_END(gptx_timer_report, steady_tokens_per_second)
 
-GPTX_API void gptx_timer_report_init(gptx_timer_report *r);
+GPTX_API int gptx_timer_report_init_sized(gptx_timer_report *r, size_t size);
+#define gptx_timer_report_init(r) gptx_timer_report_init_sized((r), GPTX_TIMER_REPORT_SIZE)
 GPTX_API int gptx_timer_get_report(const gptx_timer *t, gptx_timer_report *r);
 /* One interval by index (0 = cold). */
 GPTX_API int gptx_timer_interval(const gptx_timer *t, int64_t index, double *seconds,
@@ -524,8 +595,10 @@ typedef struct gptx_train_state {
     int64_t lr_schedule_step;
     int64_t tokens_seen;
 } gptx_train_state;
+#define GPTX_TRAIN_STATE_SIZE GPTX_STRUCT_END(gptx_train_state, tokens_seen)
 
-GPTX_API void gptx_train_state_init(gptx_train_state *st);
+GPTX_API int gptx_train_state_init_sized(gptx_train_state *st, size_t size);
+#define gptx_train_state_init(st) gptx_train_state_init_sized((st), GPTX_TRAIN_STATE_SIZE)
 /* With a sharded optimizer (gptx_optimizer_create_sharded) in st the save is
  * collective: every rank of its communicator calls it, rank 0 writes. */
 GPTX_API int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st,
@@ -554,7 +627,7 @@ GPTX_API int gptx_checkpoint_precision(const char *path, int *precision);
  * says whether every layer is within tolerance. See docs/numerics.md. */
 
 typedef struct gptx_compare_options {
-    size_t struct_size;  /* set by gptx_compare_options_init */
+    size_t struct_size;  /* filled by gptx_compare_options_init */
     /* A logit passes when |a - b| <= logits_atol + logits_rtol * max(|a|, |b|);
      * equal infinities are equal, NaN never passes. Defaults 0: bitwise
      * equality, what the deterministic CPU backend gives across thread counts. */
@@ -574,8 +647,11 @@ typedef struct gptx_compare_options {
     const char *label_a;    /* free text copied into the report (e.g. a kernel */
     const char *label_b;    /* variant), truncated to 63 bytes; may be NULL */
 } gptx_compare_options;
+#define GPTX_COMPARE_OPTIONS_SIZE GPTX_STRUCT_END(gptx_compare_options, label_b)
 
-GPTX_API void gptx_compare_options_init(gptx_compare_options *opts);
+GPTX_API int gptx_compare_options_init_sized(gptx_compare_options *opts, size_t size);
+#define gptx_compare_options_init(opts) \
+    gptx_compare_options_init_sized((opts), GPTX_COMPARE_OPTIONS_SIZE)
 
 /* What ran on one side. This struct's layout is frozen; new per-side facts
  * are appended to gptx_compare_report instead. */
@@ -594,7 +670,7 @@ typedef struct gptx_compare_side {
 } gptx_compare_side;
 
 typedef struct gptx_compare_report {
-    size_t struct_size; /* set by gptx_compare_report_init */
+    size_t struct_size; /* filled by gptx_compare_report_init */
     gptx_compare_side a, b;
     int64_t rows;       /* positions compared (B * positions for models) */
     int n_logits;       /* columns per row (the padded vocabulary) */
@@ -632,8 +708,11 @@ typedef struct gptx_compare_report {
     uint64_t seed;
     uint64_t stream;
 } gptx_compare_report;
+#define GPTX_COMPARE_REPORT_SIZE GPTX_STRUCT_END(gptx_compare_report, stream)
 
-GPTX_API void gptx_compare_report_init(gptx_compare_report *report);
+GPTX_API int gptx_compare_report_init_sized(gptx_compare_report *report, size_t size);
+#define gptx_compare_report_init(report) \
+    gptx_compare_report_init_sized((report), GPTX_COMPARE_REPORT_SIZE)
 
 /* Runs gptx_model_forward (no targets) on a and b with the same B*T inputs
  * and compares their logits. a and b need equal configurations
@@ -681,15 +760,18 @@ typedef enum gptx_comm_launcher {
  * engine: a program can pick its device (local_rank) or thread count
  * (cores / local_world_size) before creating its context. */
 typedef struct gptx_comm_launch_info {
-    size_t struct_size;   /* set by gptx_comm_launch_info_init */
+    size_t struct_size;   /* filled by gptx_comm_launch_info_init */
     int launcher;         /* gptx_comm_launcher */
     int rank;             /* in [0, world_size) */
     int world_size;
     int local_rank;       /* rank among the processes of this node */
     int local_world_size; /* processes on this node (0 = the launcher does not say) */
 } gptx_comm_launch_info;
+#define GPTX_COMM_LAUNCH_INFO_SIZE GPTX_STRUCT_END(gptx_comm_launch_info, local_world_size)
 
-GPTX_API void gptx_comm_launch_info_init(gptx_comm_launch_info *info);
+GPTX_API int gptx_comm_launch_info_init_sized(gptx_comm_launch_info *info, size_t size);
+#define gptx_comm_launch_info_init(info) \
+    gptx_comm_launch_info_init_sized((info), GPTX_COMM_LAUNCH_INFO_SIZE)
 /* Reads the launcher variables. MPI launchers take precedence over
  * torchrun-style ones. GPTX_ERR_INVALID names a malformed or inconsistent
  * variable (RANK=3 with WORLD_SIZE=2, WORLD_SIZE without RANK, ...). */
@@ -703,7 +785,7 @@ typedef enum gptx_comm_engine {
 } gptx_comm_engine;
 
 typedef struct gptx_comm_options {
-    size_t struct_size;     /* set by gptx_comm_options_init */
+    size_t struct_size;     /* filled by gptx_comm_options_init */
     int engine;             /* gptx_comm_engine (default AUTO) */
     /* A collective, the barrier or the start-up that has not completed after
      * this many seconds fails with GPTX_ERR_BACKEND (a rank died, hangs or
@@ -711,8 +793,10 @@ typedef struct gptx_comm_options {
      * Default 600; 0 = wait forever. */
     double timeout_seconds;
 } gptx_comm_options;
+#define GPTX_COMM_OPTIONS_SIZE GPTX_STRUCT_END(gptx_comm_options, timeout_seconds)
 
-GPTX_API void gptx_comm_options_init(gptx_comm_options *opts);
+GPTX_API int gptx_comm_options_init_sized(gptx_comm_options *opts, size_t size);
+#define gptx_comm_options_init(opts) gptx_comm_options_init_sized((opts), GPTX_COMM_OPTIONS_SIZE)
 /* Creates this process's communicator from the launcher variables; opts may
  * be NULL. A world size above 1 without an engine that can serve it (MPI not
  * compiled in, torchrun-style variables with a CPU context, ...) is
@@ -723,6 +807,9 @@ GPTX_API int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_com
 /* Not collective. After a failed collective, releases without waiting for
  * the other ranks. */
 GPTX_API void gptx_comm_destroy(gptx_comm *comm);
+/* The options the communicator was created with (defaults filled in); opts
+ * must have been filled by gptx_comm_options_init. */
+GPTX_API int gptx_comm_get_options(const gptx_comm *comm, gptx_comm_options *opts);
 /* "single", "mpi" or "nccl" ("" for NULL). */
 GPTX_API const char *gptx_comm_engine_name(const gptx_comm *comm);
 /* Rank, world size, node-local rank and node-local size; -1 for NULL. */

@@ -165,6 +165,8 @@ static void test_exact_resume(gptx_context *ctx, const scratch_dir *dir) {
     CHECK(step == STEPS);
     CHECK(a.st.tokens_seen == b.st.tokens_seen && a.st.lr_schedule_step == b.st.lr_schedule_step);
     gptx_dataloader_state sa, sb;
+    gptx_dataloader_state_init(&sa);
+    gptx_dataloader_state_init(&sb);
     CHECK_OK(gptx_dataloader_get_state(a.train, &sa));
     CHECK_OK(gptx_dataloader_get_state(b.train, &sb));
     CHECK(sa.epoch == sb.epoch && sa.batch == sb.batch && sa.seed == sb.seed);
@@ -200,6 +202,9 @@ static void take(run *r, snapshot *s) {
     gptx_optimizer_get_lr(r->opt, &s->lr);
     s->sched = r->st.lr_schedule_step;
     s->tokens = r->st.tokens_seen;
+    gptx_dataloader_state_init(&s->train);
+    gptx_dataloader_state_init(&s->val);
+    gptx_sampler_state_init(&s->sampler);
     gptx_dataloader_get_state(r->train, &s->train);
     gptx_dataloader_get_state(r->val, &s->val);
     gptx_sampler_get_state(r->sampler, &s->sampler);

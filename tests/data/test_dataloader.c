@@ -15,6 +15,15 @@
 
 static char dir[256];
 
+static gptx_dataloader_state loader_state(int64_t epoch, int64_t batch, uint64_t seed) {
+    gptx_dataloader_state s;
+    gptx_dataloader_state_init(&s);
+    s.epoch = epoch;
+    s.batch = batch;
+    s.seed = seed;
+    return s;
+}
+
 static void check_message_mentions(const char *needle) {
     if (!strstr(gptx_last_error(), needle)) {
         fprintf(stderr, "message '%s' does not mention '%s'\n", gptx_last_error(), needle);
@@ -379,6 +388,7 @@ static void test_resume(void) {
         rec run[STEPS];
         gptx_dataloader_state st[STEPS];
         for (int i = 0; i < STEPS; i++) {
+            gptx_dataloader_state_init(&st[i]);
             CHECK_OK(gptx_dataloader_get_state(dl, &st[i]));
             record(dl, &run[i], T);
         }
@@ -396,6 +406,7 @@ static void test_resume(void) {
             record(r, &first, T);
             CHECK_OK(gptx_dataloader_set_state(r, &st[cut]));
             gptx_dataloader_state now;
+            gptx_dataloader_state_init(&now);
             CHECK_OK(gptx_dataloader_get_state(r, &now));
             CHECK(now.epoch == st[cut].epoch && now.batch == st[cut].batch && now.seed == 77);
             for (int i = cut; i < STEPS; i++) {
@@ -413,7 +424,7 @@ static void test_resume(void) {
             CHECK(same_rec(&got, &run[cut]));
         }
         /* jumping straight to a later epoch needs no replay */
-        gptx_dataloader_state far = {3, 1, 77};
+        gptx_dataloader_state far = loader_state(3, 1, 77);
         CHECK_OK(gptx_dataloader_set_state(dl, &far));
         rec got;
         record(dl, &got, T);
@@ -457,7 +468,7 @@ static void test_prefetch_buffers(void) {
     CHECK_OK(gptx_dataloader_create_from_tokens(&dl, NULL, ids, N, &o));
     gptx_dataloader_destroy(dl);
     CHECK_OK(gptx_dataloader_create_from_tokens(&dl, NULL, ids, N, &o));
-    gptx_dataloader_state s = {7, 3, 1};
+    gptx_dataloader_state s = loader_state(7, 3, 1);
     CHECK_OK(gptx_dataloader_set_state(dl, &s));
     gptx_dataloader_destroy(dl);
     free(ids);
@@ -484,7 +495,7 @@ static void test_prefetch_cancel(void) {
         struct timespec ts = {0, 250000L << (i / 2)};
         nanosleep(&ts, NULL);
         /* epoch 0 again (even i): a half-built order of epoch 0 must not be reused */
-        gptx_dataloader_state s = {i & 1, 5, 8};
+        gptx_dataloader_state s = loader_state(i & 1, 5, 8);
         CHECK_OK(gptx_dataloader_set_state(dl, &s));
         CHECK_OK(gptx_dataloader_set_state(ref, &s));
         CHECK_OK(gptx_dataloader_next(dl, &x, &y, NULL, &ep));
@@ -531,9 +542,9 @@ static void test_files_vs_tokens(void) {
                       memcmp(fy, my, (size_t)fr * 7 * 4) != 0;
         }
         CHECK(differ == 0);
-        dataloader_geometry gf, gm;
-        dataloader_geometry_get(f, &gf);
-        dataloader_geometry_get(m, &gm);
+        gptx_dataloader_geometry gf, gm;
+        gptx_dataloader_geometry_get(f, &gf);
+        gptx_dataloader_geometry_get(m, &gm);
         CHECK(gf.data_hash == gm.data_hash && gf.total_windows == gm.total_windows);
         CHECK(gf.stride == 5 && gf.n_files == 1);
     }
@@ -544,9 +555,9 @@ static void test_files_vs_tokens(void) {
     CHECK_OK(gptx_dataloader_create_from_tokens(&m, NULL, ids, N, &o));
     CHECK_OK(gptx_dataloader_create_from_files(&f, NULL, paths, 1, &o));
     if (f && m) {
-        dataloader_geometry gf, gm;
-        dataloader_geometry_get(f, &gf);
-        dataloader_geometry_get(m, &gm);
+        gptx_dataloader_geometry gf, gm;
+        gptx_dataloader_geometry_get(f, &gf);
+        gptx_dataloader_geometry_get(m, &gm);
         CHECK(gf.data_hash != gm.data_hash);
     }
     gptx_dataloader_destroy(f);
@@ -665,6 +676,7 @@ static void test_bad_options(void) {
     CHECK_STATUS(gptx_dataloader_info_get(dl, &in), GPTX_ERR_INVALID);
     CHECK_STATUS(gptx_dataloader_info_get(NULL, &in), GPTX_ERR_NULL);
     gptx_dataloader_state s;
+    gptx_dataloader_state_init(&s);
     CHECK_STATUS(gptx_dataloader_get_state(dl, NULL), GPTX_ERR_NULL);
     CHECK_OK(gptx_dataloader_get_state(dl, &s));
     CHECK(s.epoch == 0 && s.batch == 1);

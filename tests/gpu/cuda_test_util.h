@@ -59,28 +59,15 @@ static inline int cuda_test_backend(gptx_backend **be, const char *precision) {
 
 /* A context on the CUDA backend with options `o` (backend forced to CUDA).
  * The emulated backend cannot be selected through gptx_context_create (it
- * is not part of the library), so its context is assembled by hand, as
- * context.c would. */
+ * is not part of the library), so its context is made on its table. */
 static inline int cuda_test_context_opts(gptx_context **out, const gptx_context_options *o) {
     *out = NULL;
     cuda_test_precision(NULL);
-#ifdef GPTX_TEST_CUDA_EMU
-    gptx_context *ctx = (gptx_context *)calloc(1, sizeof *ctx);
-    if (!ctx) return GPTX_ERR_NO_MEMORY;
-    ctx->opts = *o;
-    ctx->opts.backend = GPTX_BACKEND_CUDA;
-    ctx->ops = cuda_test_ops();
-    int rc = ctx->ops->create(&ctx->be, &ctx->opts);
-    if (rc != GPTX_OK) {
-        free(ctx);
-        return rc;
-    }
-    ctx->precision = ctx->ops->precision(ctx->be);
-    *out = ctx;
-    return GPTX_OK;
-#else
     gptx_context_options c = *o;
     c.backend = GPTX_BACKEND_CUDA;
+#ifdef GPTX_TEST_CUDA_EMU
+    return gptx_context_create_on(out, &c, cuda_test_ops());
+#else
     return gptx_context_create(out, &c);
 #endif
 }

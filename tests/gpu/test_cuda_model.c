@@ -35,21 +35,17 @@ static const tolerances TOL_BF16 = {2e-2, 1e-3, 5e-2, 1.5e-1};
 static int make_cuda(gptx_context **ctx, int fused_qkv, int attention, const char *precision) {
 #ifdef GPTX_TEST_CUDA_EMU
     int rc = cuda_test_context(ctx, precision);
-    if (rc == GPTX_OK) {
-        (*ctx)->opts.fused_qkv = fused_qkv;
-        (*ctx)->opts.attention = attention;
-    }
-    return rc;
 #else
     cuda_test_precision(NULL);
     gptx_context_options o;
     gptx_context_options_init(&o);
     o.backend = GPTX_BACKEND_CUDA;
     o.precision = cuda_test_precision_value(precision);
-    o.fused_qkv = fused_qkv;
-    o.attention = attention;
-    return gptx_context_create(ctx, &o);
+    int rc = gptx_context_create(ctx, &o);
 #endif
+    if (rc == GPTX_OK) rc = gptx_context_set_variant(*ctx, GPTX_VARIANT_FUSED_QKV, fused_qkv);
+    if (rc == GPTX_OK) rc = gptx_context_set_variant(*ctx, GPTX_VARIANT_ATTENTION, attention);
+    return rc;
 }
 
 typedef struct {

@@ -87,8 +87,8 @@ static int run_rank(const rank_plan *p, int port, double timeout) {
     }
     unsigned char mine[BLOB + 8], all[8 * (BLOB + 8)];
     make_blob(mine, p->rank);
-    int rc = comm_rendezvous_allgather("127.0.0.1", port, p->rank, p->world, mine, p->len, all,
-                                       timeout);
+    int rc = gptx_comm_rendezvous_allgather("127.0.0.1", port, p->rank, p->world, mine, p->len, all,
+                                            timeout);
     if (rc != p->want) {
         fprintf(stderr, "rank %d: status %s, expected %s (%s)\n", p->rank, gptx_status_name(rc),
                 gptx_status_name(p->want), gptx_last_error());
@@ -165,7 +165,7 @@ static void check_self_connect_detection(void) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons((unsigned short)port);
     CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    CHECK(comm_socket_connected_to_itself(fd) == 1);
+    CHECK(gptx_comm_socket_connected_to_itself(fd) == 1);
     close(fd);
 
     /* an ordinary connection is not */
@@ -177,8 +177,8 @@ static void check_self_connect_detection(void) {
     CHECK(connect(cfd, (struct sockaddr *)&a, sizeof a) == 0);
     int afd = accept(lfd, NULL, NULL);
     CHECK(afd >= 0);
-    CHECK(comm_socket_connected_to_itself(cfd) == 0);
-    CHECK(comm_socket_connected_to_itself(afd) == 0);
+    CHECK(gptx_comm_socket_connected_to_itself(cfd) == 0);
+    CHECK(gptx_comm_socket_connected_to_itself(afd) == 0);
     close(afd);
     close(cfd);
     close(lfd);
@@ -244,17 +244,18 @@ int main(void) {
 
     /* argument errors, no process needed */
     unsigned char b[BLOB], all[2 * BLOB];
-    CHECK_STATUS(comm_rendezvous_allgather("127.0.0.1", 0, 0, 2, b, BLOB, all, 1),
+    CHECK_STATUS(gptx_comm_rendezvous_allgather("127.0.0.1", 0, 0, 2, b, BLOB, all, 1),
                  GPTX_ERR_INVALID);
-    CHECK_STATUS(comm_rendezvous_allgather("127.0.0.1", 70000, 0, 2, b, BLOB, all, 1),
+    CHECK_STATUS(gptx_comm_rendezvous_allgather("127.0.0.1", 70000, 0, 2, b, BLOB, all, 1),
                  GPTX_ERR_INVALID);
-    CHECK_STATUS(comm_rendezvous_allgather("127.0.0.1", 5000, 2, 2, b, BLOB, all, 1),
+    CHECK_STATUS(gptx_comm_rendezvous_allgather("127.0.0.1", 5000, 2, 2, b, BLOB, all, 1),
                  GPTX_ERR_INVALID);
-    CHECK_STATUS(comm_rendezvous_allgather("", 5000, 0, 2, b, BLOB, all, 1), GPTX_ERR_INVALID);
-    CHECK_STATUS(comm_rendezvous_allgather(NULL, 5000, 0, 2, b, BLOB, all, 1), GPTX_ERR_NULL);
-    CHECK_STATUS(comm_rendezvous_allgather("127.0.0.1", 5000, 0, 2, b, BLOB, all, -1),
+    CHECK_STATUS(gptx_comm_rendezvous_allgather("", 5000, 0, 2, b, BLOB, all, 1), GPTX_ERR_INVALID);
+    CHECK_STATUS(gptx_comm_rendezvous_allgather(NULL, 5000, 0, 2, b, BLOB, all, 1), GPTX_ERR_NULL);
+    CHECK_STATUS(gptx_comm_rendezvous_allgather("127.0.0.1", 5000, 0, 2, b, BLOB, all, -1),
                  GPTX_ERR_INVALID);
-    CHECK_STATUS(comm_rendezvous_allgather("no-such-host.invalid", 5000, 1, 2, b, BLOB, all, 1),
-                 GPTX_ERR_INVALID);
+    CHECK_STATUS(
+        gptx_comm_rendezvous_allgather("no-such-host.invalid", 5000, 1, 2, b, BLOB, all, 1),
+        GPTX_ERR_INVALID);
     return check_exit("test_rendezvous");
 }

@@ -3,10 +3,13 @@
 #
 # Fails unless
 #   * every dynamic symbol defined by the library starts with gptx_ (the
-#     version node symbol GPTX_0 is ignored) and carries a GPTX_* version,
+#     version node symbols GPTX_* are ignored) and carries a GPTX_* version,
 #   * the exported gptx_* symbols are exactly the names declared GPTX_API in
-#     the public headers (a header dir means all its *.h), both ways, and
-#   * the SONAME is libgptx.so.0 (override with GPTX_EXPECTED_SONAME).
+#     the public headers (a header dir means all its *.h), both ways,
+#   * each carries its header's version node: GPTX_EXPERIMENTAL for
+#     gptx_experimental.h (no ABI promise), the stable node for every other
+#     header (GPTX_1; override with GPTX_STABLE_NODE), and
+#   * the SONAME is libgptx.so.1 (override with GPTX_EXPECTED_SONAME).
 # Tools: NM [nm], READELF [readelf].
 set -euo pipefail
 
@@ -18,7 +21,8 @@ lib=$1
 shift
 NM=${NM:-nm}
 READELF=${READELF:-readelf}
-expected_soname=${GPTX_EXPECTED_SONAME:-libgptx.so.0}
+expected_soname=${GPTX_EXPECTED_SONAME:-libgptx.so.1}
+stable_node=${GPTX_STABLE_NODE:-GPTX_1}
 status=0
 problem() { printf 'exported_symbols: FAIL: %s\n' "$*" >&2; status=1; }
 
@@ -68,12 +72,21 @@ if [ ! -s "$tmp/declared" ]; then
     echo "exported_symbols: found no GPTX_API declarations in: ${headers[*]}" >&2
     exit 1
 fi
+# the version node each declared name must carry ("name node" lines)
+: >"$tmp/want_nodes"
+for h in "${headers[@]}"; do
+    node=$stable_node
+    [ "$(basename "$h")" = gptx_experimental.h ] && node=GPTX_EXPERIMENTAL
+    declared_api "$h" | sed "s/\$/ $node/" >>"$tmp/want_nodes"
+done
+LC_ALL=C sort -u -o "$tmp/want_nodes" "$tmp/want_nodes"
 
 # ---- names the library exports ---------------------------------------------
-# nm -D prints "<value> <type> <name>[@@VERSION]"; the version node shows as an
-# absolute symbol "GPTX_0".
+# nm -D prints "<value> <type> <name>[@@VERSION]"; each version node shows as
+# an absolute symbol ("GPTX_1", "GPTX_EXPERIMENTAL").
 "$NM" -D --defined-only "$lib" >"$tmp/nm" || { echo "exported_symbols: $NM failed" >&2; exit 1; }
 : >"$tmp/exported"
+: >"$tmp/got_nodes"
 : >"$tmp/foreign"
 : >"$tmp/unversioned"
 while read -r _value type sym; do
@@ -81,7 +94,7 @@ while read -r _value type sym; do
     name=${sym%%@*}
     version=
     case $sym in *@*) version=${sym##*@} ;; esac
-    if [ "$type" = A ] && [[ $name =~ ^GPTX_[0-9.]+$ ]]; then
+    if [ "$type" = A ] && [[ $name =~ ^GPTX_[A-Z0-9_.]+$ ]]; then
         continue # version node
     fi
     if [[ $name != gptx_* ]]; then
@@ -90,8 +103,10 @@ while read -r _value type sym; do
     fi
     [[ $version == GPTX_* ]] || echo "$type $sym" >>"$tmp/unversioned"
     echo "$name" >>"$tmp/exported"
+    echo "$name ${version:-none}" >>"$tmp/got_nodes"
 done <"$tmp/nm"
 LC_ALL=C sort -u -o "$tmp/exported" "$tmp/exported"
+LC_ALL=C sort -u -o "$tmp/got_nodes" "$tmp/got_nodes"
 
 if [ -s "$tmp/foreign" ]; then
     problem "$lib exports symbols outside the gptx_ namespace (check lib/gptx.map):"
@@ -105,12 +120,20 @@ fi
 LC_ALL=C comm -23 "$tmp/declared" "$tmp/exported" >"$tmp/missing"
 LC_ALL=C comm -13 "$tmp/declared" "$tmp/exported" >"$tmp/unexpected"
 if [ -s "$tmp/missing" ]; then
-    problem "declared GPTX_API in the headers but not exported by $lib:"
+    problem "declared GPTX_API in the headers but not exported by $lib (list them in lib/gptx.map):"
     sed 's/^/    - /' "$tmp/missing" >&2
 fi
 if [ -s "$tmp/unexpected" ]; then
     problem "exported by $lib but not declared GPTX_API in the headers:"
     sed 's/^/    + /' "$tmp/unexpected" >&2
+fi
+
+# names exported under another node than their header's (declared and
+# exported names only: the lists above report the rest)
+LC_ALL=C join "$tmp/want_nodes" "$tmp/got_nodes" | awk '$2 != $3' >"$tmp/wrong_node"
+if [ -s "$tmp/wrong_node" ]; then
+    problem "exported under another version node than their header's (name, wanted, got; see lib/gptx.map):"
+    sed 's/^/    /' "$tmp/wrong_node" >&2
 fi
 
 # ---- SONAME ----------------------------------------------------------------

@@ -4,7 +4,7 @@
 # Installs the gptx build in <build dir> into <work dir>/prefix, then builds
 # and runs tests/packaging/downstream/main.c against the installed copy:
 #   1. cc + pkg-config (gptx.pc), shared library, run with LD_LIBRARY_PATH;
-#   2. CMake package, find_package(gptx 0.1 REQUIRED CONFIG) -> gptx::gptx;
+#   2. CMake package, find_package(gptx 0.2 REQUIRED CONFIG) -> gptx::gptx;
 #   3. CMake package -> gptx::gptx_static.
 # <work dir> is deleted first.
 #
@@ -51,13 +51,13 @@ pc=$(find "$prefix" -name gptx.pc -type f -print -quit)
 [ -n "$pc" ] || fail "gptx.pc was not installed"
 pcdir=$(dirname "$pc")
 libdir=$(cd "$pcdir/.." && pwd)
-for f in "$prefix/include/gptx/gptx.h" "$libdir/libgptx.so" "$libdir/libgptx.so.0" \
+for f in "$prefix/include/gptx/gptx.h" "$libdir/libgptx.so" "$libdir/libgptx.so.1" \
          "$libdir/libgptx.a" "$libdir/cmake/gptx/gptxConfig.cmake" \
          "$libdir/cmake/gptx/gptxConfigVersion.cmake" "$libdir/cmake/gptx/gptxTargets.cmake"; do
     [ -e "$f" ] || fail "missing installed file $f"
 done
-if readelf -d "$libdir/libgptx.so.0" | grep -E 'R(UN)?PATH' | grep -qF "$build_dir"; then
-    fail "installed libgptx.so.0 still has an RPATH into the build tree"
+if readelf -d "$libdir/libgptx.so.1" | grep -E 'R(UN)?PATH' | grep -qF "$build_dir"; then
+    fail "installed libgptx.so.1 still has an RPATH into the build tree"
 fi
 echo "installed into $prefix (libdir $libdir)"
 
@@ -82,15 +82,15 @@ read -r -a pc_libs <<<"$("$PKG_CONFIG" --libs gptx)"
 ) || fail "building against gptx.pc failed"
 if command -v "$CXX" >/dev/null 2>&1; then
     # The public header must also be usable from C++.
-    printf '#include <gptx/gptx.h>\nint main() { return gptx_version() == nullptr; }\n' |
+    printf '#include <gptx/gptx.h>\n#include <gptx/gptx_experimental.h>\nint main() { return gptx_version() == nullptr; }\n' |
         "$CXX" -x c++ -std=c++11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only \
             "${pc_cflags[@]}" - || fail "gptx.h does not compile as C++"
 fi
-readelf -d "$work/app_pkgconfig" | grep -q 'NEEDED.*\[libgptx\.so\.0\]' ||
-    fail "app_pkgconfig does not depend on libgptx.so.0"
-resolved=$(LD_LIBRARY_PATH="$libdir" ldd "$work/app_pkgconfig" | awk '$1 == "libgptx.so.0" { print $3 }')
-same_file "$resolved" "$libdir/libgptx.so.0" ||
-    fail "app_pkgconfig loads libgptx.so.0 from '$resolved', not from $libdir"
+readelf -d "$work/app_pkgconfig" | grep -q 'NEEDED.*\[libgptx\.so\.1\]' ||
+    fail "app_pkgconfig does not depend on libgptx.so.1"
+resolved=$(LD_LIBRARY_PATH="$libdir" ldd "$work/app_pkgconfig" | awk '$1 == "libgptx.so.1" { print $3 }')
+same_file "$resolved" "$libdir/libgptx.so.1" ||
+    fail "app_pkgconfig loads libgptx.so.1 from '$resolved', not from $libdir"
 LD_LIBRARY_PATH="$libdir" "$work/app_pkgconfig" || fail "app_pkgconfig failed"
 
 # ---- 2./3. CMake package ---------------------------------------------------
@@ -112,12 +112,12 @@ cmake_build() { # <name> <static ON|OFF>
             fail "$name: app links libgptx.so although gptx::gptx_static was requested"
         fi
     else
-        readelf -d "$bdir/app" | grep -q 'NEEDED.*\[libgptx\.so\.0\]' ||
-            fail "$name: app does not depend on libgptx.so.0"
+        readelf -d "$bdir/app" | grep -q 'NEEDED.*\[libgptx\.so\.1\]' ||
+            fail "$name: app does not depend on libgptx.so.1"
         # No LD_LIBRARY_PATH: CMake's build RPATH must point into the prefix.
-        resolved=$(ldd "$bdir/app" | awk '$1 == "libgptx.so.0" { print $3 }')
-        same_file "$resolved" "$libdir/libgptx.so.0" ||
-            fail "$name: app loads libgptx.so.0 from '$resolved', not from $libdir"
+        resolved=$(ldd "$bdir/app" | awk '$1 == "libgptx.so.1" { print $3 }')
+        same_file "$resolved" "$libdir/libgptx.so.1" ||
+            fail "$name: app loads libgptx.so.1 from '$resolved', not from $libdir"
     fi
     "$bdir/app" || fail "$name: app failed"
 }

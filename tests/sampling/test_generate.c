@@ -77,6 +77,8 @@ static void compare_with_reference(gptx_model *m, float temperature, int top_k, 
         check_failures++;
     }
     gptx_sampler_state sa, sb;
+    gptx_sampler_state_init(&sa);
+    gptx_sampler_state_init(&sb);
     CHECK_OK(gptx_sampler_get_state(a, &sa));
     CHECK_OK(gptx_sampler_get_state(b, &sb));
     CHECK(sa.counter == (uint64_t)n_new && sb.counter == (uint64_t)n_new);
@@ -144,6 +146,7 @@ static void test_errors(gptx_model *m) {
     prompt[2] = 3;
     CHECK(out[0] == -7 && out[1] == -7);
     gptx_sampler_state st;
+    gptx_sampler_state_init(&st);
     CHECK_OK(gptx_sampler_get_state(s, &st));
     CHECK(st.counter == 0); /* rejected calls draw nothing */
     CHECK_OK(gptx_generate(m, s, prompt, 4, 0, NULL)); /* nothing to do */

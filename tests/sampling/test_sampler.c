@@ -36,7 +36,7 @@ static gptx_sampler *make(float temperature, int top_k, float top_p, uint64_t se
 
 static uint64_t counter_of(const gptx_sampler *s) {
     gptx_sampler_state st;
-    memset(&st, 0, sizeof st);
+    gptx_sampler_state_init(&st);
     CHECK_OK(gptx_sampler_get_state(s, &st));
     return st.counter;
 }
@@ -102,6 +102,7 @@ static void test_call_errors(void) {
     CHECK(tok == 77);
     CHECK(counter_of(s) == 0); /* failed calls draw nothing */
     gptx_sampler_state st;
+    gptx_sampler_state_init(&st);
     CHECK_STATUS(gptx_sampler_get_state(s, NULL), GPTX_ERR_NULL);
     CHECK_STATUS(gptx_sampler_get_state(NULL, &st), GPTX_ERR_NULL);
     CHECK_STATUS(gptx_sampler_set_state(s, NULL), GPTX_ERR_NULL);
@@ -173,6 +174,7 @@ static void test_state(void) {
     int32_t t, first[4], again[4];
     for (int i = 0; i < 3; i++) CHECK_OK(gptx_sampler_sample(s, row, VP, V, &t));
     gptx_sampler_state st;
+    gptx_sampler_state_init(&st);
     CHECK_OK(gptx_sampler_get_state(s, &st));
     CHECK(st.seed == 99 && st.stream == 1 && st.counter == 3);
     for (int i = 0; i < 4; i++) CHECK_OK(gptx_sampler_sample(s, row, VP, V, &first[i]));
@@ -187,6 +189,7 @@ static void test_state(void) {
         CHECK(t == first[i]);
     }
     gptx_sampler_state st2;
+    gptx_sampler_state_init(&st2);
     CHECK_OK(gptx_sampler_get_state(o, &st2));
     CHECK(st2.seed == 99 && st2.stream == 1 && st2.counter == 7);
     gptx_sampler_destroy(s);

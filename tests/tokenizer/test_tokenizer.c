@@ -284,14 +284,14 @@ static void test_small_vs_large(const gptx_tokenizer *tok) {
             piece[i] = uniform ? (unsigned char)rng_next()
                                : (unsigned char)alphabet[rng_next() % (sizeof alphabet - 1)];
         size_t na = 0, nb = 0;
-        CHECK_OK(tok_bpe_piece(tok, piece, n, 0, a, &na));
-        CHECK_OK(tok_bpe_piece(tok, piece, n, 1, b, &nb));
+        CHECK_OK(gptx_tok_bpe_piece(tok, piece, n, 0, a, &na));
+        CHECK_OK(gptx_tok_bpe_piece(tok, piece, n, 1, b, &nb));
         if (na != nb || memcmp(a, b, na * sizeof *a) != 0) differ++;
     }
     CHECK(differ == 0);
     size_t n;
-    CHECK_STATUS(tok_bpe_piece(tok, piece, TOK_SMALL_PIECE + 1, 0, a, &n), GPTX_ERR_INVALID);
-    CHECK_STATUS(tok_bpe_piece(tok, piece, 0, 1, a, &n), GPTX_ERR_INVALID);
+    CHECK_STATUS(gptx_tok_bpe_piece(tok, piece, TOK_SMALL_PIECE + 1, 0, a, &n), GPTX_ERR_INVALID);
+    CHECK_STATUS(gptx_tok_bpe_piece(tok, piece, 0, 1, a, &n), GPTX_ERR_INVALID);
 }
 
 /* A megabyte without a piece boundary must not take quadratic time. */

@@ -6,10 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gptx/gptx_experimental.h>
+
 #include "check.h"
 #include "test_util.h"
 
 #define STEPS 3
+
+typedef struct {
+    int attention, fused_qkv, fused_norm_gelu, fused_adamw;
+} variants;
+
+static const variants defaults = {GPTX_ATTENTION_FLASH, 1, 1, 1};
 
 typedef struct {
     float logits_first[2 * 16 * 64];
@@ -31,11 +39,15 @@ static void read_all(gptx_model *m, float *dst, int grads) {
     }
 }
 
-static int run(const gptx_context_options *co, run_result *r) {
+static int run(const gptx_context_options *co, const variants *v, run_result *r) {
     gptx_context *ctx = NULL;
     gptx_model *m = NULL;
     gptx_optimizer *opt = NULL;
     int rc = gptx_context_create(&ctx, co);
+    if (!rc) rc = gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION, v->attention);
+    if (!rc) rc = gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_QKV, v->fused_qkv);
+    if (!rc) rc = gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_NORM_GELU, v->fused_norm_gelu);
+    if (!rc) rc = gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_ADAMW, v->fused_adamw);
     gptx_model_config c = small_config(); /* vocab 50 padded to 64, T 16, C 16, 2 heads */
     c.n_embd = 24;
     c.n_head = 3;
@@ -94,23 +106,18 @@ int main(void) {
     base.backend = GPTX_BACKEND_CPU;
     base.num_threads = 2;
     run_result ref;
-    if (run(&base, &ref)) return 1;
+    if (run(&base, &defaults, &ref)) return 1;
 
-    struct { const char *name; int attention, fused_qkv, fused_norm_gelu, fused_adamw; double tol; } v[] = {
-        {"naive attention", GPTX_ATTENTION_NAIVE, 1, 1, 1, 1e-5},
-        {"separate Q, K, V", GPTX_ATTENTION_FLASH, 0, 1, 1, 1e-5},
-        {"step-by-step LayerNorm/GELU", GPTX_ATTENTION_FLASH, 1, 0, 1, 1e-5},
-        {"unfused AdamW", GPTX_ATTENTION_FLASH, 1, 1, 0, 0.0}, /* identical arithmetic */
-        {"all unfused", GPTX_ATTENTION_NAIVE, 0, 0, 0, 1e-5},
+    struct { const char *name; variants v; double tol; } v[] = {
+        {"naive attention", {GPTX_ATTENTION_NAIVE, 1, 1, 1}, 1e-5},
+        {"separate Q, K, V", {GPTX_ATTENTION_FLASH, 0, 1, 1}, 1e-5},
+        {"step-by-step LayerNorm/GELU", {GPTX_ATTENTION_FLASH, 1, 0, 1}, 1e-5},
+        {"unfused AdamW", {GPTX_ATTENTION_FLASH, 1, 1, 0}, 0.0}, /* identical arithmetic */
+        {"all unfused", {GPTX_ATTENTION_NAIVE, 0, 0, 0}, 1e-5},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        gptx_context_options o = base;
-        o.attention = v[i].attention;
-        o.fused_qkv = v[i].fused_qkv;
-        o.fused_norm_gelu = v[i].fused_norm_gelu;
-        o.fused_adamw = v[i].fused_adamw;
         run_result r;
-        if (run(&o, &r)) { check_failures++; continue; }
+        if (run(&base, &v[i].v, &r)) { check_failures++; continue; }
         double e_logits = max_rel(r.logits_first, ref.logits_first, 2 * 16 * 64);
         double e_loss = max_rel(r.losses, ref.losses, STEPS);
         double e_grads = max_rel(r.grads, ref.grads, ref.n);
@@ -122,14 +129,40 @@ int main(void) {
         free(r.grads);
         free(r.params);
     }
-    /* invalid variant values are rejected */
+    /* invalid keys and values are rejected and change nothing; a variant set
+     * after a model exists applies to the next model only */
     gptx_context *ctx = NULL;
-    gptx_context_options o = base;
-    o.attention = 5;
-    CHECK_STATUS(gptx_context_create(&ctx, &o), GPTX_ERR_INVALID);
-    o = base;
-    o.fused_qkv = 2;
-    CHECK_STATUS(gptx_context_create(&ctx, &o), GPTX_ERR_INVALID);
+    CHECK_OK(gptx_context_create(&ctx, &base));
+    int value = -1;
+    CHECK_STATUS(gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION, 5), GPTX_ERR_INVALID);
+    CHECK_STATUS(gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_QKV, 2), GPTX_ERR_INVALID);
+    CHECK_STATUS(gptx_context_set_variant(ctx, 99, 0), GPTX_ERR_INVALID);
+    CHECK_STATUS(gptx_context_get_variant(ctx, 0, &value), GPTX_ERR_INVALID);
+    CHECK_OK(gptx_context_get_variant(ctx, GPTX_VARIANT_ATTENTION, &value));
+    CHECK(value == GPTX_ATTENTION_FLASH);
+    CHECK_OK(gptx_context_get_variant(ctx, GPTX_VARIANT_FUSED_QKV, &value));
+    CHECK(value == 1);
+    gptx_model_config c = small_config();
+    gptx_model *flash = NULL, *naive = NULL;
+    CHECK_OK(gptx_model_create(&flash, ctx, &c));
+    CHECK_OK(gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION, GPTX_ATTENTION_NAIVE));
+    CHECK_OK(gptx_model_create(&naive, ctx, &c));
+    gptx_memory_stats m0, m1, m2;
+    gptx_memory_stats_init(&m0);
+    gptx_memory_stats_init(&m1);
+    gptx_memory_stats_init(&m2);
+    int32_t in[16] = {0};
+    /* the naive model keeps (B, NH, T, T) probabilities: its activations
+     * take more memory than the flash model's */
+    CHECK_OK(gptx_context_memory(ctx, &m0));
+    CHECK_OK(gptx_model_forward(flash, in, NULL, 1, 16, NULL));
+    CHECK_OK(gptx_context_memory(ctx, &m1));
+    CHECK_OK(gptx_model_forward(naive, in, NULL, 1, 16, NULL));
+    CHECK_OK(gptx_context_memory(ctx, &m2));
+    CHECK(m2.allocated - m1.allocated > m1.allocated - m0.allocated);
+    gptx_model_destroy(flash);
+    gptx_model_destroy(naive);
+    gptx_context_destroy(ctx);
     free(ref.grads);
     free(ref.params);
     return check_exit("test_variants");
