@@ -59,20 +59,21 @@ int gptx_struct_init(void *s, size_t caller_size, const void *defaults,
     return gptx_struct_check_size(caller_size, d, func, arg);
 }
 
-int gptx_struct_read(void *dst, const void *src, const gptx_struct_desc *d, const char *func,
-                     const char *arg) {
-    size_t n = *(const size_t *)src;
+/* Copies the fields after struct_size up to n bytes, once n is known to be legal. */
+static int copy_fields(void *dst, const void *src, size_t n, const gptx_struct_desc *d,
+                       const char *func, const char *arg) {
     int rc = gptx_struct_check_size(n, d, func, arg);
     if (rc != GPTX_OK) return rc;
     memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), n - sizeof(size_t));
     return GPTX_OK;
 }
 
+int gptx_struct_read(void *dst, const void *src, const gptx_struct_desc *d, const char *func,
+                     const char *arg) {
+    return copy_fields(dst, src, *(const size_t *)src, d, func, arg);
+}
+
 int gptx_struct_write(void *dst, const void *src, const gptx_struct_desc *d, const char *func,
                       const char *arg) {
-    size_t n = *(const size_t *)dst;
-    int rc = gptx_struct_check_size(n, d, func, arg);
-    if (rc != GPTX_OK) return rc;
-    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), n - sizeof(size_t));
-    return GPTX_OK;
+    return copy_fields(dst, src, *(const size_t *)dst, d, func, arg);
 }

@@ -119,6 +119,23 @@ static void slot_free(slot *s) {
             FAIL("%s: the declared bytes differ from a full-size init", (s)->what);        \
     } while (0)
 
+/* Runs `call` (which creates an object OUT from the options OPTS) twice: on
+ * an exact-size heap copy of slot s, destroying what it made, then on s
+ * itself, whose guard is checked; the second object lands in obj. */
+#define CREATE_BOTH(T, obj, s, destroy, call) \
+    do {                                       \
+        T *OUT = NULL;                         \
+        void *OPTS = slot_exact(s);            \
+        EXPECT_OK(call);                       \
+        destroy(OUT);                          \
+        free(OPTS);                            \
+        OUT = NULL;                            \
+        OPTS = (s)->mem;                       \
+        EXPECT_OK(call);                       \
+        slot_check((s), #call);                \
+        (obj) = OUT;                           \
+    } while (0)
+
 /* declared size of struct T: complete, or ending at the field before its last */
 #define DECLARED(T, SIZE, prev) (older ? GPTX_STRUCT_END(T, prev) : (SIZE))
 
@@ -141,13 +158,7 @@ static void run(void) {
     co->backend = GPTX_BACKEND_CPU;
     co->num_threads = 1;
     gptx_context *ctx = NULL;
-    exact = slot_exact(&so);
-    gptx_context *ctx2 = NULL;
-    EXPECT_OK(gptx_context_create(&ctx2, exact));
-    gptx_context_destroy(ctx2);
-    free(exact);
-    EXPECT_OK(gptx_context_create(&ctx, co));
-    slot_check(&so, "gptx_context_create");
+    CREATE_BOTH(gptx_context, ctx, &so, gptx_context_destroy, gptx_context_create(&OUT, OPTS));
     if (!ctx) return;
     gptx_context_options got;
     gptx_context_options_init(&got);
@@ -177,13 +188,8 @@ static void run(void) {
     cfg->n_head = 2;
     cfg->n_embd = 16;
     gptx_model *model = NULL;
-    exact = slot_exact(&sc);
-    gptx_model *model2 = NULL;
-    EXPECT_OK(gptx_model_create(&model2, ctx, exact));
-    gptx_model_destroy(model2);
-    free(exact);
-    EXPECT_OK(gptx_model_create(&model, ctx, cfg));
-    slot_check(&sc, "gptx_model_create");
+    CREATE_BOTH(gptx_model, model, &sc, gptx_model_destroy,
+                gptx_model_create(&OUT, ctx, OPTS));
     if (!model) return;
     EXPECT_OK(gptx_model_init_random(model, 1));
     gptx_model_config full_cfg;
@@ -220,13 +226,8 @@ static void run(void) {
     ao->lr = 1e-3f;
     if (!older) ao->rounding_seed = 7;
     gptx_optimizer *opt = NULL;
-    exact = slot_exact(&sa);
-    gptx_optimizer *opt2 = NULL;
-    EXPECT_OK(gptx_optimizer_create(&opt2, model, exact));
-    gptx_optimizer_destroy(opt2);
-    free(exact);
-    EXPECT_OK(gptx_optimizer_create(&opt, model, ao));
-    slot_check(&sa, "gptx_optimizer_create");
+    CREATE_BOTH(gptx_optimizer, opt, &sa, gptx_optimizer_destroy,
+                gptx_optimizer_create(&OUT, model, OPTS));
     gptx_adamw_options got_ao;
     gptx_adamw_options_init(&got_ao);
     EXPECT_OK(gptx_optimizer_get_options(opt, &got_ao));
@@ -259,13 +260,8 @@ static void run(void) {
     lo->shuffle = 1;
     lo->seed = 5;
     gptx_dataloader *dl = NULL;
-    exact = slot_exact(&sl);
-    gptx_dataloader *dl2 = NULL;
-    EXPECT_OK(gptx_dataloader_create_from_tokens(&dl2, NULL, tokens, 400, exact));
-    gptx_dataloader_destroy(dl2);
-    free(exact);
-    EXPECT_OK(gptx_dataloader_create_from_tokens(&dl, NULL, tokens, 400, lo));
-    slot_check(&sl, "gptx_dataloader_create_from_tokens");
+    CREATE_BOTH(gptx_dataloader, dl, &sl, gptx_dataloader_destroy,
+                gptx_dataloader_create_from_tokens(&OUT, NULL, tokens, 400, OPTS));
     if (!dl) return;
     gptx_dataloader_options got_lo;
     gptx_dataloader_options_init(&got_lo);
@@ -320,13 +316,8 @@ static void run(void) {
               GPTX_SAMPLER_OPTIONS_SIZE);
     sop->seed = 11;
     gptx_sampler *sampler = NULL;
-    exact = slot_exact(&ss);
-    gptx_sampler *sampler2 = NULL;
-    EXPECT_OK(gptx_sampler_create(&sampler2, exact));
-    gptx_sampler_destroy(sampler2);
-    free(exact);
-    EXPECT_OK(gptx_sampler_create(&sampler, sop));
-    slot_check(&ss, "gptx_sampler_create");
+    CREATE_BOTH(gptx_sampler, sampler, &ss, gptx_sampler_destroy,
+                gptx_sampler_create(&OUT, OPTS));
     if (!sampler) return;
     gptx_sampler_options got_so;
     gptx_sampler_options_init(&got_so);
@@ -467,13 +458,7 @@ static void run(void) {
     INIT_SLOT(&sx, gptx_comm_options, gptx_comm_options_init_sized, GPTX_COMM_OPTIONS_SIZE);
     cmo->engine = GPTX_COMM_SINGLE;
     gptx_comm *comm = NULL;
-    exact = slot_exact(&sx);
-    gptx_comm *comm2 = NULL;
-    EXPECT_OK(gptx_comm_create(&comm2, ctx, exact));
-    gptx_comm_destroy(comm2);
-    free(exact);
-    EXPECT_OK(gptx_comm_create(&comm, ctx, cmo));
-    slot_check(&sx, "gptx_comm_create");
+    CREATE_BOTH(gptx_comm, comm, &sx, gptx_comm_destroy, gptx_comm_create(&OUT, ctx, OPTS));
     if (comm) {
         gptx_comm_options got_co;
         gptx_comm_options_init(&got_co);
