@@ -46,6 +46,8 @@ typedef struct {
     const char *json;
     uint64_t seed;
     int separate; /* 1: gptx_model_forward + gptx_model_backward instead of forward_backward */
+    const char *precision;   /* gptx_precision_name */
+    int stochastic_rounding; /* bf16_pure's AdamW rounding */
 } bench_args;
 
 static void usage(FILE *f) {
@@ -54,7 +56,7 @@ static void usage(FILE *f) {
             "                        [--warmup N] [--steps N] [--batch B] [--seq T]\n"
             "                        [--layers L] [--heads H] [--width C] [--vocab V]\n"
             "                        [--padded-vocab Vp] [--seed S] [--json FILE]\n"
-            "                        [--separate 0|1]\n"
+            "                        [--separate 0|1] [--precision P] [--stochastic-rounding 0|1]\n"
             "\n"
             "  --config   small:           V 50257 (Vp 50304), T 256, L 4,  H 4,  C 256, B 4 (default)\n"
             "             gpt2-124M-short: V 50257 (Vp 50304), T 256, L 12, H 12, C 768, B 2\n"
@@ -64,7 +66,9 @@ static void usage(FILE *f) {
             "  --json     also write the results as JSON to FILE\n"
             "  --separate 1 = gptx_model_forward, then gptx_model_backward (forward and backward\n"
             "             timed apart); 0 = gptx_model_forward_backward, the cross-entropy and its\n"
-            "             gradient in one pass (default 0; same numbers bit for bit)\n");
+            "             gradient in one pass (default 0; same numbers bit for bit)\n"
+            "  --precision fp32 (default), bf16 or bf16_pure (docs/precision.md)\n"
+            "  --stochastic-rounding 1 = bf16_pure's AdamW rounds stochastically (default 0)\n");
 }
 
 static int apply_config(bench_args *a, const char *name) {
@@ -127,6 +131,16 @@ static int parse_args(bench_args *a, int argc, char **argv) {
             if (rc == 0 && a->separate > 1) rc = -1;
         }
         else if (strcmp(f, "--seed") == 0) a->seed = strtoull(v, NULL, 0);
+        else if (strcmp(f, "--precision") == 0) {
+            a->precision = v;
+            if (gptx_precision_from_name(v) < 0) {
+                fprintf(stderr, "gptx-bench-train: --precision: %s\n", gptx_last_error());
+                rc = -1;
+            }
+        } else if (strcmp(f, "--stochastic-rounding") == 0) {
+            rc = parse_int(f, v, 0, &a->stochastic_rounding);
+            if (rc == 0 && a->stochastic_rounding > 1) rc = -1;
+        }
         else {
             fprintf(stderr, "gptx-bench-train: unknown option '%s'\n", f);
             usage(stderr);
@@ -230,6 +244,7 @@ int main(int argc, char **argv) {
     a.warmup = 2;
     a.steps = 10;
     a.seed = 1234;
+    a.precision = "fp32";
     if (parse_args(&a, argc, argv) != 0) return 2;
     separate_passes = a.separate;
     if (!separate_passes) { /* one call: no backward phase of its own to report */
@@ -257,7 +272,12 @@ int main(int argc, char **argv) {
     gptx_context_options_init(&copts);
     copts.backend = GPTX_BACKEND_CPU;
     copts.num_threads = a.threads;
+    copts.precision = gptx_precision_from_name(a.precision);
+    copts.stochastic_rounding = a.stochastic_rounding;
     CHECK(gptx_context_create(&ctx, &copts));
+    gptx_context_info info;
+    gptx_context_info_init(&info);
+    CHECK(gptx_context_get_info(ctx, &info));
 
     gptx_model_config cfg;
     gptx_model_config_init(&cfg);
@@ -315,9 +335,15 @@ int main(int argc, char **argv) {
     printf("parameters  : %zu total, %.0f in weight matrices used by matmuls (lm_head/wte once, "
            "no wpe)\n",
            gptx_model_num_parameters(model), pmat);
-    printf("threads     : %d (context num_threads; the pool splits every product, OpenBLAS runs "
-           "single-threaded)\n",
+    printf("threads     : %d (context num_threads; the pool splits every product, which runs "
+           "single-threaded inside its tasks)\n",
            gptx_context_num_threads(ctx));
+    printf("precision   : %s%s; products: %s; bf16 in hardware: %s\n",
+           gptx_precision_name(info.precision),
+           info.precision == GPTX_PRECISION_BF16_PURE && a.stochastic_rounding
+               ? " (stochastic rounding)" : "",
+           info.products,
+           info.bf16_native ? "yes" : "no (bf16 policies run emulated)");
     printf("passes      : %s\n", separate_passes
                                        ? "gptx_model_forward, then gptx_model_backward (--separate 1)"
                                        : "gptx_model_forward_backward (cross-entropy and its "
@@ -395,6 +421,10 @@ int main(int argc, char **argv) {
                 a.vocab, a.padded_vocab, T, a.layers, a.heads, a.width, B);
         fprintf(f, "  \"threads\": %d, \"warmup\": %d, \"steps\": %d,\n",
                 gptx_context_num_threads(ctx), a.warmup, a.steps);
+        fprintf(f, "  \"precision\": \"%s\", \"stochastic_rounding\": %d, \"products\": \"%s\", "
+                "\"bf16_native\": %s,\n",
+                gptx_precision_name(info.precision), a.stochastic_rounding, info.products,
+                info.bf16_native ? "true" : "false");
         fprintf(f, "  \"parameters\": %zu, \"matmul_parameters\": %.0f,\n",
                 gptx_model_num_parameters(model), pmat);
         fprintf(f, "  \"flops_per_token\": %.0f, \"flops_per_step\": %.0f,\n", flops_per_token,

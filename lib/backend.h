@@ -152,6 +152,10 @@ typedef struct gptx_backend_ops {
     int (*download_param)(gptx_backend *be, float *host, const float *src, size_t n);
     int (*fill_param)(gptx_backend *be, float *dst, float value, size_t n);
 
+    /* OPTIONAL: what computes, for gptx_context_get_info (NULL: products
+     * "unknown", bf16_native 0); fills info->bf16_native and info->products. */
+    void (*describe)(const gptx_backend *be, gptx_context_info *info);
+
     /* OPTIONAL (may be NULL, e.g. CPU: callers fall back to malloc/free):
      * page-locked host memory for fast asynchronous uploads (data loader batches). */
     int (*host_alloc_pinned)(gptx_backend *be, size_t bytes, void **ptr);

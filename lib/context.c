@@ -165,6 +165,25 @@ int gptx_context_get_options(const gptx_context *ctx, gptx_context_options *opts
     return gptx_struct_write(opts, &ctx->opts, &gptx_desc_context_options, __func__, "opts");
 }
 
+int gptx_context_info_init_sized(gptx_context_info *info, size_t size) {
+    static const gptx_context_info empty = {.struct_size = GPTX_CONTEXT_INFO_SIZE};
+    return gptx_struct_init(info, size, &empty, &gptx_desc_context_info, __func__, "info");
+}
+
+int gptx_context_get_info(const gptx_context *ctx, gptx_context_info *info) {
+    GPTX_CHECK_NULL(ctx);
+    GPTX_CHECK_NULL(info);
+    GPTX_TRY(gptx_struct_check_size(info->struct_size, &gptx_desc_context_info, __func__, "info"));
+    gptx_context_info full;
+    gptx_context_info_init(&full);
+    snprintf(full.backend, sizeof full.backend, "%s", ctx->ops->name);
+    full.precision = ctx->precision;
+    full.num_threads = ctx->ops->num_threads(ctx->be);
+    snprintf(full.products, sizeof full.products, "unknown");
+    if (ctx->ops->describe) ctx->ops->describe(ctx->be, &full);
+    return gptx_struct_write(info, &full, &gptx_desc_context_info, __func__, "info");
+}
+
 int gptx_context_memory(const gptx_context *ctx, gptx_memory_stats *stats) {
     GPTX_CHECK_NULL(ctx);
     GPTX_CHECK_NULL(stats);

@@ -27,5 +27,8 @@ unsigned gptx_features(void) {
 #ifdef GPTX_HAVE_MPI
     f |= GPTX_FEATURE_MPI;
 #endif
+#ifdef GPTX_HAVE_DNNL
+    f |= GPTX_FEATURE_DNNL;
+#endif
     return f;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cpu_backend.h"
+#include "cpu_bf16.h"
 #include "cpu_math.h"
 #include "errors.h"
 
@@ -23,6 +24,18 @@ typedef struct {
     int B, T, C, NH;
     float *scratch; /* per task: 2 * BLOCK * T floats */
 } attn_args;
+
+/* One (batch, head): its q, k, v rows (and dq, dk, dv) ld_qkv floats apart,
+ * its out, dout and saved-out rows ld_o apart, and its T log-sum-exps. The
+ * fp32 tasks point into the (B, T, 3C) and (B, T, C) buffers; the bf16 ones
+ * into widened copies (cpu_attention_bf16 below). */
+typedef struct {
+    const float *q, *k, *v, *dout, *outc;
+    float *out, *dq, *dk, *dv;
+    float *lse;
+    const float *lsec;
+    size_t ld_qkv, ld_o;
+} head_view;
 
 /* p[s] = exp(p[s] - shift) for s <= last, 0 after it; returns the sum. */
 GPTX_CPU_HOT static float gptx_cpu_exp_row_causal(float *p, int T, int last, float shift) {
@@ -49,74 +62,98 @@ GPTX_CPU_HOT static float gptx_cpu_attn_dot(const float *x, const float *y, int 
     return gptx_lanes_total(acc);
 }
 
-static void attn_fwd_task(void *vp, int task) {
-    attn_args *a = vp;
-    int C = a->C, C3 = 3 * C, T = a->T, NH = a->NH, hs = C / NH;
-    int b = task / NH, h = task % NH;
-    float *S = a->scratch + (size_t)task * 2 * BLOCK * T;
+/* Forward of one head: out = softmax(q k^T * scale, causal) v, lse per row.
+ * S: BLOCK * T floats. */
+static void attn_fwd_head(const head_view *hv, int T, int hs, float *S) {
     float scale = 1.0f / sqrtf((float)hs);
-    const float *q = a->qkv + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+    int ldq = (int)hv->ld_qkv, ldo = (int)hv->ld_o;
     for (int t0 = 0; t0 < T; t0 += BLOCK) {
         int nq = T - t0 < BLOCK ? T - t0 : BLOCK, nk = t0 + nq; /* keys 0 .. t0+nq-1 */
         // S (nq, nk) = Q_blk @ K^T * scale
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, scale,
-                    q + (size_t)t0 * C3, C3, k, C3, 0.0f, S, nk);
+                    hv->q + (size_t)t0 * ldq, ldq, hv->k, ldq, 0.0f, S, nk);
         for (int i = 0; i < nq; i++) {
             float *p = S + (size_t)i * nk;
             int t = t0 + i;
             float mx = gptx_cpu_attn_row_max(p, t + 1);
             float sum = gptx_cpu_exp_row_causal(p, nk, t, mx), inv = 1.0f / sum;
             for (int s = 0; s <= t; s++) p[s] *= inv;
-            a->lse[((size_t)b * NH + h) * T + t] = mx + logf(sum);
+            hv->lse[t] = mx + logf(sum);
         }
         // O_blk (nq, hs) = P @ V
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hs, nk, 1.0f, S, nk, v, C3,
-                    0.0f, a->out + ((size_t)b * T + t0) * C + h * hs, C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hs, nk, 1.0f, S, nk, hv->v,
+                    ldq, 0.0f, hv->out + (size_t)t0 * ldo, ldo);
     }
 }
 
-static void attn_bwd_task(void *vp, int task) {
-    attn_args *a = vp;
-    int C = a->C, C3 = 3 * C, T = a->T, NH = a->NH, hs = C / NH;
-    int b = task / NH, h = task % NH;
-    float *P = a->scratch + (size_t)task * 2 * BLOCK * T, *dP = P + (size_t)BLOCK * T;
+/* Backward of one head: dq, dk, dv (overwritten) from dout, recomputing the
+ * probabilities from q, k and the saved lse. P: 2 * BLOCK * T floats. */
+static void attn_bwd_head(const head_view *hv, int T, int hs, float *P) {
+    float *dP = P + (size_t)BLOCK * T;
     float scale = 1.0f / sqrtf((float)hs);
-    const float *q = a->qkv + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
-    float *dq = a->dqkv + (size_t)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+    int ldq = (int)hv->ld_qkv, ldo = (int)hv->ld_o;
     for (int t = 0; t < T; t++) {
-        memset(dk + (size_t)t * C3, 0, (size_t)hs * sizeof(float));
-        memset(dv + (size_t)t * C3, 0, (size_t)hs * sizeof(float));
+        memset(hv->dk + (size_t)t * ldq, 0, (size_t)hs * sizeof(float));
+        memset(hv->dv + (size_t)t * ldq, 0, (size_t)hs * sizeof(float));
     }
     for (int t0 = 0; t0 < T; t0 += BLOCK) {
         int nq = T - t0 < BLOCK ? T - t0 : BLOCK, nk = t0 + nq;
-        const float *dO = a->dout + ((size_t)b * T + t0) * C + h * hs;
+        const float *dO = hv->dout + (size_t)t0 * ldo;
         // P (nq, nk) = exp(Q_blk @ K^T * scale - lse), causal
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, scale,
-                    q + (size_t)t0 * C3, C3, k, C3, 0.0f, P, nk);
+                    hv->q + (size_t)t0 * ldq, ldq, hv->k, ldq, 0.0f, P, nk);
         for (int i = 0; i < nq; i++)
-            gptx_cpu_exp_row_causal(P + (size_t)i * nk, nk, t0 + i,
-                           a->lsec[((size_t)b * NH + h) * T + t0 + i]);
+            gptx_cpu_exp_row_causal(P + (size_t)i * nk, nk, t0 + i, hv->lsec[t0 + i]);
         // dV (nk, hs) += P^T @ dO_blk
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, P, nk, dO, C, 1.0f,
-                    dv, C3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, P, nk, dO, ldo,
+                    1.0f, hv->dv, ldq);
         // dP (nq, nk) = dO_blk @ V^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, 1.0f, dO, C, v, C3, 0.0f,
-                    dP, nk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hs, 1.0f, dO, ldo, hv->v,
+                    ldq, 0.0f, dP, nk);
         // dS = P * (dP - D) * scale, D = dO . O per row
         for (int i = 0; i < nq; i++) {
-            const float *o = a->outc + ((size_t)b * T + t0 + i) * C + h * hs;
-            const float *g = dO + (size_t)i * C;
+            const float *o = hv->outc + (size_t)(t0 + i) * ldo;
+            const float *g = dO + (size_t)i * ldo;
             float D = gptx_cpu_attn_dot(g, o, hs);
             float *ds = dP + (size_t)i * nk;
             const float *p = P + (size_t)i * nk;
             for (int s = 0; s < nk; s++) ds[s] = p[s] * (ds[s] - D) * scale;
         }
         // dQ_blk (nq, hs) = dS @ K; dK (nk, hs) += dS^T @ Q_blk
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hs, nk, 1.0f, dP, nk, k, C3,
-                    0.0f, dq + (size_t)t0 * C3, C3);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hs, nk, 1.0f, dP, nk, hv->k,
+                    ldq, 0.0f, hv->dq + (size_t)t0 * ldq, ldq);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hs, nq, 1.0f, dP, nk,
-                    q + (size_t)t0 * C3, C3, 1.0f, dk, C3);
+                    hv->q + (size_t)t0 * ldq, ldq, 1.0f, hv->dk, ldq);
     }
+}
+
+/* The fp32 head (b, h) of task: views into the model's own buffers. */
+static head_view fp32_head(const attn_args *a, int task) {
+    int C = a->C, T = a->T, NH = a->NH, hs = C / NH;
+    int b = task / NH, h = task % NH;
+    size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs, ooff = (size_t)b * T * C + (size_t)h * hs;
+    size_t loff = ((size_t)b * NH + h) * T;
+    head_view v = {.ld_qkv = 3 * (size_t)C, .ld_o = (size_t)C};
+    if (a->qkv) v.q = a->qkv + qoff, v.k = v.q + C, v.v = v.q + 2 * C;
+    if (a->dqkv) v.dq = a->dqkv + qoff, v.dk = v.dq + C, v.dv = v.dq + 2 * C;
+    if (a->out) v.out = a->out + ooff;
+    if (a->dout) v.dout = a->dout + ooff;
+    if (a->outc) v.outc = a->outc + ooff;
+    if (a->lse) v.lse = a->lse + loff;
+    if (a->lsec) v.lsec = a->lsec + loff;
+    return v;
+}
+
+static void attn_fwd_task(void *vp, int task) {
+    attn_args *a = vp;
+    head_view v = fp32_head(a, task);
+    attn_fwd_head(&v, a->T, a->C / a->NH, a->scratch + (size_t)task * 2 * BLOCK * a->T);
+}
+
+static void attn_bwd_task(void *vp, int task) {
+    attn_args *a = vp;
+    head_view v = fp32_head(a, task);
+    attn_bwd_head(&v, a->T, a->C / a->NH, a->scratch + (size_t)task * 2 * BLOCK * a->T);
 }
 
 /* Runs B*NH tasks with single-threaded products inside them. */
@@ -142,4 +179,93 @@ int gptx_cpu_attention_backward(gptx_backend *be, float *dqkv, const float *dout
     attn_args a = {.dqkv = dqkv, .qkv = qkv, .dout = dout, .outc = out, .lsec = lse, .B = B,
                    .T = T, .C = C, .NH = NH};
     return run_heads(be, &a, attn_bwd_task);
+}
+
+/* ---- bf16 storage ----------------------------------------------------------------- */
+
+/* A head's q, k, v (and out, dout) are widened into the worker's scratch as
+ * (T, hs) blocks, the fp32 head code runs on them, and its out (or dq, dk,
+ * dv) is rounded into the bf16 buffer once: the result is the fp32
+ * attention of the widened inputs. Per worker: 2 * BLOCK * T + 8 * T * hs
+ * floats. */
+typedef struct {
+    uint16_t *out, *dqkv;
+    const uint16_t *qkv, *dout, *outc;
+    float *lse;
+    const float *lsec;
+    int T, C, NH;
+    float *scratch;
+    size_t per_worker;
+} attn_bf16_args;
+
+/* rows t of a (T, hs) block to or from a strided bf16 buffer */
+static void gather(float *dst, const uint16_t *src, size_t ld, int T, int hs) {
+    for (int t = 0; t < T; t++) gptx_cpu_bf16_widen(dst + (size_t)t * hs, src + (size_t)t * ld, hs);
+}
+
+static void scatter(uint16_t *dst, size_t ld, const float *src, int T, int hs) {
+    for (int t = 0; t < T; t++) gptx_cpu_bf16_narrow(dst + (size_t)t * ld, src + (size_t)t * hs, hs);
+}
+
+static void attn_bf16_item(void *vp, int worker, size_t item, int backward) {
+    attn_bf16_args *a = vp;
+    int C = a->C, T = a->T, NH = a->NH, hs = C / NH;
+    int b = (int)item / NH, h = (int)item % NH;
+    size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs, ooff = (size_t)b * T * C + (size_t)h * hs;
+    size_t loff = ((size_t)b * NH + h) * T, th = (size_t)T * hs;
+    float *S = a->scratch + (size_t)worker * a->per_worker, *blk = S + 2 * (size_t)BLOCK * T;
+    head_view v = {.q = blk, .k = blk + th, .v = blk + 2 * th, .ld_qkv = (size_t)hs,
+                   .ld_o = (size_t)hs};
+    gather(blk, a->qkv + qoff, 3 * (size_t)C, T, hs);
+    gather(blk + th, a->qkv + qoff + C, 3 * (size_t)C, T, hs);
+    gather(blk + 2 * th, a->qkv + qoff + 2 * (size_t)C, 3 * (size_t)C, T, hs);
+    if (!backward) {
+        v.out = blk + 3 * th;
+        v.lse = a->lse + loff;
+        attn_fwd_head(&v, T, hs, S);
+        scatter(a->out + ooff, (size_t)C, v.out, T, hs);
+        return;
+    }
+    float *dO = blk + 3 * th, *O = blk + 4 * th, *dq = blk + 5 * th;
+    gather(dO, a->dout + ooff, (size_t)C, T, hs);
+    gather(O, a->outc + ooff, (size_t)C, T, hs);
+    v.dout = dO, v.outc = O, v.lsec = a->lsec + loff;
+    v.dq = dq, v.dk = dq + th, v.dv = dq + 2 * th;
+    attn_bwd_head(&v, T, hs, S);
+    scatter(a->dqkv + qoff, 3 * (size_t)C, v.dq, T, hs);
+    scatter(a->dqkv + qoff + C, 3 * (size_t)C, v.dk, T, hs);
+    scatter(a->dqkv + qoff + 2 * (size_t)C, 3 * (size_t)C, v.dv, T, hs);
+}
+
+static void attn_fwd_bf16_item(void *vp, int worker, size_t item) {
+    attn_bf16_item(vp, worker, item, 0);
+}
+
+static void attn_bwd_bf16_item(void *vp, int worker, size_t item) {
+    attn_bf16_item(vp, worker, item, 1);
+}
+
+static int run_heads_bf16(gptx_backend *be, attn_bf16_args *a, int B, gptx_cpu_item_fn fn) {
+    a->per_worker = 2 * (size_t)BLOCK * a->T + 8 * (size_t)a->T * (a->C / a->NH);
+    a->scratch = gptx_cpu_scratch(be, (size_t)be->nthreads * a->per_worker * sizeof(float));
+    if (!a->scratch) return GPTX_ERR_NO_MEMORY;
+    gptx_cpu_blas_single();
+    gptx_cpu_run_items(be, (size_t)B * a->NH, fn, a);
+    return GPTX_OK;
+}
+
+int gptx_cpu_attention_forward_bf16(gptx_backend *be, float *out, float *lse, const float *qkv,
+                                    int B, int T, int C, int NH) {
+    attn_bf16_args a = {.out = (uint16_t *)out, .qkv = (const uint16_t *)qkv, .lse = lse,
+                        .T = T, .C = C, .NH = NH};
+    return run_heads_bf16(be, &a, B, attn_fwd_bf16_item);
+}
+
+int gptx_cpu_attention_backward_bf16(gptx_backend *be, float *dqkv, const float *dout,
+                                     const float *qkv, const float *out, const float *lse, int B,
+                                     int T, int C, int NH) {
+    attn_bf16_args a = {.dqkv = (uint16_t *)dqkv, .qkv = (const uint16_t *)qkv,
+                        .dout = (const uint16_t *)dout, .outc = (const uint16_t *)out,
+                        .lsec = lse, .T = T, .C = C, .NH = NH};
+    return run_heads_bf16(be, &a, B, attn_bwd_bf16_item);
 }

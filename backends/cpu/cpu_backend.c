@@ -3,12 +3,18 @@
 #include "cpu_backend.h"
 
 #include <cblas.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cpu_bf16.h"
 #include "errors.h"
+#ifdef GPTX_HAVE_DNNL
+#include "cpu_dnnl.h"
+#endif
 
 /* Every buffer starts with a header that remembers its size, so free() can
  * keep the accounting exact; 64 bytes keeps the payload cache-line aligned. */
@@ -20,13 +26,31 @@
 #define CPU_HUGE_MIN ((size_t)4 << 20)
 #define CPU_HUGE_ALIGN ((size_t)2 << 20)
 
+/* The policy the options ask for, or why the CPU backend cannot give it. */
+static int cpu_policy(const gptx_context_options *opts, int *precision) {
+    int p = opts->precision == GPTX_PRECISION_DEFAULT ? GPTX_PRECISION_FP32 : opts->precision;
+    const char *name = gptx_precision_name(p) ? gptx_precision_name(p) : "invalid";
+    *precision = p;
+    if (p == GPTX_PRECISION_FP32) return GPTX_OK;
+    if (p == GPTX_PRECISION_BF16 || p == GPTX_PRECISION_BF16_PURE) {
+#ifdef GPTX_HAVE_DNNL
+        return GPTX_OK;
+#else
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "options.precision is %s, but this build of gptx has no oneDNN for the "
+                         "cpu backend's bf16 products (build with libdnnl-dev installed, or "
+                         "-DGPTX_DNNL=ON)", name);
+#endif
+    }
+    return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                     "options.precision is %s; the cpu backend offers fp32, bf16 and bf16_pure",
+                     name);
+}
+
 static int cpu_create(gptx_backend **out, const gptx_context_options *opts) {
     *out = NULL;
-    if (opts->precision != GPTX_PRECISION_DEFAULT && opts->precision != GPTX_PRECISION_FP32)
-        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
-                         "the cpu backend computes in fp32 only; options.precision is %s",
-                         gptx_precision_name(opts->precision) ? gptx_precision_name(opts->precision)
-                                                              : "invalid");
+    int precision = GPTX_PRECISION_FP32;
+    GPTX_TRY(cpu_policy(opts, &precision));
     int n = opts->num_threads;
     if (n == 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -40,17 +64,72 @@ static int cpu_create(gptx_backend **out, const gptx_context_options *opts) {
         return rc;
     }
     be->nthreads = n;
+    be->precision = precision;
+    be->act_bf16 = precision == GPTX_PRECISION_BF16 || precision == GPTX_PRECISION_BF16_PURE;
+    be->param_bf16 = precision == GPTX_PRECISION_BF16_PURE;
+    be->stochastic_rounding = be->param_bf16 && opts->stochastic_rounding;
     /* The context's thread count governs the products too: the pool splits
-     * them and OpenBLAS itself runs single-threaded (cpu_gemm.c). */
+     * them and OpenBLAS (and oneDNN) run single-threaded inside its tasks
+     * (cpu_gemm.c, cpu_dnnl.c). */
     gptx_cpu_blas_single();
+#ifdef GPTX_HAVE_DNNL
+    if (be->act_bf16) rc = gptx_cpu_dnnl_create(&be->dnnl, n);
+#endif
+    if (rc != GPTX_OK) {
+        gptx_threadpool_destroy(be->pool);
+        free(be);
+        return rc;
+    }
     *out = be;
     return GPTX_OK;
 }
 
 static void cpu_destroy(gptx_backend *be) {
     if (!be) return;
+#ifdef GPTX_HAVE_DNNL
+    gptx_cpu_dnnl_destroy(be->dnnl);
+#endif
+    free(be->scratch);
     gptx_threadpool_destroy(be->pool);
     free(be);
+}
+
+void *gptx_cpu_scratch(gptx_backend *be, size_t bytes) {
+    if (bytes <= be->scratch_bytes) return be->scratch;
+    free(be->scratch);
+    be->allocated -= be->scratch_bytes;
+    be->reserved -= be->scratch_bytes;
+    be->scratch_bytes = 0;
+    be->scratch = malloc(bytes);
+    if (!be->scratch) {
+        GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu bytes of conversion scratch)", bytes);
+        return NULL;
+    }
+    be->scratch_bytes = bytes;
+    be->allocated += bytes;
+    be->reserved += bytes;
+    if (be->allocated > be->peak) be->peak = be->allocated;
+    return be->scratch;
+}
+
+typedef struct {
+    gptx_cpu_item_fn fn;
+    void *arg;
+    size_t nitems;
+    atomic_size_t next;
+} items_run;
+
+static void items_worker(void *vp, int worker) {
+    items_run *r = vp;
+    for (size_t i = atomic_fetch_add(&r->next, 1); i < r->nitems; i = atomic_fetch_add(&r->next, 1))
+        r->fn(r->arg, worker, i);
+}
+
+void gptx_cpu_run_items(gptx_backend *be, size_t nitems, gptx_cpu_item_fn fn, void *arg) {
+    if (nitems == 0) return;
+    items_run r = {fn, arg, nitems, 0};
+    int workers = nitems < (size_t)be->nthreads ? (int)nitems : be->nthreads;
+    gptx_threadpool_run(be->pool, workers, items_worker, &r);
 }
 
 static int cpu_num_threads(const gptx_backend *be) { return be->nthreads; }
@@ -89,6 +168,9 @@ static void cpu_free(gptx_backend *be, void *ptr) {
 static int cpu_memory_stats(const gptx_backend *be, gptx_memory_stats *stats) {
     stats->allocated = be->allocated;
     stats->reserved = be->reserved;
+#ifdef GPTX_HAVE_DNNL
+    stats->reserved += gptx_cpu_dnnl_scratch_bytes(be->dnnl); /* oneDNN's scratchpads */
+#endif
     stats->peak = be->peak;
     return GPTX_OK;
 }
@@ -141,6 +223,169 @@ static int cpu_fill_f32(gptx_backend *be, float *dst, float value, size_t n) {
     return GPTX_OK;
 }
 
+/* ---- precision: the policy's storage and the bf16 conversions -------------------- */
+
+static int cpu_precision(const gptx_backend *be) { return be->precision; }
+
+static void cpu_storage(const gptx_backend *be, gptx_backend_storage *out) {
+    out->act_bytes = be->act_bf16 ? 2 : 4;
+    /* bf16: the ops read a bf16 copy of the fp32 master weights; bf16_pure:
+     * the bf16 parameters themselves */
+    out->wcopy_bytes = be->act_bf16 && !be->param_bf16 ? 2 : 0;
+    out->param_bytes = be->param_bf16 ? 2 : 4;
+}
+
+static int cpu_download_act(gptx_backend *be, float *host, const float *src, size_t n) {
+    return be->act_bf16 ? gptx_cpu_bf16_buffer_to_f32(be, host, src, n) : cpu_download_f32(be, host, src, n);
+}
+
+static int cpu_fill_act(gptx_backend *be, float *dst, float value, size_t n) {
+    return be->act_bf16 ? gptx_cpu_bf16_buffer_fill(be, dst, value, n) : cpu_fill_f32(be, dst, value, n);
+}
+
+static int cpu_convert_weights(gptx_backend *be, float *copy, const float *params, size_t n) {
+    if (!be->act_bf16 || be->param_bf16)
+        return GPTX_FAIL(GPTX_ERR_STATE, "the %s policy keeps no weight copy",
+                         gptx_precision_name(be->precision));
+    return gptx_cpu_bf16_buffer_from_f32(be, copy, params, n);
+}
+
+static int cpu_upload_param(gptx_backend *be, float *dst, const float *host, size_t n) {
+    return be->param_bf16 ? gptx_cpu_bf16_buffer_from_f32(be, dst, host, n)
+                          : cpu_upload_f32(be, dst, host, n);
+}
+
+static int cpu_download_param(gptx_backend *be, float *host, const float *src, size_t n) {
+    return be->param_bf16 ? gptx_cpu_bf16_buffer_to_f32(be, host, src, n)
+                          : cpu_download_f32(be, host, src, n);
+}
+
+static int cpu_fill_param(gptx_backend *be, float *dst, float value, size_t n) {
+    return be->param_bf16 ? gptx_cpu_bf16_buffer_fill(be, dst, value, n) : cpu_fill_f32(be, dst, value, n);
+}
+
+static void cpu_describe(const gptx_backend *be, gptx_context_info *info) {
+    info->bf16_native = gptx_cpu_bf16_hardware();
+#ifdef GPTX_HAVE_DNNL
+    if (be->dnnl) {
+        snprintf(info->products, sizeof info->products, "%s", gptx_cpu_dnnl_describe(be->dnnl));
+        return;
+    }
+#endif
+    /* "OpenBLAS 0.3.21 NO_LAPACKE ...": the version is the first two words */
+    const char *cfg = openblas_get_config();
+    int len = 0;
+    for (int words = 0; cfg && cfg[len] && words < 2; len++)
+        if (cfg[len] == ' ' && ++words == 2) break;
+    snprintf(info->products, sizeof info->products, "%.*s sgemm (%s)", len, cfg ? cfg : "OpenBLAS",
+             openblas_get_corename());
+}
+
+/* ---- ops: the fp32 kernels, or their bf16 forms under the bf16 policies ---------- */
+
+#define CPU_OP(name, params, args)                                                         \
+    static int cpu_##name params {                                                         \
+        return be->act_bf16 ? gptx_cpu_##name##_bf16 args : gptx_cpu_##name args;          \
+    }
+
+CPU_OP(embedding_forward, (gptx_backend *be, float *out, const int32_t *inp, const float *wte,
+                           const float *wpe, int B, int T, int C),
+       (be, out, inp, wte, wpe, B, T, C))
+CPU_OP(embedding_backward, (gptx_backend *be, float *dwte, float *dwpe, const float *dout,
+                            const int32_t *inp, int B, int T, int C),
+       (be, dwte, dwpe, dout, inp, B, T, C))
+CPU_OP(layernorm_forward, (gptx_backend *be, float *out, float *mean, float *rstd,
+                           const float *inp, const float *w, const float *b, int N, int C,
+                           float eps),
+       (be, out, mean, rstd, inp, w, b, N, C, eps))
+CPU_OP(layernorm_backward, (gptx_backend *be, float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w,
+                            const float *mean, const float *rstd, int N, int C),
+       (be, dinp, dw, db, dout, inp, w, mean, rstd, N, C))
+CPU_OP(matmul_forward, (gptx_backend *be, float *out, const float *inp, const float *w,
+                        const float *bias, int N, int C, int OC),
+       (be, out, inp, w, bias, N, C, OC))
+CPU_OP(matmul_backward, (gptx_backend *be, float *dinp, float *dw, float *dbias,
+                         const float *dout, const float *inp, const float *w, int N, int C,
+                         int OC),
+       (be, dinp, dw, dbias, dout, inp, w, N, C, OC))
+CPU_OP(attention_forward, (gptx_backend *be, float *out, float *lse, const float *qkv, int B,
+                           int T, int C, int NH),
+       (be, out, lse, qkv, B, T, C, NH))
+CPU_OP(attention_backward, (gptx_backend *be, float *dqkv, const float *dout, const float *qkv,
+                            const float *out, const float *lse, int B, int T, int C, int NH),
+       (be, dqkv, dout, qkv, out, lse, B, T, C, NH))
+CPU_OP(gelu_forward, (gptx_backend *be, float *out, const float *inp, size_t n),
+       (be, out, inp, n))
+CPU_OP(gelu_backward, (gptx_backend *be, float *dinp, const float *inp, const float *dout,
+                       size_t n),
+       (be, dinp, inp, dout, n))
+CPU_OP(residual_forward, (gptx_backend *be, float *out, const float *a, const float *b,
+                          size_t n),
+       (be, out, a, b, n))
+CPU_OP(crossentropy_forward, (gptx_backend *be, float *losses, float *lse, float *logits,
+                              const int32_t *targets, int N, int V, int Vp, int mask_padded),
+       (be, losses, lse, logits, targets, N, V, Vp, mask_padded))
+CPU_OP(crossentropy_backward, (gptx_backend *be, float *logits, const float *lse,
+                               const int32_t *targets, int N, int V, int Vp, float dloss),
+       (be, logits, lse, targets, N, V, Vp, dloss))
+CPU_OP(crossentropy_fused, (gptx_backend *be, float *losses, float *lse, float *logits,
+                            const int32_t *targets, int N, int V, int Vp, int mask_padded,
+                            float dloss),
+       (be, losses, lse, logits, targets, N, V, Vp, mask_padded, dloss))
+
+/* AdamW: the fp32 kernel for fp32 parameters (fp32 and bf16 mixed) */
+static int cpu_adamw(gptx_backend *be, float *params, const float *grads, float *m, float *v,
+                     const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h) {
+    return be->param_bf16 ? gptx_cpu_adamw_bf16(be, params, grads, m, v, ranges, nranges, h)
+                          : gptx_cpu_adamw(be, params, grads, m, v, ranges, nranges, h);
+}
+
+/* The ablation variants are fp32 kernels only. */
+static int variant_fp32_only(const gptx_backend *be, const char *variant) {
+    if (!be->act_bf16) return GPTX_OK;
+    return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                     "the cpu backend offers the %s variant under the fp32 policy only (the "
+                     "context's policy is %s)",
+                     variant, gptx_precision_name(be->precision));
+}
+
+#define CPU_VARIANT(name, variant, params, args)                                           \
+    static int cpu_##name params {                                                         \
+        GPTX_TRY(variant_fp32_only(be, variant));                                          \
+        return gptx_cpu_##name args;                                                       \
+    }
+
+CPU_VARIANT(attention_naive_forward, "naive attention",
+            (gptx_backend *be, float *out, float *att, const float *mask, const float *qkv, int B,
+             int T, int C, int NH),
+            (be, out, att, mask, qkv, B, T, C, NH))
+CPU_VARIANT(attention_naive_backward, "naive attention",
+            (gptx_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
+             const float *att, int B, int T, int C, int NH),
+            (be, dqkv, datt, dout, qkv, att, B, T, C, NH))
+CPU_VARIANT(layernorm_forward_unfused, "step-by-step LayerNorm",
+            (gptx_backend *be, float *out, float *mean, float *rstd, const float *inp,
+             const float *w, const float *b, int N, int C, float eps),
+            (be, out, mean, rstd, inp, w, b, N, C, eps))
+CPU_VARIANT(layernorm_backward_unfused, "step-by-step LayerNorm",
+            (gptx_backend *be, float *dinp, float *dw, float *db, const float *dout,
+             const float *inp, const float *w, const float *mean, const float *rstd, int N,
+             int C),
+            (be, dinp, dw, db, dout, inp, w, mean, rstd, N, C))
+CPU_VARIANT(gelu_forward_unfused, "step-by-step GELU",
+            (gptx_backend *be, float *out, const float *inp, size_t n), (be, out, inp, n))
+CPU_VARIANT(gelu_backward_unfused, "step-by-step GELU",
+            (gptx_backend *be, float *dinp, const float *inp, const float *dout, size_t n),
+            (be, dinp, inp, dout, n))
+CPU_VARIANT(qkv_interleave, "separate Q, K, V",
+            (gptx_backend *be, float *qkv, const float *q, const float *k, const float *v, int N,
+             int C),
+            (be, qkv, q, k, v, N, C))
+CPU_VARIANT(qkv_split, "separate Q, K, V",
+            (gptx_backend *be, float *q, float *k, float *v, const float *qkv, int N, int C),
+            (be, q, k, v, qkv, N, C))
+
 static const gptx_backend_ops cpu_ops = {
     .name = "cpu",
     .create = cpu_create,
@@ -155,31 +400,40 @@ static const gptx_backend_ops cpu_ops = {
     .download_f32 = cpu_download_f32,
     .upload_i32 = cpu_upload_i32,
     .fill_f32 = cpu_fill_f32,
-    .embedding_forward = gptx_cpu_embedding_forward,
-    .embedding_backward = gptx_cpu_embedding_backward,
-    .layernorm_forward = gptx_cpu_layernorm_forward,
-    .layernorm_backward = gptx_cpu_layernorm_backward,
-    .matmul_forward = gptx_cpu_matmul_forward,
-    .matmul_backward = gptx_cpu_matmul_backward,
-    .attention_forward = gptx_cpu_attention_forward,
-    .attention_backward = gptx_cpu_attention_backward,
-    .gelu_forward = gptx_cpu_gelu_forward,
-    .gelu_backward = gptx_cpu_gelu_backward,
-    .residual_forward = gptx_cpu_residual_forward,
-    .crossentropy_forward = gptx_cpu_crossentropy_forward,
-    .crossentropy_backward = gptx_cpu_crossentropy_backward,
-    .crossentropy_fused = gptx_cpu_crossentropy_fused,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .residual_forward = cpu_residual_forward,
+    .crossentropy_forward = cpu_crossentropy_forward,
+    .crossentropy_backward = cpu_crossentropy_backward,
+    .crossentropy_fused = cpu_crossentropy_fused,
     .sum_to_host = gptx_cpu_sum_to_host,
     .sum_squares_to_host = gptx_cpu_sum_squares_to_host,
-    .adamw = gptx_cpu_adamw,
-    .attention_naive_forward = gptx_cpu_attention_naive_forward,
-    .attention_naive_backward = gptx_cpu_attention_naive_backward,
-    .layernorm_forward_unfused = gptx_cpu_layernorm_forward_unfused,
-    .layernorm_backward_unfused = gptx_cpu_layernorm_backward_unfused,
-    .gelu_forward_unfused = gptx_cpu_gelu_forward_unfused,
-    .gelu_backward_unfused = gptx_cpu_gelu_backward_unfused,
-    .qkv_interleave = gptx_cpu_qkv_interleave,
-    .qkv_split = gptx_cpu_qkv_split,
+    .adamw = cpu_adamw,
+    .precision = cpu_precision,
+    .storage = cpu_storage,
+    .download_act = cpu_download_act,
+    .fill_act = cpu_fill_act,
+    .convert_weights = cpu_convert_weights,
+    .upload_param = cpu_upload_param,
+    .download_param = cpu_download_param,
+    .fill_param = cpu_fill_param,
+    .describe = cpu_describe,
+    .attention_naive_forward = cpu_attention_naive_forward,
+    .attention_naive_backward = cpu_attention_naive_backward,
+    .layernorm_forward_unfused = cpu_layernorm_forward_unfused,
+    .layernorm_backward_unfused = cpu_layernorm_backward_unfused,
+    .gelu_forward_unfused = cpu_gelu_forward_unfused,
+    .gelu_backward_unfused = cpu_gelu_backward_unfused,
+    .qkv_interleave = cpu_qkv_interleave,
+    .qkv_split = cpu_qkv_split,
 };
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void) { return &cpu_ops; }

@@ -9,11 +9,32 @@
 #include "backend.h"
 #include "cpu_threadpool.h"
 
+struct gptx_cpu_dnnl;
+
 struct gptx_backend {
     gptx_threadpool *pool;
     int nthreads;
     uint64_t allocated, reserved, peak;
+    /* precision policy (docs/precision.md): fp32, or bf16 storage */
+    int precision;           /* resolved gptx_precision */
+    int act_bf16;            /* activations and the weights ops read are bf16 */
+    int param_bf16;          /* parameters and AdamW moments are bf16 (BF16_PURE) */
+    int stochastic_rounding; /* BF16_PURE's AdamW rounds stochastically */
+    struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), NULL under fp32 */
+    void *scratch;              /* bf16 kernels' conversion buffers (gptx_cpu_scratch) */
+    size_t scratch_bytes;
 };
+
+/* A buffer of at least `bytes` for the op being run (caller thread; valid
+ * until the next call), counted in the memory report; NULL when out of
+ * memory (the message is set). */
+void *gptx_cpu_scratch(gptx_backend *be, size_t bytes);
+
+/* fn(arg, worker, item) for every item in [0, nitems), on at most
+ * be->nthreads workers that take items in turn; worker in [0, nthreads)
+ * names per-worker scratch. Each item's result depends on the item alone. */
+typedef void (*gptx_cpu_item_fn)(void *arg, int worker, size_t item);
+void gptx_cpu_run_items(gptx_backend *be, size_t nitems, gptx_cpu_item_fn fn, void *arg);
 
 /* Splits [0, n) into ntasks nearly equal parts; part i is [*lo, *hi). */
 static inline void gptx_cpu_split(size_t n, int ntasks, int i, size_t *lo, size_t *hi) {
@@ -27,6 +48,46 @@ static inline int gptx_cpu_ntasks(const struct gptx_backend *be, size_t n) {
     if (t > n) t = n;
     return t < 1 ? 1 : (int)t;
 }
+
+/* The fp32 kernels' tasks and rows (cpu_ops.c), also run by the bf16
+ * kernels (cpu_ops_bf16.c) on converted copies, so that a bf16 op computes
+ * exactly what the fp32 op computes from the widened inputs. A task with
+ * ntasks = 1 covers everything its arguments name. */
+typedef struct {
+    float *out, *mean, *rstd;
+    const float *inp, *w, *b;
+    int N, C;
+    float eps;
+    int ntasks;
+} gptx_cpu_ln_fwd_args;
+typedef struct {
+    float *dinp, *dw, *db;
+    const float *dout, *inp, *w, *mean, *rstd;
+    int N, C;
+    int ntasks;
+} gptx_cpu_ln_bwd_args;
+typedef struct {
+    float *out;
+    const float *x, *y;
+    size_t n;
+    int ntasks;
+} gptx_cpu_ew_args;
+typedef struct {
+    float *losses, *logits; /* logits: (N, Vp), or NULL when rows come from elsewhere */
+    float *stats;           /* 3N: lse, max, sum per row */
+    const int32_t *targets;
+    int N, V, Vp, mask;
+    float dloss;
+    int ntasks;
+} gptx_cpu_ce_args;
+void gptx_cpu_ln_fwd_task(void *vp, int task);
+void gptx_cpu_ln_bwd_rows_task(void *vp, int task);
+void gptx_cpu_ln_bwd_cols_task(void *vp, int task);
+void gptx_cpu_gelu_fwd_task(void *vp, int task);
+void gptx_cpu_gelu_bwd_task(void *vp, int task);
+void gptx_cpu_residual_task(void *vp, int task);
+void gptx_cpu_ce_row_forward(gptx_cpu_ce_args *a, size_t n, float *row, int store_exp);
+void gptx_cpu_ce_row_gradient(gptx_cpu_ce_args *a, size_t n, float *row, int exp_done);
 
 /* Kernels (cpu_ops.c, cpu_attention.c), matching gptx_backend_ops entries. */
 int gptx_cpu_embedding_forward(gptx_backend *be, float *out, const int32_t *inp, const float *wte,
@@ -93,5 +154,49 @@ int gptx_cpu_qkv_split(gptx_backend *be, float *q, float *k, float *v, const flo
                        int C);
 int gptx_cpu_adamw(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                    const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
+
+/* bf16 storage (cpu_ops_bf16.c, cpu_attention.c): the same entries with every
+ * [act] and [w] argument bf16 (uint16_t behind the float pointers), [p] bf16
+ * when be->param_bf16. cpu_backend.c picks them when be->act_bf16. */
+int gptx_cpu_embedding_forward_bf16(gptx_backend *be, float *out, const int32_t *inp,
+                                    const float *wte, const float *wpe, int B, int T, int C);
+int gptx_cpu_embedding_backward_bf16(gptx_backend *be, float *dwte, float *dwpe,
+                                     const float *dout, const int32_t *inp, int B, int T, int C);
+int gptx_cpu_layernorm_forward_bf16(gptx_backend *be, float *out, float *mean, float *rstd,
+                                    const float *inp, const float *w, const float *b, int N,
+                                    int C, float eps);
+int gptx_cpu_layernorm_backward_bf16(gptx_backend *be, float *dinp, float *dw, float *db,
+                                     const float *dout, const float *inp, const float *w,
+                                     const float *mean, const float *rstd, int N, int C);
+int gptx_cpu_matmul_forward_bf16(gptx_backend *be, float *out, const float *inp, const float *w,
+                                 const float *bias, int N, int C, int OC);
+int gptx_cpu_matmul_backward_bf16(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                                  const float *dout, const float *inp, const float *w, int N,
+                                  int C, int OC);
+int gptx_cpu_attention_forward_bf16(gptx_backend *be, float *out, float *lse, const float *qkv,
+                                    int B, int T, int C, int NH);
+int gptx_cpu_attention_backward_bf16(gptx_backend *be, float *dqkv, const float *dout,
+                                     const float *qkv, const float *out, const float *lse, int B,
+                                     int T, int C, int NH);
+int gptx_cpu_gelu_forward_bf16(gptx_backend *be, float *out, const float *inp, size_t n);
+int gptx_cpu_gelu_backward_bf16(gptx_backend *be, float *dinp, const float *inp,
+                                const float *dout, size_t n);
+int gptx_cpu_residual_forward_bf16(gptx_backend *be, float *out, const float *a, const float *b,
+                                   size_t n);
+int gptx_cpu_crossentropy_forward_bf16(gptx_backend *be, float *losses, float *lse,
+                                       float *logits, const int32_t *targets, int N, int V,
+                                       int Vp, int mask_padded);
+int gptx_cpu_crossentropy_backward_bf16(gptx_backend *be, float *logits, const float *lse,
+                                        const int32_t *targets, int N, int V, int Vp,
+                                        float dloss);
+int gptx_cpu_crossentropy_fused_bf16(gptx_backend *be, float *losses, float *lse, float *logits,
+                                     const int32_t *targets, int N, int V, int Vp,
+                                     int mask_padded, float dloss);
+int gptx_cpu_adamw_bf16(gptx_backend *be, float *params, const float *grads, float *m, float *v,
+                        const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
+/* host fp32 <-> bf16 buffers, on the pool */
+int gptx_cpu_bf16_buffer_from_f32(gptx_backend *be, void *dst, const float *src, size_t n);
+int gptx_cpu_bf16_buffer_to_f32(gptx_backend *be, float *dst, const void *src, size_t n);
+int gptx_cpu_bf16_buffer_fill(gptx_backend *be, void *dst, float value, size_t n);
 
 #endif

@@ -80,16 +80,9 @@ int gptx_cpu_embedding_backward(gptx_backend *be, float *dwte, float *dwpe, cons
 
 /* ---- layernorm ---------------------------------------------------------- */
 
-typedef struct {
-    float *out, *mean, *rstd;
-    const float *inp, *w, *b;
-    int N, C;
-    float eps;
-    int ntasks;
-} ln_fwd_args;
 
-GPTX_CPU_HOT static void gptx_cpu_ln_fwd_task(void *vp, int task) {
-    ln_fwd_args *a = vp;
+GPTX_CPU_HOT void gptx_cpu_ln_fwd_task(void *vp, int task) {
+    gptx_cpu_ln_fwd_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
     for (size_t n = lo; n < hi; n++) {
@@ -112,21 +105,15 @@ GPTX_CPU_HOT static void gptx_cpu_ln_fwd_task(void *vp, int task) {
 int gptx_cpu_layernorm_forward(gptx_backend *be, float *out, float *mean, float *rstd,
                                const float *inp, const float *w, const float *b, int N, int C,
                                float eps) {
-    ln_fwd_args a = {out, mean, rstd, inp, w, b, N, C, eps, gptx_cpu_ntasks(be, (size_t)N)};
+    gptx_cpu_ln_fwd_args a = {out, mean, rstd, inp, w, b, N, C, eps, gptx_cpu_ntasks(be, (size_t)N)};
     gptx_threadpool_run(be->pool, a.ntasks, gptx_cpu_ln_fwd_task, &a);
     return GPTX_OK;
 }
 
-typedef struct {
-    float *dinp, *dw, *db;
-    const float *dout, *inp, *w, *mean, *rstd;
-    int N, C;
-    int ntasks;
-} ln_bwd_args;
 
 /* Pass 1, per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w. */
-GPTX_CPU_HOT static void gptx_cpu_ln_bwd_rows_task(void *vp, int task) {
-    ln_bwd_args *a = vp;
+GPTX_CPU_HOT void gptx_cpu_ln_bwd_rows_task(void *vp, int task) {
+    gptx_cpu_ln_bwd_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
     for (size_t n = lo; n < hi; n++) {
@@ -156,8 +143,8 @@ GPTX_CPU_HOT static void gptx_cpu_ln_bwd_rows_task(void *vp, int task) {
 }
 
 /* Pass 2, per block of channels: dw += sum_n dout * xhat, db += sum_n dout. */
-GPTX_CPU_HOT static void gptx_cpu_ln_bwd_cols_task(void *vp, int task) {
-    ln_bwd_args *a = vp;
+GPTX_CPU_HOT void gptx_cpu_ln_bwd_cols_task(void *vp, int task) {
+    gptx_cpu_ln_bwd_args *a = vp;
     int c0 = task * COL_BLOCK, c1 = c0 + COL_BLOCK < a->C ? c0 + COL_BLOCK : a->C;
     float dw[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
     for (size_t n = 0; n < (size_t)a->N; n++) {
@@ -177,7 +164,7 @@ GPTX_CPU_HOT static void gptx_cpu_ln_bwd_cols_task(void *vp, int task) {
 int gptx_cpu_layernorm_backward(gptx_backend *be, float *dinp, float *dw, float *db,
                                 const float *dout, const float *inp, const float *w,
                                 const float *mean, const float *rstd, int N, int C) {
-    ln_bwd_args a = {dinp, dw, db, dout, inp, w, mean, rstd, N, C, gptx_cpu_ntasks(be, (size_t)N)};
+    gptx_cpu_ln_bwd_args a = {dinp, dw, db, dout, inp, w, mean, rstd, N, C, gptx_cpu_ntasks(be, (size_t)N)};
     gptx_threadpool_run(be->pool, a.ntasks, gptx_cpu_ln_bwd_rows_task, &a);
     gptx_threadpool_run(be->pool, (C + COL_BLOCK - 1) / COL_BLOCK, gptx_cpu_ln_bwd_cols_task, &a);
     return GPTX_OK;
@@ -249,15 +236,9 @@ int gptx_cpu_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *db
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 
-typedef struct {
-    float *out;
-    const float *x, *y;
-    size_t n;
-    int ntasks;
-} ew_args;
 
-GPTX_CPU_HOT static void gptx_cpu_gelu_fwd_task(void *vp, int task) {
-    ew_args *a = vp;
+GPTX_CPU_HOT void gptx_cpu_gelu_fwd_task(void *vp, int task) {
+    gptx_cpu_ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
     for (size_t i = lo; i < hi; i++) {
@@ -267,8 +248,8 @@ GPTX_CPU_HOT static void gptx_cpu_gelu_fwd_task(void *vp, int task) {
     }
 }
 
-GPTX_CPU_HOT static void gptx_cpu_gelu_bwd_task(void *vp, int task) {
-    ew_args *a = vp;
+GPTX_CPU_HOT void gptx_cpu_gelu_bwd_task(void *vp, int task) {
+    gptx_cpu_ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
     for (size_t i = lo; i < hi; i++) {
@@ -282,8 +263,8 @@ GPTX_CPU_HOT static void gptx_cpu_gelu_bwd_task(void *vp, int task) {
     }
 }
 
-GPTX_CPU_HOT static void gptx_cpu_residual_task(void *vp, int task) {
-    ew_args *a = vp;
+GPTX_CPU_HOT void gptx_cpu_residual_task(void *vp, int task) {
+    gptx_cpu_ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
     for (size_t i = lo; i < hi; i++) a->out[i] = a->x[i] + a->y[i];
@@ -291,7 +272,7 @@ GPTX_CPU_HOT static void gptx_cpu_residual_task(void *vp, int task) {
 
 static int run_elementwise(gptx_backend *be, gptx_task_fn fn, float *out, const float *x,
                            const float *y, size_t n) {
-    ew_args a = {out, x, y, n, gptx_cpu_ntasks(be, (n + 4095) / 4096)};
+    gptx_cpu_ew_args a = {out, x, y, n, gptx_cpu_ntasks(be, (n + 4095) / 4096)};
     gptx_threadpool_run(be->pool, a.ntasks, fn, &a);
     return GPTX_OK;
 }
@@ -312,14 +293,6 @@ int gptx_cpu_residual_forward(gptx_backend *be, float *out, const float *a, cons
 
 /* ---- softmax cross-entropy ------------------------------------------------ */
 
-typedef struct {
-    float *losses, *logits;
-    float *stats; /* 3N: lse, max, sum per row (ce_stats) */
-    const int32_t *targets;
-    int N, V, Vp, mask;
-    float dloss;
-    int ntasks;
-} ce_args;
 
 GPTX_CPU_HOT static float gptx_cpu_row_max(const float *row, int n) { return gptx_max(row, n); }
 
@@ -362,18 +335,19 @@ static ce_stats ce_stats_of(float *lse, int N) {
     return (ce_stats){lse, lse + N, lse + 2 * (size_t)N};
 }
 
-/* Row n's forward: masks the padded columns, saves the statistics and the
- * loss. With store_exp (fused), the softmax numerators exp(logit - max)
- * replace the logits (0 in masked columns) for gptx_cpu_ce_row_gradient. */
-static void ce_row_forward(ce_args *a, size_t n, int store_exp) {
-    float *row = a->logits + n * a->Vp;
+/* Row n's forward on row (its logits): masks the padded columns, saves the
+ * statistics and the loss. With store_exp (fused), the softmax numerators
+ * exp(logit - max) replace the logits (0 in masked columns) for
+ * gptx_cpu_ce_row_gradient. */
+void gptx_cpu_ce_row_forward(gptx_cpu_ce_args *a, size_t n, float *row, int store_exp) {
     int ncols = a->mask ? a->V : a->Vp; /* columns inside the softmax */
     if (a->mask)
         for (int j = a->V; j < a->Vp; j++) row[j] = -INFINITY;
     int32_t t = a->targets ? a->targets[n] : GPTX_IGNORE_INDEX;
     float target_logit = t == GPTX_IGNORE_INDEX ? 0.0f : row[t];
-    /* the next row streams in from memory while this one is computed */
-    const float *next = n + 1 < (size_t)a->N ? row + a->Vp : NULL;
+    /* the next row streams in from memory while this one is computed (rows
+     * of a->logits; a row converted elsewhere has no next) */
+    const float *next = a->logits && n + 1 < (size_t)a->N ? a->logits + (n + 1) * a->Vp : NULL;
     float mx = gptx_cpu_row_max(row, ncols);
     float sum = gptx_cpu_row_sum_exp(row, store_exp ? row : NULL, ncols, mx, next);
     if (store_exp && a->mask)
@@ -386,12 +360,12 @@ static void ce_row_forward(ce_args *a, size_t n, int store_exp) {
     if (a->targets) a->losses[n] = t == GPTX_IGNORE_INDEX ? 0.0f : lse - target_logit;
 }
 
-/* Row n becomes d(dloss * loss_n)/dlogits = dloss * (softmax - onehot), in
+/* Row n (at row) becomes d(dloss * loss_n)/dlogits = dloss * (softmax - onehot), in
  * place: softmax_j = exp(x_j - max) * (1 / sum), from the logits (exp_done
  * 0; masked columns hold -inf and give 0) or from ce_row_forward's stored
  * numerators (exp_done 1). Both give the same bits. */
-GPTX_CPU_HOT static void gptx_cpu_ce_row_gradient(ce_args *a, size_t n, int exp_done) {
-    float *row = a->logits + n * a->Vp;
+GPTX_CPU_HOT void gptx_cpu_ce_row_gradient(gptx_cpu_ce_args *a, size_t n, float *row,
+                                           int exp_done) {
     int32_t t = a->targets[n];
     if (t == GPTX_IGNORE_INDEX) {
         memset(row, 0, (size_t)a->Vp * sizeof *row);
@@ -407,34 +381,35 @@ GPTX_CPU_HOT static void gptx_cpu_ce_row_gradient(ce_args *a, size_t n, int exp_
 }
 
 static void ce_fwd_task(void *vp, int task) {
-    ce_args *a = vp;
+    gptx_cpu_ce_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
-    for (size_t n = lo; n < hi; n++) ce_row_forward(a, n, 0);
+    for (size_t n = lo; n < hi; n++) gptx_cpu_ce_row_forward(a, n, a->logits + n * a->Vp, 0);
 }
 
 static void ce_bwd_task(void *vp, int task) {
-    ce_args *a = vp;
+    gptx_cpu_ce_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
-    for (size_t n = lo; n < hi; n++) gptx_cpu_ce_row_gradient(a, n, 0);
+    for (size_t n = lo; n < hi; n++) gptx_cpu_ce_row_gradient(a, n, a->logits + n * a->Vp, 0);
 }
 
 /* Both per row while the row is in cache: one trip through memory and one
  * exp per logit instead of two; the same bits as the two passes. */
 static void ce_fused_task(void *vp, int task) {
-    ce_args *a = vp;
+    gptx_cpu_ce_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
     for (size_t n = lo; n < hi; n++) {
-        ce_row_forward(a, n, 1);
-        gptx_cpu_ce_row_gradient(a, n, 1);
+        float *row = a->logits + n * a->Vp;
+        gptx_cpu_ce_row_forward(a, n, row, 1);
+        gptx_cpu_ce_row_gradient(a, n, row, 1);
     }
 }
 
 int gptx_cpu_crossentropy_forward(gptx_backend *be, float *losses, float *lse, float *logits,
                                   const int32_t *targets, int N, int V, int Vp, int mask_padded) {
-    ce_args a = {losses, logits, lse, targets, N, V, Vp, mask_padded, 0.0f,
+    gptx_cpu_ce_args a = {losses, logits, lse, targets, N, V, Vp, mask_padded, 0.0f,
                  gptx_cpu_ntasks(be, (size_t)N)};
     gptx_threadpool_run(be->pool, a.ntasks, ce_fwd_task, &a);
     return GPTX_OK;
@@ -443,7 +418,7 @@ int gptx_cpu_crossentropy_forward(gptx_backend *be, float *losses, float *lse, f
 int gptx_cpu_crossentropy_backward(gptx_backend *be, float *logits, const float *lse,
                                    const int32_t *targets, int N, int V, int Vp, float dloss) {
     /* reads only the statistics of crossentropy_forward */
-    ce_args a = {NULL, logits, (float *)lse, targets, N, V, Vp, 0, dloss,
+    gptx_cpu_ce_args a = {NULL, logits, (float *)lse, targets, N, V, Vp, 0, dloss,
                  gptx_cpu_ntasks(be, (size_t)N)};
     gptx_threadpool_run(be->pool, a.ntasks, ce_bwd_task, &a);
     return GPTX_OK;
@@ -452,7 +427,7 @@ int gptx_cpu_crossentropy_backward(gptx_backend *be, float *logits, const float 
 int gptx_cpu_crossentropy_fused(gptx_backend *be, float *losses, float *lse, float *logits,
                                 const int32_t *targets, int N, int V, int Vp, int mask_padded,
                                 float dloss) {
-    ce_args a = {losses, logits, lse, targets, N, V, Vp, mask_padded, dloss,
+    gptx_cpu_ce_args a = {losses, logits, lse, targets, N, V, Vp, mask_padded, dloss,
                  gptx_cpu_ntasks(be, (size_t)N)};
     gptx_threadpool_run(be->pool, a.ntasks, ce_fused_task, &a);
     return GPTX_OK;
@@ -465,7 +440,7 @@ typedef struct {
     size_t n;
     double *partials;
     int squares;
-} reduce_args;
+} redugptx_cpu_ce_args;
 
 /* A full chunk is read as four quarter streams at once: one sequential
  * stream per core leaves bandwidth unused here (a 496 MB sum of squares on 2
@@ -475,7 +450,7 @@ typedef struct {
 #define QUARTER (REDUCE_CHUNK / 4)
 
 GPTX_CPU_HOT static void gptx_cpu_reduce_task(void *vp, int task) {
-    reduce_args *a = vp;
+    redugptx_cpu_ce_args *a = vp;
     size_t lo = (size_t)task * REDUCE_CHUNK;
     size_t hi = lo + REDUCE_CHUNK < a->n ? lo + REDUCE_CHUNK : a->n;
     const float *x = a->x + lo;
@@ -510,7 +485,7 @@ static int reduce(gptx_backend *be, double *out, const float *x, size_t n, int s
     double stack[64];
     double *partials = nchunks <= 64 ? stack : malloc(nchunks * sizeof *partials);
     if (!partials) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    reduce_args a = {x, n, partials, squares};
+    redugptx_cpu_ce_args a = {x, n, partials, squares};
     gptx_threadpool_run(be->pool, (int)nchunks, gptx_cpu_reduce_task, &a);
     double s = 0.0;
     for (size_t i = 0; i < nchunks; i++) s += partials[i];

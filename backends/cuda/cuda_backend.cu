@@ -258,6 +258,12 @@ GPTX_CUDA_FN void gptx_cuda_free(gptx_backend *be, void *ptr) {
     gptx_cuda_cache_free(&be->cache, ptr);
 }
 
+GPTX_CUDA_FN void gptx_cuda_describe(const gptx_backend *be, gptx_context_info *info) {
+    info->bf16_native = be->cc_major >= 8; /* bf16 tensor cores from Ampere on */
+    snprintf(info->products, sizeof info->products, "cuBLASLt on %.60s (sm_%d%d)", be->device_name,
+             be->cc_major, be->cc_minor);
+}
+
 GPTX_CUDA_FN int gptx_cuda_memory_stats(const gptx_backend *be, gptx_memory_stats *stats) {
     stats->allocated = be->cache.allocated;
     stats->reserved = be->cache.reserved + be->lt_workspace_bytes;

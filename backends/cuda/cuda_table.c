@@ -43,6 +43,7 @@ static const gptx_backend_ops cuda_table = {
     .upload_param = gptx_cuda_upload_param,
     .download_param = gptx_cuda_download_param,
     .fill_param = gptx_cuda_fill_param,
+    .describe = gptx_cuda_describe,
     .host_alloc_pinned = gptx_cuda_host_alloc_pinned,
     .host_free_pinned = gptx_cuda_host_free_pinned,
     .residual_layernorm_forward = gptx_cuda_residual_layernorm_forward,

@@ -56,7 +56,8 @@ typedef enum gptx_feature {
     GPTX_FEATURE_BLAS = 1u << 1, /* CPU matrix products through BLAS */
     GPTX_FEATURE_CUDA = 1u << 2, /* CUDA backend compiled in */
     GPTX_FEATURE_NCCL = 1u << 3, /* NCCL communicator compiled in */
-    GPTX_FEATURE_MPI = 1u << 4   /* MPI communicator compiled in */
+    GPTX_FEATURE_MPI = 1u << 4,  /* MPI communicator compiled in */
+    GPTX_FEATURE_DNNL = 1u << 5  /* CPU bf16 policies (products through oneDNN) compiled in */
 } gptx_feature;
 GPTX_API unsigned gptx_features(void);
 
@@ -133,8 +134,9 @@ typedef struct gptx_context_options {
     int device;           /* device ordinal (CUDA); ignored on CPU */
     int num_threads;      /* CPU worker threads incl. BLAS; 0 = number of online cores */
     int deterministic;    /* 1 = bitwise repeatable results (CPU: also across thread counts) */
-    /* Numeric precision policy (gptx_precision). The CPU backend accepts
-     * only DEFAULT and FP32; see docs/cuda.md for the CUDA policies. */
+    /* Numeric precision policy (gptx_precision; docs/precision.md). The CPU
+     * backend offers FP32 (its default) and, in builds with oneDNN
+     * (GPTX_FEATURE_DNNL), BF16 and BF16_PURE; CUDA all of them. */
     int precision;
     /* 1 = BF16_PURE rounds each updated parameter and moment stochastically
      * (reproducible: keyed by seed, step and index); 0 = round to nearest
@@ -178,6 +180,26 @@ GPTX_API int gptx_context_precision(const gptx_context *ctx);
 GPTX_API const char *gptx_precision_name(int precision);
 /* The gptx_precision for a name of gptx_precision_name, or GPTX_ERR_INVALID. */
 GPTX_API int gptx_precision_from_name(const char *name);
+
+/* What computes under this context, for reports and benchmarks. */
+typedef struct gptx_context_info {
+    size_t struct_size;  /* filled by gptx_context_info_init */
+    char backend[16];    /* "cpu" or "cuda" */
+    int precision;       /* the policy in effect (gptx_context_precision) */
+    int num_threads;     /* the context's threads (CPU) */
+    /* 1 = the hardware converts and multiplies bf16 itself (CPU: AVX512_BF16,
+     * with AMX-BF16 where oneDNN finds it; CUDA: compute capability 8.0 or
+     * newer); 0 = bf16 would be emulated (slower, the same results) */
+    int bf16_native;
+    /* what runs the matrix products under this policy, e.g. "OpenBLAS 0.3.21
+     * sgemm (SkylakeX)" or "oneDNN 2.6.3 brg:avx512_core_amx_bf16" */
+    char products[96];
+} gptx_context_info;
+#define GPTX_CONTEXT_INFO_SIZE GPTX_STRUCT_END(gptx_context_info, products)
+
+GPTX_API int gptx_context_info_init_sized(gptx_context_info *info, size_t size);
+#define gptx_context_info_init(info) gptx_context_info_init_sized((info), GPTX_CONTEXT_INFO_SIZE)
+GPTX_API int gptx_context_get_info(const gptx_context *ctx, gptx_context_info *info);
 
 /* Memory the library holds through this context, in bytes.
  * allocated: bytes in live buffers (parameters, gradients, optimizer state,

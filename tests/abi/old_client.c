@@ -174,6 +174,20 @@ static void run(void) {
     slot_free(&go);
     slot_free(&so);
 
+    /* context info (out): last field products */
+    slot sf;
+    gptx_context_info *ci = slot_new(&sf, "gptx_context_info",
+                                     DECLARED(gptx_context_info, GPTX_CONTEXT_INFO_SIZE,
+                                              bf16_native),
+                                     sizeof *ci);
+    INIT_SLOT(&sf, gptx_context_info, gptx_context_info_init_sized, GPTX_CONTEXT_INFO_SIZE);
+    EXPECT_OK(gptx_context_get_info(ctx, ci));
+    slot_check(&sf, "gptx_context_get_info");
+    EXPECT(strcmp(ci->backend, "cpu") == 0 && ci->precision == GPTX_PRECISION_FP32 &&
+           ci->num_threads == 1);
+    if (!older) EXPECT(strstr(ci->products, "sgemm") != NULL);
+    slot_free(&sf);
+
     /* model config: last field layernorm_eps (default 1e-5) */
     slot sc;
     gptx_model_config *cfg = slot_new(&sc, "gptx_model_config",

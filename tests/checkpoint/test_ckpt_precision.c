@@ -27,13 +27,25 @@ static void test_options(void) {
     REQUIRE_OK_VOID(gptx_context_create(&ctx, &o));
     CHECK(gptx_context_precision(ctx) == GPTX_PRECISION_FP32);
     gptx_context_destroy(ctx);
-    int others[] = {GPTX_PRECISION_TF32, GPTX_PRECISION_BF16, GPTX_PRECISION_BF16_PURE};
-    for (int i = 0; i < 3; i++) {
-        o.precision = others[i];
+    /* tf32 is a CUDA policy; bf16 and bf16_pure need oneDNN in the build */
+    o.precision = GPTX_PRECISION_TF32;
+    ctx = NULL;
+    CHECK(gptx_context_create(&ctx, &o) == GPTX_ERR_UNSUPPORTED && ctx == NULL);
+    CHECK_MSG("tf32");
+    CHECK_MSG("fp32, bf16 and bf16_pure");
+    int bf16[] = {GPTX_PRECISION_BF16, GPTX_PRECISION_BF16_PURE};
+    for (int i = 0; i < 2; i++) {
+        o.precision = bf16[i];
         ctx = NULL;
-        CHECK(gptx_context_create(&ctx, &o) == GPTX_ERR_UNSUPPORTED && ctx == NULL);
-        CHECK_MSG(gptx_precision_name(others[i]));
-        CHECK_MSG("fp32 only");
+        int rc = gptx_context_create(&ctx, &o);
+        if (gptx_features() & GPTX_FEATURE_DNNL) {
+            CHECK(rc == GPTX_OK && gptx_context_precision(ctx) == bf16[i]);
+        } else {
+            CHECK(rc == GPTX_ERR_UNSUPPORTED && ctx == NULL);
+            CHECK_MSG(gptx_precision_name(bf16[i]));
+            CHECK_MSG("no oneDNN");
+        }
+        gptx_context_destroy(ctx);
     }
     o.precision = 5;
     CHECK(gptx_context_create(&ctx, &o) == GPTX_ERR_INVALID);

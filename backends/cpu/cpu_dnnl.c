@@ -1,0 +1,295 @@
+/* bf16 matrix products on oneDNN's matmul primitive (cpu_dnnl.h). */
+#include "cpu_dnnl.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_backend.h"
+#include "cpu_bf16.h"
+#include "errors.h"
+
+/* Two functions of the OpenMP API, from the runtime oneDNN was built on
+ * (libgomp, linked by cmake/GptxDnnl.cmake); declared here so that nothing in
+ * gptx is compiled with -fopenmp. */
+int omp_get_max_threads(void);
+void omp_set_num_threads(int n);
+
+/* Every oneDNN call runs with the calling thread's OpenMP team size at 1
+ * (oneDNN also reads it when a primitive is created, to plan its work):
+ * the pool is the only parallelism, and the caller's setting is restored. */
+static int omp_single_enter(void) {
+    int prev = omp_get_max_threads();
+    if (prev != 1) omp_set_num_threads(1);
+    return prev;
+}
+
+static void omp_single_leave(int prev) {
+    if (prev != 1) omp_set_num_threads(prev);
+}
+
+typedef struct {
+    int M, N, K;
+    size_t a_row, a_col, b_row, b_col, ldc;
+    int c_f32, accumulate, bias;
+} prim_key;
+
+typedef struct {
+    prim_key key;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t a, b, c, bias, scratch;
+    size_t scratch_bytes;
+} prim_entry;
+
+/* Distinct tile shapes of a model's products: a few per weight matrix. */
+#define CACHE_CAP 256
+
+struct gptx_cpu_dnnl {
+    dnnl_engine_t engine;
+    int nworkers;
+    dnnl_stream_t *streams; /* one per worker */
+    void **scratch;         /* one scratchpad per worker */
+    size_t scratch_bytes;
+    prim_entry cache[CACHE_CAP];
+    int ncache, evict;
+    char describe[128];
+};
+
+static int dnnl_failed(dnnl_status_t st, const char *what) {
+    return GPTX_FAIL(st == dnnl_out_of_memory ? GPTX_ERR_NO_MEMORY : GPTX_ERR_BACKEND,
+                     "oneDNN: %s failed (dnnl_status_t %d)", what, (int)st);
+}
+
+#define DNNL_TRY(call)                                              \
+    do {                                                            \
+        dnnl_status_t dnnl_try_st_ = (call);                        \
+        if (dnnl_try_st_ != dnnl_success) {                         \
+            rc = dnnl_failed(dnnl_try_st_, #call);                  \
+            goto done;                                              \
+        }                                                           \
+    } while (0)
+
+static int make_primitive(gptx_cpu_dnnl *d, const prim_key *k, prim_entry *e) {
+    int rc = GPTX_OK;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    memset(e, 0, sizeof *e);
+    e->key = *k;
+    dnnl_dims_t da = {k->M, k->K}, sa = {(dnnl_dim_t)k->a_row, (dnnl_dim_t)k->a_col};
+    dnnl_dims_t db = {k->K, k->N}, sb = {(dnnl_dim_t)k->b_row, (dnnl_dim_t)k->b_col};
+    dnnl_dims_t dc = {k->M, k->N}, sc = {(dnnl_dim_t)k->ldc, 1};
+    dnnl_dims_t dbias = {1, k->N}, sbias = {k->N, 1};
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&e->a, 2, da, dnnl_bf16, sa));
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&e->b, 2, db, dnnl_bf16, sb));
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&e->c, 2, dc, k->c_f32 ? dnnl_f32 : dnnl_bf16, sc));
+    if (k->bias) DNNL_TRY(dnnl_memory_desc_init_by_strides(&e->bias, 2, dbias, dnnl_bf16, sbias));
+    dnnl_matmul_desc_t md;
+    DNNL_TRY(dnnl_matmul_desc_init(&md, &e->a, &e->b, k->bias ? &e->bias : NULL, &e->c));
+    DNNL_TRY(dnnl_primitive_attr_create(&attr));
+    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (k->accumulate) {
+        DNNL_TRY(dnnl_post_ops_create(&post));
+        DNNL_TRY(dnnl_post_ops_append_sum(post, 1.0f));
+        DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, post));
+    }
+    DNNL_TRY(dnnl_primitive_desc_create(&pd, &md, attr, d->engine, NULL));
+    e->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    e->scratch_bytes = dnnl_memory_desc_get_size(&e->scratch);
+    DNNL_TRY(dnnl_primitive_create(&e->prim, pd));
+done:
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (post) dnnl_post_ops_destroy(post);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return rc;
+}
+
+/* The cached primitive for k, created on first use (caller thread only). */
+static int lookup(gptx_cpu_dnnl *d, const prim_key *k, prim_entry **out) {
+    for (int i = 0; i < d->ncache; i++)
+        if (memcmp(&d->cache[i].key, k, sizeof *k) == 0) {
+            *out = &d->cache[i];
+            return GPTX_OK;
+        }
+    int slot = d->ncache < CACHE_CAP ? d->ncache++ : d->evict++ % CACHE_CAP;
+    if (d->cache[slot].prim) dnnl_primitive_destroy(d->cache[slot].prim);
+    int rc = make_primitive(d, k, &d->cache[slot]);
+    if (rc != GPTX_OK) {
+        memset(&d->cache[slot], 0, sizeof d->cache[slot]);
+        if (slot == d->ncache - 1) d->ncache--;
+        return rc;
+    }
+    *out = &d->cache[slot];
+    return GPTX_OK;
+}
+
+static int grow_scratch(gptx_cpu_dnnl *d, size_t bytes) {
+    if (bytes <= d->scratch_bytes) return GPTX_OK;
+    for (int w = 0; w < d->nworkers; w++) {
+        free(d->scratch[w]);
+        d->scratch[w] = malloc(bytes);
+        if (!d->scratch[w]) {
+            d->scratch_bytes = 0;
+            return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (oneDNN scratchpad of %zu "
+                                                 "bytes)", bytes);
+        }
+    }
+    d->scratch_bytes = bytes;
+    return GPTX_OK;
+}
+
+/* ---- one product ------------------------------------------------------------- */
+
+typedef struct {
+    gptx_cpu_dnnl *d;
+    const gptx_cpu_matmul *mm;
+    prim_entry *prim[2][2]; /* [m tail][n tail] */
+    int tiles_m, tiles_n;
+    atomic_int next;
+    atomic_int status; /* first failing dnnl_status_t, 0 = none */
+} matmul_run;
+
+static dnnl_status_t run_tile(matmul_run *r, int worker, int tile) {
+    const gptx_cpu_matmul *mm = r->mm;
+    int ti = tile / r->tiles_n, tj = tile % r->tiles_n;
+    size_t m0 = (size_t)ti * GPTX_DNNL_TILE_M, n0 = (size_t)tj * GPTX_DNNL_TILE_N;
+    prim_entry *e = r->prim[ti == r->tiles_m - 1][tj == r->tiles_n - 1];
+    size_t csize = mm->c_f32 ? sizeof(float) : sizeof(uint16_t);
+    void *handles[5] = {(void *)(mm->A + m0 * mm->a_row), (void *)(mm->B + n0 * mm->b_col),
+                        (char *)mm->C + (m0 * mm->ldc + n0) * csize,
+                        mm->bias ? (void *)(mm->bias + n0) : NULL, r->d->scratch[worker]};
+    const dnnl_memory_desc_t *mds[5] = {&e->a, &e->b, &e->c, &e->bias, &e->scratch};
+    const int args[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS,
+                         DNNL_ARG_SCRATCHPAD};
+    dnnl_exec_arg_t exec[5];
+    int n = 0;
+    dnnl_status_t st = dnnl_success;
+    for (int i = 0; i < 5 && st == dnnl_success; i++) {
+        if (i == 3 && !mm->bias) continue;
+        exec[n].arg = args[i];
+        st = dnnl_memory_create(&exec[n].memory, mds[i], r->d->engine, handles[i]);
+        if (st == dnnl_success) n++;
+    }
+    if (st == dnnl_success) st = dnnl_primitive_execute(e->prim, r->d->streams[worker], n, exec);
+    if (st == dnnl_success) st = dnnl_stream_wait(r->d->streams[worker]);
+    for (int i = 0; i < n; i++) dnnl_memory_destroy(exec[i].memory);
+    return st;
+}
+
+static void matmul_worker(void *vp, int worker) {
+    matmul_run *r = vp;
+    int prev = omp_single_enter();
+    int ntiles = r->tiles_m * r->tiles_n;
+    for (int t = atomic_fetch_add(&r->next, 1); t < ntiles; t = atomic_fetch_add(&r->next, 1)) {
+        dnnl_status_t st = run_tile(r, worker, t);
+        if (st != dnnl_success) {
+            int none = 0;
+            atomic_compare_exchange_strong(&r->status, &none, (int)st);
+        }
+    }
+    omp_single_leave(prev);
+}
+
+int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
+    gptx_cpu_dnnl *d = be->dnnl;
+    if (mm->M <= 0 || mm->N <= 0 || mm->K <= 0) return GPTX_OK;
+    matmul_run r = {.d = d, .mm = mm};
+    r.tiles_m = (mm->M + GPTX_DNNL_TILE_M - 1) / GPTX_DNNL_TILE_M;
+    r.tiles_n = (mm->N + GPTX_DNNL_TILE_N - 1) / GPTX_DNNL_TILE_N;
+    int tm = mm->M < GPTX_DNNL_TILE_M ? mm->M : GPTX_DNNL_TILE_M;
+    int tn = mm->N < GPTX_DNNL_TILE_N ? mm->N : GPTX_DNNL_TILE_N;
+    int last_m = mm->M - (r.tiles_m - 1) * GPTX_DNNL_TILE_M;
+    int last_n = mm->N - (r.tiles_n - 1) * GPTX_DNNL_TILE_N;
+    int prev = omp_single_enter();
+    int rc = GPTX_OK;
+    size_t scratch = 0;
+    for (int i = 0; i < 2 && rc == GPTX_OK; i++)
+        for (int j = 0; j < 2 && rc == GPTX_OK; j++) {
+            prim_key k = {i ? last_m : tm, j ? last_n : tn, mm->K, mm->a_row, mm->a_col,
+                          mm->b_row, mm->b_col, mm->ldc, mm->c_f32, mm->accumulate,
+                          mm->bias != NULL};
+            rc = lookup(d, &k, &r.prim[i][j]);
+            if (rc == GPTX_OK && r.prim[i][j]->scratch_bytes > scratch)
+                scratch = r.prim[i][j]->scratch_bytes;
+        }
+    omp_single_leave(prev);
+    if (rc == GPTX_OK) rc = grow_scratch(d, scratch);
+    if (rc != GPTX_OK) return rc;
+    int nworkers = r.tiles_m * r.tiles_n < d->nworkers ? r.tiles_m * r.tiles_n : d->nworkers;
+    gptx_threadpool_run(be->pool, nworkers, matmul_worker, &r);
+    int st = atomic_load(&r.status);
+    if (st != 0)
+        return dnnl_failed((dnnl_status_t)st, "dnnl_primitive_execute (a matrix product tile)");
+    return GPTX_OK;
+}
+
+/* ---- lifetime ----------------------------------------------------------------- */
+
+/* The kernel oneDNN picks for a bf16 product tile on this CPU. */
+static void describe(gptx_cpu_dnnl *d) {
+    const dnnl_version_t *v = dnnl_version();
+    int n = snprintf(d->describe, sizeof d->describe, "oneDNN %d.%d.%d", v->major, v->minor,
+                     v->patch);
+    prim_key k = {GPTX_DNNL_TILE_M, GPTX_DNNL_TILE_N, 256, 256, 1, 1, 256, GPTX_DNNL_TILE_N,
+                  1, 0, 0};
+    prim_entry *e = NULL;
+    const char *impl = NULL;
+    const_dnnl_primitive_desc_t pd = NULL;
+    if (lookup(d, &k, &e) == GPTX_OK &&
+        dnnl_primitive_get_primitive_desc(e->prim, &pd) == dnnl_success &&
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(d->describe + n, sizeof d->describe - (size_t)n, " %s", impl);
+    gptx_clear_error();
+}
+
+int gptx_cpu_dnnl_create(gptx_cpu_dnnl **out, int nworkers) {
+    *out = NULL;
+    /* GPTX_CPU_BF16_HW=0: oneDNN too runs without the bf16 instructions
+     * (possible only before its first primitive in the process) */
+    const char *env = getenv("GPTX_CPU_BF16_HW");
+    if (env && strcmp(env, "0") == 0) (void)dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx512_core);
+    gptx_cpu_dnnl *d = calloc(1, sizeof *d);
+    if (!d) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    d->nworkers = nworkers;
+    d->streams = calloc((size_t)nworkers, sizeof *d->streams);
+    d->scratch = calloc((size_t)nworkers, sizeof *d->scratch);
+    int rc = GPTX_OK;
+    if (!d->streams || !d->scratch) {
+        rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        goto done;
+    }
+    DNNL_TRY(dnnl_engine_create(&d->engine, dnnl_cpu, 0));
+    for (int w = 0; w < nworkers; w++)
+        DNNL_TRY(dnnl_stream_create(&d->streams[w], d->engine, dnnl_stream_default_flags));
+    int prev = omp_single_enter();
+    describe(d);
+    omp_single_leave(prev);
+done:
+    if (rc != GPTX_OK) {
+        gptx_cpu_dnnl_destroy(d);
+        return rc;
+    }
+    *out = d;
+    return GPTX_OK;
+}
+
+void gptx_cpu_dnnl_destroy(gptx_cpu_dnnl *d) {
+    if (!d) return;
+    for (int i = 0; i < d->ncache; i++)
+        if (d->cache[i].prim) dnnl_primitive_destroy(d->cache[i].prim);
+    for (int w = 0; d->streams && w < d->nworkers; w++)
+        if (d->streams[w]) dnnl_stream_destroy(d->streams[w]);
+    for (int w = 0; d->scratch && w < d->nworkers; w++) free(d->scratch[w]);
+    if (d->engine) dnnl_engine_destroy(d->engine);
+    free(d->streams);
+    free(d->scratch);
+    free(d);
+}
+
+const char *gptx_cpu_dnnl_describe(const gptx_cpu_dnnl *d) { return d ? d->describe : ""; }
+
+size_t gptx_cpu_dnnl_scratch_bytes(const gptx_cpu_dnnl *d) {
+    return d ? d->scratch_bytes * (size_t)d->nworkers : 0;
+}

@@ -1,0 +1,57 @@
+/* bf16 matrix products of the CPU backend on oneDNN's matmul primitive
+ * (cpu_dnnl.c; built with GPTX_HAVE_DNNL). Inputs bf16, accumulation fp32,
+ * output bf16 or fp32 (optionally accumulated into).
+ *
+ * Every product is cut into tiles of a fixed shape (GPTX_DNNL_TILE_M x
+ * GPTX_DNNL_TILE_N output elements, the last row and column of tiles
+ * smaller), each computed over the full K by one primitive call on one pool
+ * thread. The tile shapes depend on the product's shape only, never on the
+ * thread count: oneDNN's kernels choose their K blocking from the shape they
+ * are given (1024x768x3072 cut into 2 or 4 row parts gives other bits than
+ * in one piece), so cutting by thread count would break deterministic mode.
+ * Primitives are created once per (tile shape, strides, types) and kept.
+ * oneDNN runs on OpenMP here; every call is made with the OpenMP thread
+ * count of the calling thread set to 1, so oneDNN never starts threads of
+ * its own and nothing spins beside the pool. */
+#ifndef GPTX_CPU_DNNL_H
+#define GPTX_CPU_DNNL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#define GPTX_DNNL_TILE_M 128
+#define GPTX_DNNL_TILE_N 256
+
+typedef struct gptx_cpu_dnnl gptx_cpu_dnnl;
+
+/* C (M, N) = A (M, K) @ B (K, N) [+ bias], or C += A @ B. Element (i, j) of
+ * a matrix is at ptr[i * row_stride + j * col_stride] (so a transposed
+ * operand is only other strides); C is row-major with leading dimension
+ * ldc. */
+typedef struct gptx_cpu_matmul {
+    int M, N, K;
+    const uint16_t *A;
+    size_t a_row, a_col;
+    const uint16_t *B;
+    size_t b_row, b_col;
+    void *C;
+    size_t ldc;
+    int c_f32;             /* 1: C is fp32; 0: bf16 (rounded once, as cpu_bf16.h) */
+    int accumulate;        /* 1: C += A @ B (fp32 C only) */
+    const uint16_t *bias;  /* (N) bf16 added before rounding, or NULL (not with accumulate) */
+} gptx_cpu_matmul;
+
+/* nworkers = the pool's thread count (one stream and scratchpad each). */
+int gptx_cpu_dnnl_create(gptx_cpu_dnnl **out, int nworkers);
+void gptx_cpu_dnnl_destroy(gptx_cpu_dnnl *d);
+/* "oneDNN 2.6.3 brg:avx512_core_amx_bf16": the version and the kernel
+ * oneDNN picks for a bf16 product on this CPU. */
+const char *gptx_cpu_dnnl_describe(const gptx_cpu_dnnl *d);
+/* Bytes of the workers' scratchpads (counted as reserved memory). */
+size_t gptx_cpu_dnnl_scratch_bytes(const gptx_cpu_dnnl *d);
+/* Runs the product on the backend's pool (be->dnnl). */
+int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm);
+
+#endif
