@@ -86,6 +86,22 @@ static int apply_config(bench_args *a, const char *name) {
     return 0;
 }
 
+static double tv_seconds(const struct timeval *tv) {
+    return (double)tv->tv_sec + 1e-6 * (double)tv->tv_usec;
+}
+
+/* The process's thread count (Linux: /proc/self/status), -1 if unknown. */
+static int process_threads(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    int n = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
+    fclose(f);
+    return n;
+}
+
 static int parse_int(const char *flag, const char *s, int min, int *out) {
     return bench_parse_int("gptx-bench-train", flag, s, min, 1000000000, out);
 }
@@ -370,6 +386,9 @@ int main(int argc, char **argv) {
                cold, cold_ph[PH_FWD]);
     fflush(stdout);
     for (int i = 1; i < a.warmup; i++) CHECK(train_step(model, opt, ctx, inp, tgt, B, T, &loss, NULL));
+    struct rusage ru0;
+    getrusage(RUSAGE_SELF, &ru0);
+    double wall0 = bench_now_s();
     for (int i = 0; i < a.steps; i++) {
         double ph[PH_N];
         double s0 = bench_now_s();
@@ -378,6 +397,12 @@ int main(int argc, char **argv) {
         for (int p = 0; p < PH_N; p++) phases[p][i] = ph[p];
     }
 
+    double wall = bench_now_s() - wall0;
+    struct rusage ru1;
+    getrusage(RUSAGE_SELF, &ru1);
+    double user_s = tv_seconds(&ru1.ru_utime) - tv_seconds(&ru0.ru_utime);
+    double sys_s = tv_seconds(&ru1.ru_stime) - tv_seconds(&ru0.ru_stime);
+    int os_threads = process_threads();
     double med = bench_median(steps, a.steps), mn = vmin(steps, a.steps), mx = vmax(steps, a.steps);
     double tok_s = (double)BT / med;
     double gflops = flops_per_step / med * 1e-9;
@@ -401,6 +426,11 @@ int main(int argc, char **argv) {
     printf("\n");
     printf("throughput  : %.1f tokens/s, %.2f model GFLOP/s\n", tok_s, gflops);
     printf("loss        : %.4f (first step) -> %.4f (last step)\n", (double)loss0, (double)loss);
+    /* what the timed steps cost the machine: with nothing spinning beside the
+     * pool, CPU time stays below threads x wall time and system time small */
+    printf("cpu time    : user %.2f s + system %.2f s over %.2f s of timed steps (%.2f cores "
+           "busy); %d threads in the process\n",
+           user_s, sys_s, wall, (user_s + sys_s) / wall, os_threads);
     printf("memory      : allocated %.1f MiB, reserved %.1f MiB, peak %.1f MiB "
            "(gptx_context_memory: library buffers only); process max RSS %.1f MiB\n",
            mem.allocated / 1048576.0, mem.reserved / 1048576.0, mem.peak / 1048576.0,
@@ -442,6 +472,9 @@ int main(int argc, char **argv) {
             }
         fprintf(f, "},\n");
         fprintf(f, "  \"tokens_per_s\": %.3f, \"gflops\": %.4f,\n", tok_s, gflops);
+        fprintf(f, "  \"cpu_user_s\": %.3f, \"cpu_system_s\": %.3f, \"timed_wall_s\": %.3f, "
+                "\"process_threads\": %d,\n",
+                user_s, sys_s, wall, os_threads);
         fprintf(f, "  \"loss_first\": %.6f, \"loss_last\": %.6f,\n", (double)loss0, (double)loss);
         fprintf(f,
                 "  \"mem_allocated_bytes\": %llu, \"mem_reserved_bytes\": %llu, "

@@ -19,6 +19,12 @@ Threads: torch.set_num_threads(--threads). Also run with
 OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N MKL_NUM_THREADS=N in the environment:
 those are read when the libraries load, before this script can act.
 
+Variants (PyTorch 2.x): --fused-adamw (AdamW(fused=True)), --compile (torch.compile
+of the model), --autocast (forward and loss under torch.autocast("cpu", bfloat16):
+bf16 products with fp32 master weights and optimizer, the counterpart of gptx's
+bf16 policy). bench/run_cpu_bench.sh runs eager, fused AdamW + compile, autocast
+and autocast + compile and takes the fastest.
+
 Usage: /usr/bin/python3 bench/torch_bench_train.py --config small --threads 2
 """
 import argparse
@@ -125,6 +131,10 @@ def main():
     ap.add_argument("--padded-vocab", type=int, dest="padded_vocab")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--json")
+    ap.add_argument("--autocast", action="store_true", help="bf16 autocast (CPU)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--fused-adamw", action="store_true", dest="fused_adamw",
+                    help="AdamW(fused=True)")
     a = ap.parse_args()
     cfg = dict(CONFIGS[a.config])
     overrides = False
@@ -150,7 +160,11 @@ def main():
     no_decay = [p for p in model.parameters() if p.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8,
+                            **({"fused": True} if a.fused_adamw else {}))
+    run_model = torch.compile(model) if a.compile else model
+    variant = "+".join(v for v, on in (("autocast-bf16", a.autocast), ("compile", a.compile),
+                                       ("fused-adamw", a.fused_adamw)) if on) or "eager-fp32"
 
     # fixed data: a seeded generator, targets are the next token of the stream
     g = torch.Generator().manual_seed(a.seed)
@@ -164,13 +178,18 @@ def main():
 
     def step():
         opt.zero_grad()
-        loss = model(inp, tgt)
+        if a.autocast:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = run_model(inp, tgt)
+        else:
+            loss = run_model(inp, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         return loss.item()
 
-    print(f"torch-bench-train (torch {torch.__version__}, CPU, fp32)")
+    print(f"torch-bench-train (torch {torch.__version__}, CPU, {variant}; cpu capability "
+          f"{getattr(torch.backends.cpu, 'get_cpu_capability', lambda: 'unknown')()})")
     print(f"config      : {a.config}{' (with overrides)' if overrides else ''}: vocab {V} "
           f"(padded {Vp}), T {T}, layers {L}, heads {NH}, width {C}, batch {B}; tied head, "
           "qkv bias, masked padded logits")
@@ -210,7 +229,8 @@ def main():
     print(f"memory      : process max RSS {maxrss / 2**20:.1f} MiB (whole process, torch included)")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(dict(implementation="torch", version=torch.__version__, config=a.config,
+            json.dump(dict(implementation="torch", version=torch.__version__, variant=variant,
+                           config=a.config,
                            overrides=overrides, vocab=V, padded_vocab=Vp, seq=T, layers=L,
                            heads=NH, width=C, batch=B, threads=threads, warmup=warmup,
                            steps=a.steps, matmul_parameters=pmat,

@@ -27,102 +27,7 @@
 #include "bf16_round.h"
 #include "check.h"
 #include "cuda_test_util.h"
-
-#define V 67
-#define VP 80
-#define B 2
-#define T 16
-
-/* REQUIRE_OK for functions without a result */
-#define NEED(call)                                                                                 \
-    do {                                                                                           \
-        int need_rc_ = (call);                                                                     \
-        CHECK_OK(need_rc_);                                                                        \
-        if (need_rc_ != GPTX_OK) return;                                                           \
-    } while (0)
-
-static int32_t g_stream[4000];
-
-static void make_stream(void) {
-    uint64_t r = 42;
-    g_stream[0] = 1;
-    for (size_t i = 1; i < sizeof g_stream / sizeof g_stream[0]; i++) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        g_stream[i] = (r >> 33) % 10 == 0 ? (int32_t)((r >> 40) % V) : (g_stream[i - 1] * 3 + 1) % V;
-    }
-}
-
-static void config(gptx_model_config *c) {
-    gptx_model_config_init(c);
-    c->vocab_size = V;
-    c->padded_vocab_size = VP;
-    c->context_length = T;
-    c->n_layer = 2;
-    c->n_head = 2;
-    c->n_embd = 32;
-}
-
-typedef struct run {
-    gptx_model *m;
-    gptx_optimizer *opt;
-} run;
-
-static int run_open(run *r, gptx_context *ctx, float lr, uint64_t seed) {
-    memset(r, 0, sizeof *r);
-    gptx_model_config c;
-    config(&c);
-    gptx_adamw_options ao;
-    gptx_adamw_options_init(&ao);
-    ao.lr = lr;
-    ao.rounding_seed = seed;
-    int rc = gptx_model_create(&r->m, ctx, &c);
-    if (rc == GPTX_OK) rc = gptx_model_init_random(r->m, 2024);
-    if (rc == GPTX_OK) rc = gptx_optimizer_create(&r->opt, r->m, &ao);
-    return rc;
-}
-
-static void run_close(run *r) {
-    gptx_optimizer_destroy(r->opt);
-    gptx_model_destroy(r->m);
-}
-
-/* steps [s0, s0 + n), each on its own batch of the stream */
-static int run_steps(run *r, int s0, int n, float *losses) {
-    int32_t in[B * T], tg[B * T];
-    int rc = GPTX_OK;
-    for (int s = s0; s < s0 + n && rc == GPTX_OK; s++) {
-        for (int b = 0; b < B; b++) {
-            size_t start = ((size_t)(s * B + b) * 37) % (sizeof g_stream / sizeof g_stream[0] - T - 1);
-            memcpy(in + b * T, g_stream + start, T * sizeof *in);
-            memcpy(tg + b * T, g_stream + start + 1, T * sizeof *tg);
-        }
-        float loss = 0;
-        rc = gptx_model_zero_grad(r->m);
-        if (rc == GPTX_OK) rc = gptx_model_forward(r->m, in, tg, B, T, &loss);
-        if (rc == GPTX_OK) rc = gptx_model_backward(r->m, 1.0f);
-        if (rc == GPTX_OK) rc = gptx_optimizer_step(r->opt, r->m, NULL);
-        if (losses) losses[s - s0] = loss;
-    }
-    if (rc != GPTX_OK) fprintf(stderr, "training failed: %s\n", gptx_last_error());
-    return rc;
-}
-
-/* All parameters in tensor order into a new host array; *mat marks the
- * elements of 2-D tensors. */
-static float *params_of(gptx_model *m, unsigned char **mat) {
-    float *p = malloc(gptx_model_num_parameters(m) * sizeof *p);
-    if (mat) *mat = malloc(gptx_model_num_parameters(m));
-    size_t off = 0;
-    for (int i = 0; i < gptx_model_num_tensors(m); i++) {
-        gptx_tensor_info info;
-        gptx_tensor_info_init(&info);
-        CHECK_OK(gptx_model_tensor_info(m, i, &info));
-        CHECK_OK(gptx_model_get_parameter(m, info.name, p + off, info.numel));
-        if (mat) memset(*mat + off, info.ndim == 2, info.numel);
-        off += info.numel;
-    }
-    return p;
-}
+#include "policy_util.h"
 
 static int pure_context(gptx_context **ctx, int stochastic) {
     gptx_context_options o;
@@ -132,19 +37,12 @@ static int pure_context(gptx_context **ctx, int stochastic) {
     return cuda_test_context_opts(ctx, &o);
 }
 
-static size_t allocated(gptx_context *ctx) {
-    gptx_memory_stats st;
-    gptx_memory_stats_init(&st);
-    CHECK_OK(gptx_context_memory(ctx, &st));
-    return st.allocated;
-}
-
 static void test_storage(gptx_context *rne, gptx_context *mixed) {
-    run a, b;
-    size_t a0 = allocated(rne), b0 = allocated(mixed);
-    NEED(run_open(&a, rne, 1e-3f, 0));
-    NEED(run_open(&b, mixed, 1e-3f, 0));
-    size_t pa = allocated(rne) - a0, pb = allocated(mixed) - b0;
+    policy_run a, b;
+    size_t a0 = policy_allocated(rne), b0 = policy_allocated(mixed);
+    NEED(policy_run_open(&a, rne, 1e-3f, 0));
+    NEED(policy_run_open(&b, mixed, 1e-3f, 0));
+    size_t pa = policy_allocated(rne) - a0, pb = policy_allocated(mixed) - b0;
     size_t np = gptx_model_num_parameters(a.m);
     /* pure: 2 (params) + 4 (grads) + 2 + 2 (moments); mixed: 4 + 4 + 8 + 2 (copy) */
     printf("storage: %zu parameters, model + optimizer %zu bytes (pure) vs %zu (bf16 mixed)\n", np,
@@ -157,20 +55,9 @@ static void test_storage(gptx_context *rne, gptx_context *mixed) {
     int exact = 1;
     for (int i = 0; i < 32; i++) exact &= back[i] == gptx_bf16_widen(gptx_bf16_round_nearest(v[i]));
     CHECK(exact);
-    run_close(&a);
-    run_close(&b);
+    policy_run_close(&a);
+    policy_run_close(&b);
 }
-
-static double max_gap(const float *x, const float *ref, int n) {
-    double g = 0;
-    for (int s = 0; s < n; s++) {
-        double d = fabs((double)x[s] - ref[s]) / ref[s];
-        if (!(d <= g)) g = d;
-    }
-    return g;
-}
-
-static double mean4(const float *x) { return ((double)x[0] + x[1] + x[2] + x[3]) / 4; }
 
 static void test_training(gptx_context *cpu, gptx_context *rne, gptx_context *sr) {
     enum { STEPS = 16 };
@@ -178,35 +65,22 @@ static void test_training(gptx_context *cpu, gptx_context *rne, gptx_context *sr
     gptx_context *ctxs[3] = {cpu, rne, sr};
     float *out[3] = {lc, lr, ls};
     for (int k = 0; k < 3; k++) {
-        run r;
-        NEED(run_open(&r, ctxs[k], 1e-2f, 11));
-        CHECK_OK(run_steps(&r, 0, STEPS, out[k]));
-        run_close(&r);
+        policy_run r;
+        NEED(policy_run_open(&r, ctxs[k], 1e-2f, 11));
+        CHECK_OK(policy_run_steps(&r, 0, STEPS, out[k]));
+        policy_run_close(&r);
     }
     printf("training, lr 1e-2:\nstep   cpu fp32    pure rne    pure sr\n");
     for (int s = 0; s < STEPS; s++)
         printf("%4d   %.6f    %.6f    %.6f\n", s, (double)lc[s], (double)lr[s], (double)ls[s]);
-    double gr = max_gap(lr, lc, STEPS), gs = max_gap(ls, lc, STEPS);
+    double gr = policy_max_gap(lr, lc, STEPS), gs = policy_max_gap(ls, lc, STEPS);
     printf("loss gap, max over steps, relative to the CPU: rne %.3g, sr %.3g (tol 5e-2)\n", gr, gs);
     CHECK(gr <= 5e-2);
     CHECK(gs <= 5e-2);
     /* the losses are per batch, so noisy: mean of the last 4 against the first 4 */
-    CHECK(mean4(lc + STEPS - 4) < 0.95 * mean4(lc));
-    CHECK(mean4(lr + STEPS - 4) < 0.95 * mean4(lr));
-    CHECK(mean4(ls + STEPS - 4) < 0.95 * mean4(ls));
-}
-
-/* projection of (after - before) onto the reference change, 2-D tensors only */
-static double projection(const float *after, const float *before, const float *ref_after,
-                         const float *ref_before, const unsigned char *mat, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!mat[i]) continue;
-        double d = (double)after[i] - before[i], dr = (double)ref_after[i] - ref_before[i];
-        num += d * dr;
-        den += dr * dr;
-    }
-    return den > 0 ? num / den : 0;
+    CHECK(policy_mean4(lc + STEPS - 4) < 0.95 * policy_mean4(lc));
+    CHECK(policy_mean4(lr + STEPS - 4) < 0.95 * policy_mean4(lr));
+    CHECK(policy_mean4(ls + STEPS - 4) < 0.95 * policy_mean4(ls));
 }
 
 static void test_small_updates(gptx_context *cpu, gptx_context *rne, gptx_context *sr) {
@@ -216,21 +90,21 @@ static void test_small_updates(gptx_context *cpu, gptx_context *rne, gptx_contex
     float *before[3], *after[3];
     unsigned char *mat = NULL;
     size_t n = 0;
-    run keep; /* the SR run, for the checkpoint test */
+    policy_run keep; /* the SR run, for the checkpoint test */
     for (int k = 0; k < 3; k++) {
-        run r;
-        NEED(run_open(&r, ctxs[k], lr, 11));
+        policy_run r;
+        NEED(policy_run_open(&r, ctxs[k], lr, 11));
         n = gptx_model_num_parameters(r.m);
-        before[k] = params_of(r.m, k == 0 ? &mat : NULL);
-        CHECK_OK(run_steps(&r, 0, STEPS, NULL));
-        after[k] = params_of(r.m, NULL);
+        before[k] = policy_params(r.m, k == 0 ? &mat : NULL);
+        CHECK_OK(policy_run_steps(&r, 0, STEPS, NULL));
+        after[k] = policy_params(r.m, NULL);
         if (k == 2)
             keep = r;
         else
-            run_close(&r);
+            policy_run_close(&r);
     }
-    double r_rne = projection(after[1], before[1], after[0], before[0], mat, n);
-    double r_sr = projection(after[2], before[2], after[0], before[0], mat, n);
+    double r_rne = policy_projection(after[1], before[1], after[0], before[0], mat, n);
+    double r_sr = policy_projection(after[2], before[2], after[0], before[0], mat, n);
     size_t moved_rne = 0, moved_sr = 0, nmat = 0;
     for (size_t i = 0; i < n; i++) {
         if (!mat[i]) continue;
@@ -246,15 +120,15 @@ static void test_small_updates(gptx_context *cpu, gptx_context *rne, gptx_contex
 
     /* repeat: same seed, same bits; another seed, other bits */
     for (int seed = 11; seed <= 12; seed++) {
-        run r;
-        NEED(run_open(&r, sr, lr, (uint64_t)seed));
-        CHECK_OK(run_steps(&r, 0, STEPS, NULL));
-        float *p = params_of(r.m, NULL);
+        policy_run r;
+        NEED(policy_run_open(&r, sr, lr, (uint64_t)seed));
+        CHECK_OK(policy_run_steps(&r, 0, STEPS, NULL));
+        float *p = policy_params(r.m, NULL);
         int same = memcmp(p, after[2], n * sizeof *p) == 0;
         printf("sr rerun with rounding seed %d: %s\n", seed, same ? "same bits" : "other bits");
         CHECK(seed == 11 ? same : !same);
         free(p);
-        run_close(&r);
+        policy_run_close(&r);
     }
 
     /* checkpoint of the SR run after STEPS steps */
@@ -273,21 +147,21 @@ static void test_small_updates(gptx_context *cpu, gptx_context *rne, gptx_contex
     gptx_model *mc = NULL;
     CHECK_OK(gptx_model_load(&mc, cpu, path));
     if (mc) {
-        float *pc = params_of(mc, NULL);
+        float *pc = policy_params(mc, NULL);
         CHECK(memcmp(pc, after[2], n * sizeof *pc) == 0);
         free(pc);
     }
     gptx_model_destroy(mc);
     /* resume into a fresh SR run (created with another seed: the file's wins) */
-    run res;
-    NEED(run_open(&res, sr, 0.5f, 99));
+    policy_run res;
+    NEED(policy_run_open(&res, sr, 0.5f, 99));
     gptx_train_state st2;
     gptx_train_state_init(&st2);
     st2.optimizer = res.opt;
     CHECK_OK(gptx_checkpoint_load(res.m, &st2, path));
-    CHECK_OK(run_steps(&keep, STEPS, 1, NULL));
-    CHECK_OK(run_steps(&res, STEPS, 1, NULL));
-    float *pk = params_of(keep.m, NULL), *pr = params_of(res.m, NULL);
+    CHECK_OK(policy_run_steps(&keep, STEPS, 1, NULL));
+    CHECK_OK(policy_run_steps(&res, STEPS, 1, NULL));
+    float *pk = policy_params(keep.m, NULL), *pr = policy_params(res.m, NULL);
     int resumed = memcmp(pk, pr, n * sizeof *pk) == 0;
     CHECK(resumed);
     printf("checkpoint: records bf16_pure, loads into fp32 exactly, resumed SR step %s\n",
@@ -295,8 +169,8 @@ static void test_small_updates(gptx_context *cpu, gptx_context *rne, gptx_contex
     free(pk);
     free(pr);
     remove(path);
-    run_close(&res);
-    run_close(&keep);
+    policy_run_close(&res);
+    policy_run_close(&keep);
     for (int k = 0; k < 3; k++) {
         free(before[k]);
         free(after[k]);
@@ -305,7 +179,7 @@ static void test_small_updates(gptx_context *cpu, gptx_context *rne, gptx_contex
 }
 
 int main(void) {
-    make_stream();
+    policy_make_stream();
     gptx_context *cpu = NULL, *rne = NULL, *sr = NULL, *mixed = NULL;
     int rc = pure_context(&rne, 0);
     if (rc == GPTX_ERR_UNSUPPORTED) return cuda_test_skip("test_cuda_pure");
