@@ -31,15 +31,17 @@ static double tnow(void) {
 
 int main(int argc, char **argv) {
     const char *config = "small";
+    const char *precision = "fp32";
     int threads = 2, warmup = 2, steps = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--precision")) precision = argv[i + 1];
         else {
             fprintf(stderr, "usage: gptx-op-profile [--config small|gpt2-124M-short] "
-                            "[--threads N] [--warmup N] [--steps N]\n");
+                            "[--threads N] [--warmup N] [--steps N] [--precision fp32|bf16|bf16_pure]\n");
             return 2;
         }
     }
@@ -56,6 +58,7 @@ int main(int argc, char **argv) {
     gptx_context_options_init(&co);
     co.backend = GPTX_BACKEND_CPU;
     co.num_threads = threads;
+    co.precision = gptx_precision_from_name(precision);
     gptx_context *ctx;
     CK(gptx_context_create(&ctx, &co));
     gptx_model_config cfg;

@@ -36,7 +36,8 @@ static double sum_prefix(const char *pfx) {
 void prof_print(int steps, double step_time, double zero_grad_time) {
     double tot = 0.0;
     for (int i = 0; i < nk; i++)
-        if (strncmp(names[i], "  sgemm", 7) != 0) tot += acc[i];
+        if (strncmp(names[i], "  sgemm", 7) != 0 && strncmp(names[i], "  onednn", 8) != 0)
+            tot += acc[i];
     printf("%-40s %10s %7s %7s %9s\n", "op (per step)", "ms", "%step", "calls", "GFLOP/s");
     for (int i = 0; i < nk; i++) {
         if (!cnt[i]) continue;
@@ -47,10 +48,10 @@ void prof_print(int steps, double step_time, double zero_grad_time) {
     }
     printf("%-40s %10.2f %6.1f%%\n", "sum of wrapped ops", 1e3 * tot / steps,
            100 * tot / steps / step_time);
-    double sg = sum_prefix("  sgemm"), mm = sum_prefix("matmul_");
+    double sg = sum_prefix("  sgemm") + sum_prefix("  onednn"), mm = sum_prefix("matmul_");
     struct { const char *name; double t; } g[] = {
-        {"sgemm (all matrix products)", sg},
-        {"matmul ops outside sgemm (bias, dbias)", mm - sg},
+        {"products (sgemm, or oneDNN under bf16)", sg},
+        {"matmul ops outside the products (bias, dbias)", mm - sg},
         {"attention_backward", sum_prefix("attention_backward")},
         {"attention_forward", sum_prefix("attention_forward")},
         {"cross-entropy fwd+bwd", sum_prefix("crossentropy_")},
@@ -99,22 +100,44 @@ void __wrap_gptx_cpu_sgemm(gptx_backend *be, int ta, int tb, int M, int N, int K
 #define W(ret, name, params, args, label, flops) \
     ret __real_##name params; \
     ret __wrap_##name params { double t0 = tnow(); ret r = __real_##name args; add(label, tnow() - t0, flops); return r; }
+/* the same op under the bf16 policies: the same label, a _bf16 symbol */
+#define W2(ret, name, params, args, label, flops) \
+    W(ret, name, params, args, label, flops) \
+    W(ret, name##_bf16, params, args, label, flops)
 
-W(int, gptx_cpu_embedding_forward, (gptx_backend *be, float *out, const int32_t *inp, const float *wte, const float *wpe, int B, int T, int C), (be, out, inp, wte, wpe, B, T, C), "embedding_forward", 0)
-W(int, gptx_cpu_embedding_backward, (gptx_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C), (be, dwte, dwpe, dout, inp, B, T, C), "embedding_backward", 0)
-W(int, gptx_cpu_layernorm_forward, (gptx_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C, float eps), (be, out, mean, rstd, inp, w, b, N, C, eps), "layernorm_forward", 0)
-W(int, gptx_cpu_layernorm_backward, (gptx_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, const float *mean, const float *rstd, int N, int C), (be, dinp, dw, db, dout, inp, w, mean, rstd, N, C), "layernorm_backward", 0)
-W(int, gptx_cpu_attention_forward, (gptx_backend *be, float *out, float *lse, const float *qkv, int B, int T, int C, int NH), (be, out, lse, qkv, B, T, C, NH), "attention_forward", 2.0 * B * T * T * C)
-W(int, gptx_cpu_attention_backward, (gptx_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse, int B, int T, int C, int NH), (be, dqkv, dout, qkv, out, lse, B, T, C, NH), "attention_backward", 4.0 * B * T * T * C)
-W(int, gptx_cpu_gelu_forward, (gptx_backend *be, float *out, const float *inp, size_t n), (be, out, inp, n), "gelu_forward", 0)
-W(int, gptx_cpu_gelu_backward, (gptx_backend *be, float *dinp, const float *inp, const float *dout, size_t n), (be, dinp, inp, dout, n), "gelu_backward", 0)
-W(int, gptx_cpu_residual_forward, (gptx_backend *be, float *out, const float *a, const float *b, size_t n), (be, out, a, b, n), "residual_forward", 0)
-W(int, gptx_cpu_crossentropy_forward, (gptx_backend *be, float *losses, float *lse, float *logits, const int32_t *targets, int N, int V, int Vp, int mask_padded), (be, losses, lse, logits, targets, N, V, Vp, mask_padded), "crossentropy_forward", 0)
-W(int, gptx_cpu_crossentropy_backward, (gptx_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int V, int Vp, float dloss), (be, logits, lse, targets, N, V, Vp, dloss), "crossentropy_backward", 0)
-W(int, gptx_cpu_crossentropy_fused, (gptx_backend *be, float *losses, float *lse, float *logits, const int32_t *targets, int N, int V, int Vp, int mask_padded, float dloss), (be, losses, lse, logits, targets, N, V, Vp, mask_padded, dloss), "crossentropy_fused", 0)
+#ifdef GPTX_HAVE_DNNL
+#include "cpu_dnnl.h"
+int __real_gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm);
+int __wrap_gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
+    double t0 = tnow();
+    int r = __real_gptx_cpu_dnnl_matmul(be, mm);
+    double dt = tnow() - t0;
+    static char buf[MAXK][96]; static int nb;
+    char key[96];
+    snprintf(key, sizeof key, "  onednn %s %dx%dx%d%s", mm->a_col == 1 ? "N" : "T", mm->M, mm->N,
+             mm->K, mm->accumulate ? " +=" : "");
+    int k; for (k = 0; k < nb; k++) if (!strcmp(buf[k], key)) break;
+    if (k == nb) { strcpy(buf[nb++], key); }
+    add(buf[k], dt, 2.0 * mm->M * mm->N * mm->K);
+    return r;
+}
+#endif
+
+W2(int, gptx_cpu_embedding_forward, (gptx_backend *be, float *out, const int32_t *inp, const float *wte, const float *wpe, int B, int T, int C), (be, out, inp, wte, wpe, B, T, C), "embedding_forward", 0)
+W2(int, gptx_cpu_embedding_backward, (gptx_backend *be, float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C), (be, dwte, dwpe, dout, inp, B, T, C), "embedding_backward", 0)
+W2(int, gptx_cpu_layernorm_forward, (gptx_backend *be, float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N, int C, float eps), (be, out, mean, rstd, inp, w, b, N, C, eps), "layernorm_forward", 0)
+W2(int, gptx_cpu_layernorm_backward, (gptx_backend *be, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w, const float *mean, const float *rstd, int N, int C), (be, dinp, dw, db, dout, inp, w, mean, rstd, N, C), "layernorm_backward", 0)
+W2(int, gptx_cpu_attention_forward, (gptx_backend *be, float *out, float *lse, const float *qkv, int B, int T, int C, int NH), (be, out, lse, qkv, B, T, C, NH), "attention_forward", 2.0 * B * T * T * C)
+W2(int, gptx_cpu_attention_backward, (gptx_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse, int B, int T, int C, int NH), (be, dqkv, dout, qkv, out, lse, B, T, C, NH), "attention_backward", 4.0 * B * T * T * C)
+W2(int, gptx_cpu_gelu_forward, (gptx_backend *be, float *out, const float *inp, size_t n), (be, out, inp, n), "gelu_forward", 0)
+W2(int, gptx_cpu_gelu_backward, (gptx_backend *be, float *dinp, const float *inp, const float *dout, size_t n), (be, dinp, inp, dout, n), "gelu_backward", 0)
+W2(int, gptx_cpu_residual_forward, (gptx_backend *be, float *out, const float *a, const float *b, size_t n), (be, out, a, b, n), "residual_forward", 0)
+W2(int, gptx_cpu_crossentropy_forward, (gptx_backend *be, float *losses, float *lse, float *logits, const int32_t *targets, int N, int V, int Vp, int mask_padded), (be, losses, lse, logits, targets, N, V, Vp, mask_padded), "crossentropy_forward", 0)
+W2(int, gptx_cpu_crossentropy_backward, (gptx_backend *be, float *logits, const float *lse, const int32_t *targets, int N, int V, int Vp, float dloss), (be, logits, lse, targets, N, V, Vp, dloss), "crossentropy_backward", 0)
+W2(int, gptx_cpu_crossentropy_fused, (gptx_backend *be, float *losses, float *lse, float *logits, const int32_t *targets, int N, int V, int Vp, int mask_padded, float dloss), (be, losses, lse, logits, targets, N, V, Vp, mask_padded, dloss), "crossentropy_fused", 0)
 W(int, gptx_cpu_sum_to_host, (gptx_backend *be, double *host_sum, const float *x, size_t n), (be, host_sum, x, n), "sum_to_host (loss)", 0)
 W(int, gptx_cpu_sum_squares_to_host, (gptx_backend *be, double *host_sum, const float *x, size_t n), (be, host_sum, x, n), "sum_squares_to_host (grad norm)", 0)
-W(int, gptx_cpu_adamw, (gptx_backend *be, float *params, const float *grads, float *m, float *v, const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h), (be, params, grads, m, v, ranges, nranges, h), "adamw", 0)
+W2(int, gptx_cpu_adamw, (gptx_backend *be, float *params, const float *grads, float *m, float *v, const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h), (be, params, grads, m, v, ranges, nranges, h), "adamw", 0)
 
 static char labels[32][64]; static int nl;
 static const char *label(const char *pfx, const char *kind) {
@@ -122,13 +145,16 @@ static const char *label(const char *pfx, const char *kind) {
     for (int i = 0; i < nl; i++) if (!strcmp(labels[i], key)) return labels[i];
     strcpy(labels[nl], key); return labels[nl++];
 }
-int __real_gptx_cpu_matmul_forward(gptx_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC);
-int __wrap_gptx_cpu_matmul_forward(gptx_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
-    double t0 = tnow(); int r = __real_gptx_cpu_matmul_forward(be, out, inp, w, bias, N, C, OC);
-    add(label("matmul_forward", mm_kind(N, C, OC)), tnow() - t0, 2.0 * N * C * OC); return r;
+#define WMM(suffix) \
+int __real_gptx_cpu_matmul_forward##suffix(gptx_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC); \
+int __wrap_gptx_cpu_matmul_forward##suffix(gptx_backend *be, float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC) { \
+    double t0 = tnow(); int r = __real_gptx_cpu_matmul_forward##suffix(be, out, inp, w, bias, N, C, OC); \
+    add(label("matmul_forward", mm_kind(N, C, OC)), tnow() - t0, 2.0 * N * C * OC); return r; \
+} \
+int __real_gptx_cpu_matmul_backward##suffix(gptx_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC); \
+int __wrap_gptx_cpu_matmul_backward##suffix(gptx_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) { \
+    double t0 = tnow(); int r = __real_gptx_cpu_matmul_backward##suffix(be, dinp, dw, dbias, dout, inp, w, N, C, OC); \
+    add(label("matmul_backward", mm_kind(N, C, OC)), tnow() - t0, (dinp ? 4.0 : 2.0) * N * C * OC); return r; \
 }
-int __real_gptx_cpu_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC);
-int __wrap_gptx_cpu_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C, int OC) {
-    double t0 = tnow(); int r = __real_gptx_cpu_matmul_backward(be, dinp, dw, dbias, dout, inp, w, N, C, OC);
-    add(label("matmul_backward", mm_kind(N, C, OC)), tnow() - t0, (dinp ? 4.0 : 2.0) * N * C * OC); return r;
-}
+WMM()
+WMM(_bf16)
