@@ -334,6 +334,27 @@ CPU_OP(crossentropy_fused, (gptx_backend *be, float *losses, float *lse, float *
                             float dloss),
        (be, losses, lse, logits, targets, N, V, Vp, mask_padded, dloss))
 
+/* The GELU fused into its products: under fp32 the separate kernels in the
+ * same order (so the same bits as without the entries); under bf16 the
+ * fp32 product goes through the GELU before its one rounding, as the CUDA
+ * backend's cuBLASLt epilogues do, so the two backends round alike. */
+static int cpu_matmul_gelu_forward(gptx_backend *be, float *out, float *pre, const float *inp,
+                                   const float *w, const float *bias, int N, int C, int OC) {
+    if (be->act_bf16) return gptx_cpu_matmul_gelu_forward_bf16(be, out, pre, inp, w, bias, N, C, OC);
+    GPTX_TRY(gptx_cpu_matmul_forward(be, pre, inp, w, bias, N, C, OC));
+    return gptx_cpu_gelu_forward(be, out, pre, (size_t)N * OC);
+}
+
+static int cpu_matmul_backward_dgelu(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                                     const float *dout, const float *inp, const float *w,
+                                     const float *pre, int N, int C, int OC) {
+    if (be->act_bf16)
+        return gptx_cpu_matmul_backward_dgelu_bf16(be, dinp, dw, dbias, dout, inp, w, pre, N, C,
+                                                   OC);
+    GPTX_TRY(gptx_cpu_matmul_backward(be, dinp, dw, dbias, dout, inp, w, N, C, OC));
+    return gptx_cpu_gelu_backward(be, dinp, pre, dinp, (size_t)N * C); /* elementwise, in place */
+}
+
 /* AdamW: the fp32 kernel for fp32 parameters (fp32 and bf16 mixed) */
 static int cpu_adamw(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                      const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h) {
@@ -426,6 +447,8 @@ static const gptx_backend_ops cpu_ops = {
     .download_param = cpu_download_param,
     .fill_param = cpu_fill_param,
     .describe = cpu_describe,
+    .matmul_gelu_forward = cpu_matmul_gelu_forward,
+    .matmul_backward_dgelu = cpu_matmul_backward_dgelu,
     .attention_naive_forward = cpu_attention_naive_forward,
     .attention_naive_backward = cpu_attention_naive_backward,
     .layernorm_forward_unfused = cpu_layernorm_forward_unfused,

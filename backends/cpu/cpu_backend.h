@@ -173,6 +173,13 @@ int gptx_cpu_matmul_forward_bf16(gptx_backend *be, float *out, const float *inp,
 int gptx_cpu_matmul_backward_bf16(gptx_backend *be, float *dinp, float *dw, float *dbias,
                                   const float *dout, const float *inp, const float *w, int N,
                                   int C, int OC);
+/* the GELU fused into the products around it (backend.h's optional
+ * entries): one rounding of the fp32 result, as a fused epilogue */
+int gptx_cpu_matmul_gelu_forward_bf16(gptx_backend *be, float *out, float *pre, const float *inp,
+                                      const float *w, const float *bias, int N, int C, int OC);
+int gptx_cpu_matmul_backward_dgelu_bf16(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                                        const float *dout, const float *inp, const float *w,
+                                        const float *pre, int N, int C, int OC);
 int gptx_cpu_attention_forward_bf16(gptx_backend *be, float *out, float *lse, const float *qkv,
                                     int B, int T, int C, int NH);
 int gptx_cpu_attention_backward_bf16(gptx_backend *be, float *dqkv, const float *dout,

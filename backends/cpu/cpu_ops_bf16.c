@@ -285,6 +285,79 @@ int gptx_cpu_matmul_backward_bf16(gptx_backend *be, float *dinp, float *dw, floa
     }
     return GPTX_OK;
 }
+/* Rows of a product whose fp32 result is kept for one more elementwise step
+ * (the GELU fusions): the scratch holds GELU_ROWS x OC floats, whatever N. */
+#define GELU_ROWS 512
+
+typedef struct {
+    bf16 *out, *pre;     /* forward: pre = round(x), out = round(gelu(x)) */
+    const bf16 *dpre;    /* backward: out = round(x * gelu'(widen(dpre))) */
+    float *x;            /* (rows, OC) fp32 product */
+    size_t n;
+    float *bufs;         /* per worker: 2 * EW_CHUNK */
+} gelu_epilogue_args;
+
+static void gelu_epilogue_item(void *vp, int worker, size_t item) {
+    gelu_epilogue_args *a = vp;
+    size_t lo = item * EW_CHUNK, len = a->n - lo < EW_CHUNK ? a->n - lo : EW_CHUNK;
+    float *t = a->bufs + (size_t)worker * 2 * EW_CHUNK, *o = t + EW_CHUNK;
+    if (a->pre) { /* forward: GELU of the unrounded pre-activation, as a fused epilogue */
+        gptx_cpu_ew_args f = {o, a->x + lo, NULL, len, 1};
+        gptx_cpu_gelu_fwd_task(&f, 0);
+        gptx_cpu_bf16_narrow(a->pre + lo, a->x + lo, len);
+    } else { /* backward: gelu'(stored pre) times the unrounded product */
+        gptx_cpu_bf16_widen(t, a->dpre + lo, len);
+        gptx_cpu_ew_args f = {o, t, a->x + lo, len, 1};
+        gptx_cpu_gelu_bwd_task(&f, 0);
+    }
+    gptx_cpu_bf16_narrow(a->out + lo, o, len);
+}
+
+/* The product of mm (fp32 C, its ldc = N) in GELU_ROWS blocks into scratch,
+ * each block finished by the GELU epilogue into out (and pre). */
+static int product_with_gelu(gptx_backend *be, gptx_cpu_matmul mm, bf16 *out, bf16 *pre,
+                             const bf16 *dpre) {
+    size_t cols = (size_t)mm.N, rows_max = (size_t)mm.M < GELU_ROWS ? (size_t)mm.M : GELU_ROWS;
+    size_t bufs = (size_t)be->nthreads * 2 * EW_CHUNK;
+    float *s = gptx_cpu_scratch(be, (rows_max * cols + bufs) * sizeof(float));
+    if (!s) return GPTX_ERR_NO_MEMORY;
+    const bf16 *A = mm.A;
+    int M = mm.M;
+    for (int r0 = 0; r0 < M; r0 += GELU_ROWS) {
+        mm.M = M - r0 < GELU_ROWS ? M - r0 : GELU_ROWS;
+        mm.A = A + (size_t)r0 * mm.a_row;
+        mm.C = s;
+        mm.ldc = cols;
+        mm.c_f32 = 1;
+        GPTX_TRY(gptx_cpu_dnnl_matmul(be, &mm));
+        size_t off = (size_t)r0 * cols, n = (size_t)mm.M * cols;
+        gelu_epilogue_args e = {out + off, pre ? pre + off : NULL, dpre ? dpre + off : NULL, s, n,
+                                s + rows_max * cols};
+        gptx_cpu_run_items(be, (n + EW_CHUNK - 1) / EW_CHUNK, gelu_epilogue_item, &e);
+    }
+    return GPTX_OK;
+}
+
+int gptx_cpu_matmul_gelu_forward_bf16(gptx_backend *be, float *out, float *pre, const float *inp,
+                                      const float *w, const float *bias, int N, int C, int OC) {
+    gptx_cpu_matmul mm = {.M = N, .N = OC, .K = C,
+                          .A = (const bf16 *)inp, .a_row = (size_t)C, .a_col = 1,
+                          .B = (const bf16 *)w, .b_row = 1, .b_col = (size_t)C,
+                          .bias = (const bf16 *)bias};
+    return product_with_gelu(be, mm, (bf16 *)out, (bf16 *)pre, NULL);
+}
+
+int gptx_cpu_matmul_backward_dgelu_bf16(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                                        const float *dout, const float *inp, const float *w,
+                                        const float *pre, int N, int C, int OC) {
+    // dinp (N, C) = ((N, OC) @ (OC, C)) * gelu'(pre), rounded once
+    gptx_cpu_matmul mm = {.M = N, .N = C, .K = OC,
+                          .A = (const bf16 *)dout, .a_row = (size_t)OC, .a_col = 1,
+                          .B = (const bf16 *)w, .b_row = (size_t)C, .b_col = 1};
+    GPTX_TRY(product_with_gelu(be, mm, (bf16 *)dinp, NULL, (const bf16 *)pre));
+    /* the weight and bias gradients as matmul_backward's (dinp done) */
+    return gptx_cpu_matmul_backward_bf16(be, NULL, dw, dbias, dout, inp, w, N, C, OC);
+}
 #else
 static int no_dnnl(void) {
     return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "this build of gptx has no oneDNN (GPTX_DNNL)");
@@ -299,6 +372,18 @@ int gptx_cpu_matmul_backward_bf16(gptx_backend *be, float *dinp, float *dw, floa
                                   int C, int OC) {
     (void)be, (void)dinp, (void)dw, (void)dbias, (void)dout, (void)inp, (void)w, (void)N;
     (void)C, (void)OC;
+    return no_dnnl();
+}
+int gptx_cpu_matmul_gelu_forward_bf16(gptx_backend *be, float *out, float *pre, const float *inp,
+                                      const float *w, const float *bias, int N, int C, int OC) {
+    (void)be, (void)out, (void)pre, (void)inp, (void)w, (void)bias, (void)N, (void)C, (void)OC;
+    return no_dnnl();
+}
+int gptx_cpu_matmul_backward_dgelu_bf16(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                                        const float *dout, const float *inp, const float *w,
+                                        const float *pre, int N, int C, int OC) {
+    (void)be, (void)dinp, (void)dw, (void)dbias, (void)dout, (void)inp, (void)w, (void)pre;
+    (void)N, (void)C, (void)OC;
     return no_dnnl();
 }
 #endif
