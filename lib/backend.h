@@ -12,10 +12,16 @@
  *   mean/rstd, log-sum-exp, losses): fp32 always;
  *   activations (marked [act]: layer inputs/outputs, qkv, logits and their
  *   gradients): storage.act_bytes per element (4 = fp32, 2 = bf16);
- *   weights read by forward/backward (marked [w]): the parameter buffer
+ *   the residual stream (marked [res]: the embedding output, each block's
+ *   sums and their gradient): storage.res_bytes per element (fp32 under the
+ *   bf16 mixed policy, as torch.autocast keeps it; the activation type
+ *   otherwise);
+ *   weights read by the matrix products (marked [w]): the parameter buffer
  *   itself when storage.wcopy_bytes is 0, else the compute copy of the
  *   weights (wcopy_bytes per element) that lib/ keeps in step with the
- *   parameters through convert_weights.
+ *   parameters through convert_weights. The embedding and LayerNorm ops read
+ *   the parameters themselves ([p]: the fp32 master under bf16 mixed, as
+ *   torch.autocast, which rounds only the products' operands).
  * Parameters and AdamW moments (marked [p]) take storage.param_bytes per
  * element (4 = fp32, 2 = bf16 under the pure-bf16 policy); lib/ moves them
  * with upload_param / download_param / fill_param, which convert to and
@@ -56,6 +62,7 @@ typedef struct gptx_backend_storage {
     size_t wcopy_bytes; /* 0: ops read the parameters; else bytes per element
                          * of the compute copy of the weights */
     size_t param_bytes; /* bytes per element of [p] buffers: 4 (fp32) or 2 (bf16) */
+    size_t res_bytes;   /* bytes per element of [res] buffers; 0 = act_bytes */
 } gptx_backend_storage;
 
 typedef struct gptx_backend_ops {
@@ -79,17 +86,17 @@ typedef struct gptx_backend_ops {
     int (*upload_i32)(gptx_backend *be, int32_t *dst, const int32_t *host, size_t n);
     int (*fill_f32)(gptx_backend *be, float *dst, float value, size_t n);
 
-    /* out (B*T, C) = wte[inp] + wpe[t] */
+    /* [res] out (B*T, C) = [p] wte[inp] + [p] wpe[t] */
     int (*embedding_forward)(gptx_backend *be, float *out, const int32_t *inp, const float *wte,
                              const float *wpe, int B, int T, int C);
-    /* dwte[inp] += dout, dwpe[t] += sum over b of dout */
+    /* dwte[inp] += [res] dout, dwpe[t] += sum over b of dout */
     int (*embedding_backward)(gptx_backend *be, float *dwte, float *dwpe, const float *dout,
                               const int32_t *inp, int B, int T, int C);
-    /* out (N, C) = normalize(inp) * w + b, saves mean and rstd (N) */
+    /* [act] out (N, C) = normalize([res] inp) * [p] w + [p] b, saves mean and rstd (N) */
     int (*layernorm_forward)(gptx_backend *be, float *out, float *mean, float *rstd,
                              const float *inp, const float *w, const float *b, int N, int C,
                              float eps);
-    /* dinp += ..., dw += ..., db += ... */
+    /* [res] dinp += ..., dw += ..., db += ... ([act] dout, [res] inp, [p] w) */
     int (*layernorm_backward)(gptx_backend *be, float *dinp, float *dw, float *db,
                               const float *dout, const float *inp, const float *w,
                               const float *mean, const float *rstd, int N, int C);
@@ -112,7 +119,7 @@ typedef struct gptx_backend_ops {
     /* dinp = gelu'(inp) * dout (overwrites) */
     int (*gelu_backward)(gptx_backend *be, float *dinp, const float *inp, const float *dout,
                          size_t n);
-    /* out = a + b */
+    /* [res] out = [res] a + [act] b */
     int (*residual_forward)(gptx_backend *be, float *out, const float *a, const float *b,
                             size_t n);
     /* logits (N, Vp): columns [V, Vp) set to -inf when mask_padded; losses (N)
@@ -143,6 +150,10 @@ typedef struct gptx_backend_ops {
     int (*download_act)(gptx_backend *be, float *host, const float *src, size_t n);
     /* [act] dst (n) = value */
     int (*fill_act)(gptx_backend *be, float *dst, float value, size_t n);
+    /* [act] dst (n) = [res] src (n), rounded: the residual gradient as the
+     * dout of the projections' products. Needed when res_bytes differs from
+     * act_bytes (then lib/ calls it; NULL otherwise). */
+    int (*act_from_res)(gptx_backend *be, float *dst, const float *src, size_t n);
     /* [w] copy (n) = params (n) rounded to the copy's type */
     int (*convert_weights)(gptx_backend *be, float *copy, const float *params, size_t n);
     /* [p] dst (n) <- host fp32 (rounded to nearest even when [p] is bf16);
@@ -162,8 +173,8 @@ typedef struct gptx_backend_ops {
     void (*host_free_pinned)(gptx_backend *be, void *ptr);
 
     /* OPTIONAL fused residual-add + LayerNorm (NULL: lib/ calls
-     * residual_forward, then layernorm_forward): [act] residual (N, C) =
-     * a + b, then out (N, C) = LayerNorm(residual) as layernorm_forward
+     * residual_forward, then layernorm_forward): [res] residual (N, C) =
+     * [res] a + [act] b, then [act] out (N, C) = LayerNorm(residual) as layernorm_forward
      * computes it from the stored residual, saving mean and rstd (N). The
      * backward needs no entry: layernorm_backward accumulates into dinp, and
      * that buffer is the gradient of the residual, of a and of b alike. */

@@ -99,6 +99,19 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
                          "backend '%s' does not offer the kernel variant set on the context "
                          "(attention %d, fused_qkv %d, fused_norm_gelu %d)",
                          ops->name, co->attention, co->fused_qkv, co->fused_norm_gelu);
+    {
+        /* the separate-QKV variant sums gradients with residual_forward, whose
+         * operands must then share one type */
+        gptx_backend_storage st;
+        gptx_context_storage(ctx, &st);
+        if (!co->fused_qkv && st.res_bytes != st.act_bytes)
+            return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                             "the separate Q, K, V variant needs the residual stream in the "
+                             "activation type; the context's %s policy keeps it wider",
+                             gptx_precision_name(ctx->precision));
+        if (st.res_bytes != st.act_bytes && !ops->act_from_res)
+            return GPTX_FAIL(GPTX_ERR_BACKEND, "backend '%s' lacks act_from_res", ops->name);
+    }
     gptx_model *m = calloc(1, sizeof *m);
     if (!m) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     m->ctx = ctx;
@@ -115,6 +128,7 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     gptx_backend_storage st;
     gptx_context_storage(ctx, &st);
     m->act_bytes = st.act_bytes;
+    m->res_bytes = st.res_bytes;
     m->wcopy_bytes = st.wcopy_bytes;
     m->param_bytes = st.param_bytes;
     m->wcopy_stale = 1;
@@ -220,11 +234,12 @@ int gptx_model_zero_grad(gptx_model *m) {
 
 /* Carves views for (B, T) out of one buffer; with base == NULL only counts
  * bytes. Views are carved in bytes: activations take m->act_bytes per element
- * (the backend's activation type, lib/backend.h), ids and per-row statistics
- * 4; every view starts on a 64-byte boundary. */
+ * (the backend's activation type, lib/backend.h), the residual stream
+ * m->res_bytes, ids and per-row statistics 4; every view starts on a 64-byte
+ * boundary. */
 static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
     size_t BT = (size_t)B * T, C = (size_t)m->cfg.n_embd, NH = (size_t)m->cfg.n_head;
-    size_t Vp = (size_t)m->cfg.padded_vocab_size, off = 0, A = m->act_bytes;
+    size_t Vp = (size_t)m->cfg.padded_vocab_size, off = 0, A = m->act_bytes, R = m->res_bytes;
 #define TAKE_BYTES(ptr, n, esz)                               \
     do {                                                      \
         if (base) (ptr) = (void *)(base + off);               \
@@ -232,9 +247,10 @@ static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
     } while (0)
 #define TAKE(ptr, n) TAKE_BYTES(ptr, n, A)          /* activation type */
 #define TAKE32(ptr, n) TAKE_BYTES(ptr, n, 4)        /* ids, statistics: 4 bytes */
+#define TAKE_RES(ptr, n) TAKE_BYTES(ptr, n, R)      /* the residual stream */
     TAKE32(m->inputs, BT);
     TAKE32(m->targets, BT);
-    TAKE(m->encoded, BT * C);
+    TAKE_RES(m->encoded, BT * C);
     for (int l = 0; l < m->cfg.n_layer; l++) {
         gptx_layer_acts *a = base ? &m->acts[l] : &(gptx_layer_acts){0};
         TAKE(a->ln1, BT * C);
@@ -243,13 +259,13 @@ static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
         TAKE(a->qkv, 3 * BT * C);
         TAKE(a->atty, BT * C);
         TAKE32(a->att_lse, BT * NH);
-        TAKE(a->residual2, BT * C);
+        TAKE_RES(a->residual2, BT * C);
         TAKE(a->ln2, BT * C);
         TAKE32(a->ln2_mean, BT);
         TAKE32(a->ln2_rstd, BT);
         TAKE(a->fch, 4 * BT * C);
         TAKE(a->fch_gelu, 4 * BT * C);
-        TAKE(a->residual3, BT * C);
+        TAKE_RES(a->residual3, BT * C);
         if (m->naive_attention) TAKE(a->att, BT * NH * (size_t)T);
     }
     if (m->naive_attention) {
@@ -274,7 +290,8 @@ static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
     TAKE(m->logits, BT * Vp);
     TAKE32(m->losses, BT);
     TAKE32(m->loss_lse, 3 * BT); /* lse + 2 backend statistics per row */
-    TAKE(m->dresidual, BT * C);
+    TAKE_RES(m->dresidual, BT * C);
+    if (R != A) TAKE(m->dres_act, BT * C);
     TAKE(m->dln, BT * C);
     TAKE(m->datty, BT * C);
     TAKE(m->dqkv, 3 * BT * C);
@@ -282,6 +299,7 @@ static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
     TAKE(m->dfch_gelu, 4 * BT * C);
 #undef TAKE
 #undef TAKE32
+#undef TAKE_RES
 #undef TAKE_BYTES
     return off;
 }
@@ -329,6 +347,9 @@ static int ensure_attention_mask(gptx_model *m, int T) {
 /* The weights the ops read ([w] in lib/backend.h): the parameters, or the
  * backend's compute copy of them. */
 #define PARAM(m, idx) weight_at(m, (m)->layout.tensors[idx].offset)
+/* [p]: the parameter itself (the fp32 master under bf16 mixed), for the ops
+ * that take LayerNorm and embedding weights (lib/backend.h) */
+#define MASTER(m, idx) gptx_param_at((m)->ctx, (m)->params, (m)->layout.tensors[idx].offset)
 #define GRAD(m, idx) ((m)->grads + (m)->layout.tensors[idx].offset)
 #define PARAM_OR_NULL(m, idx) ((idx) < 0 ? NULL : PARAM(m, idx))
 #define GRAD_OR_NULL(m, idx) ((idx) < 0 ? NULL : GRAD(m, idx))
@@ -338,12 +359,12 @@ static const float *weight_at(const gptx_model *m, size_t elems) {
     return (const float *)((const char *)m->wcopy + elems * m->wcopy_bytes);
 }
 
-/* `elems` elements past a weight view / an activation view */
+/* `elems` elements past a weight view / a residual-stream view */
 static const float *w_offset(const gptx_model *m, const float *w, size_t elems) {
     return (const float *)((const char *)w + elems * (m->wcopy ? m->wcopy_bytes : m->param_bytes));
 }
-static const float *act_offset(const gptx_model *m, const float *a, size_t elems) {
-    return (const float *)((const char *)a + elems * m->act_bytes);
+static const float *res_offset(const gptx_model *m, const float *a, size_t elems) {
+    return (const float *)((const char *)a + elems * m->res_bytes);
 }
 
 void gptx_model_params_changed(gptx_model *m) { m->wcopy_stale = 1; }
@@ -437,8 +458,8 @@ static int attention_backward(gptx_model *m, gptx_layer_acts *a, int B, int T) {
 static int embed_forward(gptx_model *m, int B, int T) {
     const gptx_layout *L = &m->layout;
     GPTX_TRY(refresh_weights(m));
-    return OPS(m)->embedding_forward(BE(m), m->encoded, m->inputs, PARAM(m, L->wte),
-                                     PARAM(m, L->wpe), B, T, m->cfg.n_embd); // -> (BT, C)
+    return OPS(m)->embedding_forward(BE(m), m->encoded, m->inputs, MASTER(m, L->wte),
+                                     MASTER(m, L->wpe), B, T, m->cfg.n_embd); // -> (BT, C)
 }
 
 /* Every transformer block on m->encoded: -> residual stream (B*T, C),
@@ -457,19 +478,19 @@ static int blocks_forward(gptx_model *m, int B, int T, const float **out) {
         /* with the fused op, ln1 of layers > 0 came with the previous residual */
         if (l == 0 || !m->res_ln_forward)
             GPTX_TRY(m->ln_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
-                                   PARAM(m, p->ln1_w), PARAM(m, p->ln1_b), N, C, eps));
+                                   MASTER(m, p->ln1_w), MASTER(m, p->ln1_b), N, C, eps));
         GPTX_TRY(qkv_forward(m, p, a, N));          // (BT, 3C)
         GPTX_TRY(attention_forward(m, a, B, T));    // (BT, C)
         GPTX_TRY(ops->matmul_forward(be, a->attproj, a->atty, PARAM(m, p->attn_proj_w),
                                      PARAM(m, p->attn_proj_b), N, C, C));
         if (m->res_ln_forward) {
             GPTX_TRY(m->res_ln_forward(be, a->residual2, a->ln2, a->ln2_mean, a->ln2_rstd, residual,
-                                       a->attproj, PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C,
+                                       a->attproj, MASTER(m, p->ln2_w), MASTER(m, p->ln2_b), N, C,
                                        eps));
         } else {
             GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BTC));
             GPTX_TRY(m->ln_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
-                                   PARAM(m, p->ln2_w), PARAM(m, p->ln2_b), N, C, eps));
+                                   MASTER(m, p->ln2_w), MASTER(m, p->ln2_b), N, C, eps));
         }
         if (m->mm_gelu_forward) { // (BT, 4C) pre-activation and GELU in one product
             GPTX_TRY(m->mm_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, PARAM(m, p->fc_w),
@@ -486,8 +507,8 @@ static int blocks_forward(gptx_model *m, int B, int T, const float **out) {
             const gptx_layer_params *pn = &L->layers[l + 1];
             gptx_layer_acts *an = &m->acts[l + 1];
             GPTX_TRY(m->res_ln_forward(be, a->residual3, an->ln1, an->ln1_mean, an->ln1_rstd,
-                                       a->residual2, a->fcproj, PARAM(m, pn->ln1_w),
-                                       PARAM(m, pn->ln1_b), N, C, eps));
+                                       a->residual2, a->fcproj, MASTER(m, pn->ln1_w),
+                                       MASTER(m, pn->ln1_b), N, C, eps));
         } else {
             GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BTC));
         }
@@ -565,8 +586,8 @@ static int forward_segment(gptx_model *m, const void *arg) {
     int Vp = m->cfg.padded_vocab_size, N = f->B * f->T;
     const float *residual = NULL;
     GPTX_TRY(blocks_forward(m, f->B, f->T, &residual));
-    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual, PARAM(m, L->lnf_w),
-                           PARAM(m, L->lnf_b), N, C, m->cfg.layernorm_eps));
+    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual, MASTER(m, L->lnf_w),
+                           MASTER(m, L->lnf_b), N, C, m->cfg.layernorm_eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, N, C,
                                  Vp)); // (BT, Vp)
     if (f->fused)
@@ -688,8 +709,8 @@ int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, 
     const float *residual = NULL;
     GPTX_TRY(transformer_forward(m, 1, T, &residual));
     /* last row only: (1, C) -> ln_f -> (1, Vp) logits in row 0 of the buffer */
-    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, act_offset(m, residual, last),
-                                    PARAM(m, L->lnf_w), PARAM(m, L->lnf_b), 1, C, eps));
+    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, res_offset(m, residual, last),
+                                    MASTER(m, L->lnf_w), MASTER(m, L->lnf_b), 1, C, eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, 1, C, Vp));
     /* masks the padded columns exactly as the full forward pass does */
     GPTX_TRY(ops->crossentropy_forward(be, NULL, m->loss_lse, m->logits, NULL, 1, V, Vp,
@@ -698,6 +719,17 @@ int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, 
 }
 
 /* ---- backward --------------------------------------------------------------- */
+
+/* The residual gradient as a projection product's dout: dresidual itself,
+ * or, with a wider residual stream (bf16 mixed), its rounded copy in the
+ * activation type (what autocast's bf16 product sees too). */
+static int dresidual_as_act(gptx_model *m, size_t n, const float **out) {
+    *out = m->dresidual;
+    if (m->res_bytes == m->act_bytes) return GPTX_OK;
+    GPTX_TRY(OPS(m)->act_from_res(BE(m), m->dres_act, m->dresidual, n));
+    *out = m->dres_act;
+    return GPTX_OK;
+}
 
 int gptx_model_backward_check(const gptx_model *m, float loss_scale, const char *func) {
     if (m->phase != GPTX_PHASE_FORWARD)
@@ -781,10 +813,11 @@ static int backward_segment(gptx_model *m, const void *args) {
     const float *last = m->cfg.n_layer > 0 ? m->acts[m->cfg.n_layer - 1].residual3 : m->encoded;
     GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, L->lm_head), NULL, m->logits, m->lnf,
                                   PARAM(m, L->lm_head), N, C, Vp));
-    GPTX_TRY(ops->fill_act ? ops->fill_act(be, m->dresidual, 0.0f, BTC)
-                           : ops->fill_f32(be, m->dresidual, 0.0f, BTC));
+    GPTX_TRY(ops->fill_act && m->res_bytes == m->act_bytes
+                 ? ops->fill_act(be, m->dresidual, 0.0f, BTC)
+                 : ops->fill_f32(be, m->dresidual, 0.0f, BTC)); /* [res] fp32 or the act type */
     GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln,
-                                     last, PARAM(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C));
+                                     last, MASTER(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C));
     /* ln_f (and an untied lm_head, which follows it) are final; a tied head
      * is wte, which the embedding backward still adds to */
     if (ready) {
@@ -798,28 +831,31 @@ static int backward_segment(gptx_model *m, const void *args) {
         gptx_layer_acts *a = &m->acts[l];
         const float *residual = l == 0 ? m->encoded : m->acts[l - 1].residual3;
         /* residual3 = residual2 + fcproj: dfcproj = dresidual */
+        const float *dproj = NULL;
+        GPTX_TRY(dresidual_as_act(m, BTC, &dproj));
         if (m->mm_backward_dgelu) { // dfch = (dresidual @ W) * gelu'(fch) in one product
             GPTX_TRY(m->mm_backward_dgelu(be, m->dfch, GRAD(m, p->fc_proj_w), GRAD(m, p->fc_proj_b),
-                                          m->dresidual, a->fch_gelu, PARAM(m, p->fc_proj_w),
+                                          dproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
                                           a->fch, N, 4 * C, C));
         } else {
             GPTX_TRY(ops->matmul_backward(be, m->dfch_gelu, GRAD(m, p->fc_proj_w),
-                                          GRAD(m, p->fc_proj_b), m->dresidual, a->fch_gelu,
+                                          GRAD(m, p->fc_proj_b), dproj, a->fch_gelu,
                                           PARAM(m, p->fc_proj_w), N, 4 * C, C));
             GPTX_TRY(m->gelu_bwd(be, m->dfch, a->fch, m->dfch_gelu, BTC * 4));
         }
         GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->fc_w), GRAD(m, p->fc_b), m->dfch, a->ln2,
                                       PARAM(m, p->fc_w), N, C, 4 * C));
         GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b),
-                                         m->dln, a->residual2, PARAM(m, p->ln2_w), a->ln2_mean,
+                                         m->dln, a->residual2, MASTER(m, p->ln2_w), a->ln2_mean,
                                          a->ln2_rstd, N, C));
         /* residual2 = residual + attproj: dattproj = dresidual */
+        GPTX_TRY(dresidual_as_act(m, BTC, &dproj));
         GPTX_TRY(ops->matmul_backward(be, m->datty, GRAD(m, p->attn_proj_w), GRAD(m, p->attn_proj_b),
-                                      m->dresidual, a->atty, PARAM(m, p->attn_proj_w), N, C, C));
+                                      dproj, a->atty, PARAM(m, p->attn_proj_w), N, C, C));
         GPTX_TRY(attention_backward(m, a, B, T));
         GPTX_TRY(qkv_backward(m, p, a, N));
         GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b),
-                                         m->dln, residual, PARAM(m, p->ln1_w), a->ln1_mean,
+                                         m->dln, residual, MASTER(m, p->ln1_w), a->ln1_mean,
                                          a->ln1_rstd, N, C));
         if (ready) {
             size_t lo, hi;

@@ -72,6 +72,7 @@ struct gptx_model {
      * an activation tensor (the backend's storage) */
     int act_B, act_T;
     size_t act_bytes;
+    size_t res_bytes; /* per element of the residual stream (encoded, residual2/3, dresidual) */
     size_t act_size; /* bytes in act_buf */
     void *act_buf;
     int32_t *inputs, *targets; /* (BT) device copies */
@@ -84,6 +85,7 @@ struct gptx_model {
     float *loss_lse;            /* (3 BT): lse, then backend statistics */
     /* backward scratch */
     float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
+    float *dres_act; /* dresidual in the activation type, when res_bytes differs */
     /* kernel variants (context options), chosen once at model creation */
     int naive_attention, fused_qkv;
     int (*ln_forward)(gptx_backend *be, float *out, float *mean, float *rstd, const float *inp,

@@ -4,7 +4,9 @@ void gptx_context_storage(const gptx_context *ctx, gptx_backend_storage *out) {
     out->act_bytes = sizeof(float);
     out->wcopy_bytes = 0;
     out->param_bytes = sizeof(float);
+    out->res_bytes = 0;
     if (ctx->ops->storage) ctx->ops->storage(ctx->be, out);
+    if (out->res_bytes == 0) out->res_bytes = out->act_bytes;
 }
 
 size_t gptx_param_bytes(const gptx_context *ctx) {

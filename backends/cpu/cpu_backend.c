@@ -68,6 +68,7 @@ static int cpu_create(gptx_backend **out, const gptx_context_options *opts) {
     be->act_bf16 = precision == GPTX_PRECISION_BF16 || precision == GPTX_PRECISION_BF16_PURE;
     be->param_bf16 = precision == GPTX_PRECISION_BF16_PURE;
     be->stochastic_rounding = be->param_bf16 && opts->stochastic_rounding;
+    be->res_f32 = be->act_bf16 && !be->param_bf16;
     /* The context's thread count governs the products too: the pool splits
      * them and OpenBLAS (and oneDNN) run single-threaded inside its tasks
      * (cpu_gemm.c, cpu_dnnl.c). */
@@ -233,6 +234,7 @@ static void cpu_storage(const gptx_backend *be, gptx_backend_storage *out) {
      * the bf16 parameters themselves */
     out->wcopy_bytes = be->act_bf16 && !be->param_bf16 ? 2 : 0;
     out->param_bytes = be->param_bf16 ? 2 : 4;
+    out->res_bytes = be->res_f32 ? 4 : out->act_bytes;
 }
 
 static int cpu_download_act(gptx_backend *be, float *host, const float *src, size_t n) {
@@ -442,6 +444,7 @@ static const gptx_backend_ops cpu_ops = {
     .storage = cpu_storage,
     .download_act = cpu_download_act,
     .fill_act = cpu_fill_act,
+    .act_from_res = gptx_cpu_act_from_res,
     .convert_weights = cpu_convert_weights,
     .upload_param = cpu_upload_param,
     .download_param = cpu_download_param,

@@ -20,6 +20,7 @@ struct gptx_backend {
     int act_bf16;            /* activations and the weights ops read are bf16 */
     int param_bf16;          /* parameters and AdamW moments are bf16 (BF16_PURE) */
     int stochastic_rounding; /* BF16_PURE's AdamW rounds stochastically */
+    int res_f32;             /* the residual stream stays fp32 (bf16 mixed, as autocast) */
     struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), NULL under fp32 */
     void *scratch;              /* bf16 kernels' conversion buffers (gptx_cpu_scratch) */
     size_t scratch_bytes;
@@ -205,5 +206,7 @@ int gptx_cpu_adamw_bf16(gptx_backend *be, float *params, const float *grads, flo
 int gptx_cpu_bf16_buffer_from_f32(gptx_backend *be, void *dst, const float *src, size_t n);
 int gptx_cpu_bf16_buffer_to_f32(gptx_backend *be, float *dst, const void *src, size_t n);
 int gptx_cpu_bf16_buffer_fill(gptx_backend *be, void *dst, float value, size_t n);
+/* The backend's [res] type (fp32 or bf16) to its [act] type (bf16). */
+int gptx_cpu_act_from_res(gptx_backend *be, float *dst, const float *src, size_t n);
 
 #endif

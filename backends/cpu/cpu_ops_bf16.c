@@ -1,5 +1,10 @@
 /* The CPU kernels on bf16 storage (the bf16 and bf16_pure policies,
- * docs/precision.md). Each op widens its bf16 inputs to fp32 (exact), runs
+ * docs/precision.md). The residual stream ([res] arguments: the embedding
+ * output, the block sums, their gradient) is fp32 under bf16 mixed, as
+ * torch.autocast keeps it, and bf16 under bf16_pure (be->res_f32); so are
+ * the LayerNorm and embedding weights ([p]: the parameters themselves, the
+ * fp32 master under bf16 mixed, which autocast does not round either). Each op
+ * widens its bf16 inputs to fp32 (exact), runs
  * the fp32 kernel's own code on them (cpu_ops.c: the same tasks, on a
  * worker's converted rows or a converted copy), and rounds its bf16 outputs
  * once (cpu_bf16.h). So an op's result is exactly the fp32 op's on the
@@ -82,6 +87,12 @@ int gptx_cpu_bf16_buffer_fill(gptx_backend *be, void *dst, float value, size_t n
     return GPTX_OK;
 }
 
+int gptx_cpu_act_from_res(gptx_backend *be, float *dst, const float *src, size_t n) {
+    if (be->res_f32) return gptx_cpu_bf16_buffer_from_f32(be, dst, src, n);
+    memcpy(dst, src, n * (be->act_bf16 ? sizeof(bf16) : sizeof(float)));
+    return GPTX_OK;
+}
+
 /* n bf16 values widened into scratch; NULL (message set) when out of memory. */
 static float *widened(gptx_backend *be, float *scratch, const float *src, size_t n) {
     if (scratch) gptx_cpu_bf16_buffer_to_f32(be, scratch, src, n);
@@ -99,7 +110,8 @@ typedef struct {
     int ntasks;
 } embed_args;
 
-/* out = wte[token] + wpe[t]: one fp32 add of the widened weights, rounded */
+/* bf16_pure: out = wte[token] + wpe[t], one fp32 add of the widened
+ * weights, rounded */
 GPTX_CPU_HOT static void gptx_cpu_embed_bf16_task(void *vp, int task) {
     embed_args *a = vp;
     size_t lo, hi;
@@ -115,6 +127,8 @@ GPTX_CPU_HOT static void gptx_cpu_embed_bf16_task(void *vp, int task) {
 
 int gptx_cpu_embedding_forward_bf16(gptx_backend *be, float *out, const int32_t *inp,
                                     const float *wte, const float *wpe, int B, int T, int C) {
+    /* bf16 mixed: fp32 master weights into the fp32 residual stream, the fp32 op */
+    if (be->res_f32) return gptx_cpu_embedding_forward(be, out, inp, wte, wpe, B, T, C);
     embed_args a = {(bf16 *)out, inp, (const bf16 *)wte, (const bf16 *)wpe, T, C,
                     (size_t)B * T, 0};
     a.ntasks = gptx_cpu_ntasks(be, a.rows);
@@ -124,6 +138,7 @@ int gptx_cpu_embedding_forward_bf16(gptx_backend *be, float *out, const int32_t 
 
 int gptx_cpu_embedding_backward_bf16(gptx_backend *be, float *dwte, float *dwpe,
                                      const float *dout, const int32_t *inp, int B, int T, int C) {
+    if (be->res_f32) return gptx_cpu_embedding_backward(be, dwte, dwpe, dout, inp, B, T, C);
     size_t n = (size_t)B * T * C;
     float *d = widened(be, gptx_cpu_scratch(be, n * sizeof(float)), dout, n);
     if (!d) return GPTX_ERR_NO_MEMORY;
@@ -135,7 +150,8 @@ int gptx_cpu_embedding_backward_bf16(gptx_backend *be, float *dwte, float *dwpe,
 typedef struct {
     bf16 *out;
     float *mean, *rstd;
-    const bf16 *inp;
+    const void *inp; /* [res]: fp32 rows (inp_f32) or bf16 */
+    int inp_f32;
     const float *w, *b; /* widened */
     int N, C;
     float eps;
@@ -147,7 +163,10 @@ static void ln_fwd_item(void *vp, int worker, size_t item) {
     size_t r0 = item * ROW_CHUNK, nr = (size_t)a->N - r0 < ROW_CHUNK ? (size_t)a->N - r0 : ROW_CHUNK;
     size_t C = (size_t)a->C;
     float *x = a->rows + (size_t)worker * 2 * ROW_CHUNK * C, *y = x + ROW_CHUNK * C;
-    gptx_cpu_bf16_widen(x, a->inp + r0 * C, nr * C);
+    if (a->inp_f32)
+        x = (float *)a->inp + r0 * C; /* read in place */
+    else
+        gptx_cpu_bf16_widen(x, (const bf16 *)a->inp + r0 * C, nr * C);
     gptx_cpu_ln_fwd_args f = {y, a->mean + r0, a->rstd + r0, x, a->w, a->b, (int)nr, a->C,
                               a->eps, 1};
     gptx_cpu_ln_fwd_task(&f, 0);
@@ -160,36 +179,50 @@ int gptx_cpu_layernorm_forward_bf16(gptx_backend *be, float *out, float *mean, f
     size_t per = 2 * ROW_CHUNK * (size_t)C;
     float *s = gptx_cpu_scratch(be, ((size_t)be->nthreads * per + 2 * (size_t)C) * sizeof(float));
     if (!s) return GPTX_ERR_NO_MEMORY;
-    float *w32 = s + (size_t)be->nthreads * per, *b32 = w32 + C;
-    gptx_cpu_bf16_widen(w32, (const bf16 *)w, (size_t)C);
-    gptx_cpu_bf16_widen(b32, (const bf16 *)b, (size_t)C);
-    ln_bf16_args a = {(bf16 *)out, mean, rstd, (const bf16 *)inp, w32, b32, N, C, eps, s};
+    const float *w32 = w, *b32 = b; /* [p]: fp32 unless bf16_pure */
+    if (be->param_bf16) {
+        float *wb = s + (size_t)be->nthreads * per;
+        gptx_cpu_bf16_widen(wb, (const bf16 *)w, (size_t)C);
+        gptx_cpu_bf16_widen(wb + C, (const bf16 *)b, (size_t)C);
+        w32 = wb, b32 = wb + C;
+    }
+    ln_bf16_args a = {(bf16 *)out, mean, rstd, inp, be->res_f32, w32, b32, N, C, eps, s};
     gptx_cpu_run_items(be, ((size_t)N + ROW_CHUNK - 1) / ROW_CHUNK, ln_fwd_item, &a);
     return GPTX_OK;
 }
 
 /* The backward reads every row for each column block: it runs on widened
- * copies of inp, dout and dinp (3 N C floats of scratch). */
+ * copies of dout and, for a bf16 residual stream, of inp and dinp (up to
+ * 3 N C floats of scratch). */
 int gptx_cpu_layernorm_backward_bf16(gptx_backend *be, float *dinp, float *dw, float *db,
                                      const float *dout, const float *inp, const float *w,
                                      const float *mean, const float *rstd, int N, int C) {
-    size_t n = (size_t)N * C;
-    float *s = gptx_cpu_scratch(be, (3 * n + (size_t)C) * sizeof(float));
+    size_t n = (size_t)N * C, copies = be->res_f32 ? 1 : 3;
+    float *s = gptx_cpu_scratch(be, (copies * n + (size_t)C) * sizeof(float));
     if (!s) return GPTX_ERR_NO_MEMORY;
-    float *x = s, *d = s + n, *dx = s + 2 * n, *w32 = s + 3 * n;
-    gptx_cpu_bf16_buffer_to_f32(be, x, inp, n);
+    float *d = s;
+    const float *x = inp, *w32 = w;
+    float *dx = dinp;
     gptx_cpu_bf16_buffer_to_f32(be, d, dout, n);
-    gptx_cpu_bf16_buffer_to_f32(be, dx, dinp, n);
-    gptx_cpu_bf16_widen(w32, (const bf16 *)w, (size_t)C);
+    if (!be->res_f32) {
+        x = s + n, dx = s + 2 * n;
+        gptx_cpu_bf16_buffer_to_f32(be, (float *)x, inp, n);
+        gptx_cpu_bf16_buffer_to_f32(be, dx, dinp, n);
+    }
+    if (be->param_bf16) { /* [p] bf16 */
+        gptx_cpu_bf16_widen(s + copies * n, (const bf16 *)w, (size_t)C);
+        w32 = s + copies * n;
+    }
     GPTX_TRY(gptx_cpu_layernorm_backward(be, dx, dw, db, d, x, w32, mean, rstd, N, C));
-    return gptx_cpu_bf16_buffer_from_f32(be, dinp, dx, n);
+    return be->res_f32 ? GPTX_OK : gptx_cpu_bf16_buffer_from_f32(be, dinp, dx, n);
 }
 
 /* ---- elementwise ---------------------------------------------------------------- */
 
 typedef struct {
-    bf16 *out;
-    const bf16 *x, *y; /* y may be NULL */
+    void *out;
+    const void *x, *y; /* y may be NULL */
+    int f32;           /* out and x are fp32 (a residual-stream sum), y bf16 */
     size_t n;
     gptx_task_fn fp32_task;
     float *bufs; /* per worker: 3 * EW_CHUNK */
@@ -199,34 +232,40 @@ static void ew_item(void *vp, int worker, size_t item) {
     ew_bf16_args *a = vp;
     size_t lo = item * EW_CHUNK, len = a->n - lo < EW_CHUNK ? a->n - lo : EW_CHUNK;
     float *x = a->bufs + (size_t)worker * 3 * EW_CHUNK, *y = x + EW_CHUNK, *o = y + EW_CHUNK;
-    gptx_cpu_bf16_widen(x, a->x + lo, len);
-    if (a->y) gptx_cpu_bf16_widen(y, a->y + lo, len);
+    if (a->f32) {
+        x = (float *)a->x + lo;
+        o = (float *)a->out + lo;
+    } else {
+        gptx_cpu_bf16_widen(x, (const bf16 *)a->x + lo, len);
+    }
+    if (a->y) gptx_cpu_bf16_widen(y, (const bf16 *)a->y + lo, len);
     gptx_cpu_ew_args f = {o, x, a->y ? y : NULL, len, 1};
     a->fp32_task(&f, 0);
-    gptx_cpu_bf16_narrow(a->out + lo, o, len);
+    if (!a->f32) gptx_cpu_bf16_narrow((bf16 *)a->out + lo, o, len);
 }
 
 static int run_ew(gptx_backend *be, gptx_task_fn fp32_task, float *out, const float *x,
-                  const float *y, size_t n) {
+                  const float *y, size_t n, int f32) {
     float *bufs = gptx_cpu_scratch(be, (size_t)be->nthreads * 3 * EW_CHUNK * sizeof(float));
     if (!bufs) return GPTX_ERR_NO_MEMORY;
-    ew_bf16_args a = {(bf16 *)out, (const bf16 *)x, (const bf16 *)y, n, fp32_task, bufs};
+    ew_bf16_args a = {out, x, y, f32, n, fp32_task, bufs};
     gptx_cpu_run_items(be, (n + EW_CHUNK - 1) / EW_CHUNK, ew_item, &a);
     return GPTX_OK;
 }
 
 int gptx_cpu_gelu_forward_bf16(gptx_backend *be, float *out, const float *inp, size_t n) {
-    return run_ew(be, gptx_cpu_gelu_fwd_task, out, inp, NULL, n);
+    return run_ew(be, gptx_cpu_gelu_fwd_task, out, inp, NULL, n, 0);
 }
 
 int gptx_cpu_gelu_backward_bf16(gptx_backend *be, float *dinp, const float *inp,
                                 const float *dout, size_t n) {
-    return run_ew(be, gptx_cpu_gelu_bwd_task, dinp, inp, dout, n);
+    return run_ew(be, gptx_cpu_gelu_bwd_task, dinp, inp, dout, n, 0);
 }
 
 int gptx_cpu_residual_forward_bf16(gptx_backend *be, float *out, const float *a, const float *b,
                                    size_t n) {
-    return run_ew(be, gptx_cpu_residual_task, out, a, b, n);
+    /* [res] out = [res] a + [act] b */
+    return run_ew(be, gptx_cpu_residual_task, out, a, b, n, be->res_f32);
 }
 
 /* ---- matrix products ------------------------------------------------------------ */

@@ -215,6 +215,7 @@ GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options
     be->act_bf16 = precision == GPTX_PRECISION_BF16 || precision == GPTX_PRECISION_BF16_PURE;
     be->param_bf16 = precision == GPTX_PRECISION_BF16_PURE;
     be->stochastic_rounding = be->param_bf16 && opts->stochastic_rounding;
+    be->res_f32 = be->act_bf16 && !be->param_bf16;
     be->deterministic = opts->deterministic;
     be->graphs = opts->cuda_graphs;
     gptx_cuda_cache_init(&be->cache, raw_alloc, raw_free, quiesce, be);
@@ -236,6 +237,7 @@ GPTX_CUDA_FN void gptx_cuda_storage(const gptx_backend *be, gptx_backend_storage
      * (bf16) parameters themselves */
     out->wcopy_bytes = be->act_bf16 && !be->param_bf16 ? sizeof(gptx_bf16) : 0;
     out->param_bytes = be->param_bf16 ? sizeof(gptx_bf16) : sizeof(float);
+    out->res_bytes = be->act_bf16 && !be->res_f32 ? sizeof(gptx_bf16) : sizeof(float);
 }
 
 GPTX_CUDA_FN int gptx_cuda_num_threads(const gptx_backend *be) {

@@ -56,6 +56,40 @@ static __device__ __forceinline__ void gptx_st(gptx_bf16 *p, float v) { *p = __f
         }                                                                                          \
     } while (0)
 
+/* The residual stream ([res], lib/backend.h: the embedding output, the
+ * block sums, their gradient) and the LayerNorm and embedding weights ([p])
+ * share one type: fp32, except under bf16_pure. GPTX_LAUNCH_RES launches
+ * kernel<res_t>, GPTX_LAUNCH_ACT_RES kernel<act_t, res_t>. */
+#define GPTX_LAUNCH_RES(kernel, grid, block, stream, ...)                                          \
+    do {                                                                                           \
+        if (be->act_bf16 && !be->res_f32) {                                                        \
+            typedef gptx_bf16 res_t;                                                               \
+            GPTX_LAUNCH(kernel<res_t>, grid, block, stream, __VA_ARGS__);                          \
+        } else {                                                                                   \
+            typedef float res_t;                                                                   \
+            GPTX_LAUNCH(kernel<res_t>, grid, block, stream, __VA_ARGS__);                          \
+        }                                                                                          \
+    } while (0)
+#define GPTX_LAUNCH_ACT_RES(kernel, grid, block, stream, ...)                                      \
+    do {                                                                                           \
+        if (!be->act_bf16) {                                                                       \
+            typedef float act_t;                                                                   \
+            typedef float res_t;                                                                   \
+            auto gptx_kernel_ = &kernel<act_t, res_t>; /* one macro argument */                \
+            GPTX_LAUNCH(gptx_kernel_, grid, block, stream, __VA_ARGS__);                          \
+        } else if (be->res_f32) {                                                                  \
+            typedef gptx_bf16 act_t;                                                               \
+            typedef float res_t;                                                                   \
+            auto gptx_kernel_ = &kernel<act_t, res_t>; /* one macro argument */                \
+            GPTX_LAUNCH(gptx_kernel_, grid, block, stream, __VA_ARGS__);                          \
+        } else {                                                                                   \
+            typedef gptx_bf16 act_t;                                                               \
+            typedef gptx_bf16 res_t;                                                               \
+            auto gptx_kernel_ = &kernel<act_t, res_t>; /* one macro argument */                \
+            GPTX_LAUNCH(gptx_kernel_, grid, block, stream, __VA_ARGS__);                          \
+        }                                                                                          \
+    } while (0)
+
 /* Page-locked host buffer reused across calls. An asynchronous copy that
  * reads or writes it records `done`; the next reserve waits for it, so the
  * host never touches the buffer while a copy still uses it. */
@@ -93,6 +127,7 @@ struct gptx_backend {
     int precision;     /* gptx_precision in effect (DEFAULT resolved) */
     int act_bf16;      /* activations and the weight copy are bf16 (BF16 policies) */
     int param_bf16;    /* parameters and AdamW moments are bf16 (BF16_PURE) */
+    int res_f32;       /* the residual stream stays fp32 (bf16 mixed, as torch.autocast) */
     int stochastic_rounding; /* BF16_PURE AdamW rounds stochastically */
     int deterministic; /* context option (every kernel here is deterministic) */
     cudaStream_t compute, copy;

@@ -31,8 +31,9 @@ static __device__ __forceinline__ float warp_sum(float v) {
 
 /* ---- embedding ------------------------------------------------------------- */
 
-template <typename A>
-static __global__ void k_embedding_forward(A *out, const int32_t *inp, const A *wte, const A *wpe,
+/* [res] out = [p] wte + wpe: both the residual type R */
+template <typename R>
+static __global__ void k_embedding_forward(R *out, const int32_t *inp, const R *wte, const R *wpe,
                                            int T, int C, size_t total) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -46,8 +47,8 @@ GPTX_CUDA_FN int gptx_cuda_embedding_forward(gptx_backend *be, float *out, const
                                              int C) {
     GPTX_TRY(gptx_cuda_enter(be));
     size_t BT = (size_t)B * T, total = BT * C;
-    GPTX_LAUNCH_ACT(k_embedding_forward, gptx_cuda_blocks(total, 256), 256, be->compute,
-                    (act_t *)out, inp, (const act_t *)wte, (const act_t *)wpe, T, C, total);
+    GPTX_LAUNCH_RES(k_embedding_forward, gptx_cuda_blocks(total, 256), 256, be->compute,
+                    (res_t *)out, inp, (const res_t *)wte, (const res_t *)wpe, T, C, total);
     GPTX_CUDA_LAUNCHED("embedding_forward");
     /* copy the ids to the host now, while the device works, so backward can
      * bucket them by token without waiting */
@@ -94,8 +95,8 @@ GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, flo
     GPTX_TRY(gptx_cuda_enter(be));
     size_t BT = (size_t)B * T;
     if (BT > 0x7fffffffu) return GPTX_FAIL(GPTX_ERR_SHAPE, "B*T %zu is too large", BT);
-    GPTX_LAUNCH_ACT(k_embedding_backward_wpe, gptx_cuda_blocks((size_t)T * C, 256), 256,
-                    be->compute, dwpe, (const act_t *)dout, B, T, C);
+    GPTX_LAUNCH_RES(k_embedding_backward_wpe, gptx_cuda_blocks((size_t)T * C, 256), 256,
+                    be->compute, dwpe, (const res_t *)dout, B, T, C);
     GPTX_CUDA_LAUNCHED("embedding_backward_wpe");
 
     /* the ids on the host: from embedding_forward's copy when it still
@@ -154,8 +155,8 @@ GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, flo
                                   cudaMemcpyHostToDevice, be->compute));
     GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
     const int32_t *dpos = (const int32_t *)dev;
-    GPTX_LAUNCH_ACT(k_embedding_backward_wte, (unsigned)nseg, 256, be->compute, dwte,
-                    (const act_t *)dout, dpos, dpos + BT, dpos + BT + nseg, C);
+    GPTX_LAUNCH_RES(k_embedding_backward_wte, (unsigned)nseg, 256, be->compute, dwte,
+                    (const res_t *)dout, dpos, dpos + BT, dpos + BT + nseg, C);
     GPTX_CUDA_LAUNCHED("embedding_backward_wte");
     return GPTX_OK;
 }
@@ -165,9 +166,10 @@ GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, flo
 /* One warp normalises row `row` of x into o: mean, then variance of the
  * centred values (two passes, like the CPU backend), then the affine output;
  * lane 0 saves the mean and 1/std. */
-template <typename A>
-static __device__ __forceinline__ void ln_row(A *o, float *mean, float *rstd, const A *x,
-                                              const A *w, const A *b, size_t row, int C,
+/* [act] o from the [res] row x with [p] weights (the residual type R) */
+template <typename A, typename R>
+static __device__ __forceinline__ void ln_row(A *o, float *mean, float *rstd, const R *x,
+                                              const R *w, const R *b, size_t row, int C,
                                               float eps) {
     int lane = threadIdx.x % 32;
     float s = 0.0f;
@@ -188,9 +190,9 @@ static __device__ __forceinline__ void ln_row(A *o, float *mean, float *rstd, co
 }
 
 /* One warp per row. */
-template <typename A>
+template <typename A, typename R>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    k_layernorm_forward(A *out, float *mean, float *rstd, const A *inp, const A *w, const A *b,
+    k_layernorm_forward(A *out, float *mean, float *rstd, const R *inp, const R *w, const R *b,
                         int N, int C, float eps) {
     size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
     if (row >= (size_t)N) return; /* whole warp: no barrier follows */
@@ -202,8 +204,8 @@ GPTX_CUDA_FN int gptx_cuda_layernorm_forward(gptx_backend *be, float *out, float
                                              int N, int C, float eps) {
     GPTX_TRY(gptx_cuda_enter(be));
     unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
-    GPTX_LAUNCH_ACT(k_layernorm_forward, blocks, ROW_THREADS, be->compute, (act_t *)out, mean, rstd,
-                    (const act_t *)inp, (const act_t *)w, (const act_t *)b, N, C, eps);
+    GPTX_LAUNCH_ACT_RES(k_layernorm_forward, blocks, ROW_THREADS, be->compute, (act_t *)out, mean,
+                        rstd, (const res_t *)inp, (const res_t *)w, (const res_t *)b, N, C, eps);
     GPTX_CUDA_LAUNCHED("layernorm_forward");
     return GPTX_OK;
 }
@@ -214,18 +216,19 @@ GPTX_CUDA_FN int gptx_cuda_layernorm_forward(gptx_backend *be, float *out, float
  * result is the separate ops' bit for bit and backward sees what forward
  * normalised. The residual never makes a round trip through memory between
  * two kernels. */
-template <typename A>
+template <typename A, typename R>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    k_residual_layernorm_forward(A *resid, A *out, float *mean, float *rstd, const A *a,
-                                 const A *b, const A *w, const A *bias, int N, int C, float eps) {
+    k_residual_layernorm_forward(R *resid, A *out, float *mean, float *rstd, const R *a,
+                                 const A *b, const R *w, const R *bias, int N, int C, float eps) {
     int lane = threadIdx.x % 32;
     size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
     if (row >= (size_t)N) return; /* whole warp: no barrier follows */
-    A *x = resid + row * C;
-    const A *xa = a + row * C, *xb = b + row * C;
+    R *x = resid + row * C;
+    const R *xa = a + row * C;
+    const A *xb = b + row * C;
     /* each lane reads back only the columns it stored */
     for (int c = lane; c < C; c += 32) gptx_st(&x[c], gptx_ld(xa[c]) + gptx_ld(xb[c]));
-    ln_row(out + row * C, mean, rstd, (const A *)x, w, bias, row, C, eps);
+    ln_row(out + row * C, mean, rstd, (const R *)x, w, bias, row, C, eps);
 }
 
 GPTX_CUDA_FN int gptx_cuda_residual_layernorm_forward(gptx_backend *be, float *residual, float *out,
@@ -234,22 +237,23 @@ GPTX_CUDA_FN int gptx_cuda_residual_layernorm_forward(gptx_backend *be, float *r
                                                       const float *bias, int N, int C, float eps) {
     GPTX_TRY(gptx_cuda_enter(be));
     unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
-    GPTX_LAUNCH_ACT(k_residual_layernorm_forward, blocks, ROW_THREADS, be->compute,
-                    (act_t *)residual, (act_t *)out, mean, rstd, (const act_t *)a,
-                    (const act_t *)b, (const act_t *)w, (const act_t *)bias, N, C, eps);
+    GPTX_LAUNCH_ACT_RES(k_residual_layernorm_forward, blocks, ROW_THREADS, be->compute,
+                        (res_t *)residual, (act_t *)out, mean, rstd, (const res_t *)a,
+                        (const act_t *)b, (const res_t *)w, (const res_t *)bias, N, C, eps);
     GPTX_CUDA_LAUNCHED("residual_layernorm_forward");
     return GPTX_OK;
 }
 
 /* One warp per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w. */
-template <typename A>
+template <typename A, typename R>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    k_layernorm_backward_rows(A *dinp, const A *dout, const A *inp, const A *w, const float *mean,
+    k_layernorm_backward_rows(R *dinp, const A *dout, const R *inp, const R *w, const float *mean,
                               const float *rstd, int N, int C) {
     int lane = threadIdx.x % 32;
     size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
     if (row >= (size_t)N) return;
-    const A *x = inp + row * C, *d = dout + row * C;
+    const R *x = inp + row * C;
+    const A *d = dout + row * C;
     float m = mean[row], r = rstd[row];
     float gs = 0.0f, gxs = 0.0f;
     for (int c = lane; c < C; c += 32) {
@@ -259,7 +263,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     }
     gs = warp_sum(gs) / (float)C;
     gxs = warp_sum(gxs) / (float)C;
-    A *dx = dinp + row * C;
+    R *dx = dinp + row * C;
     for (int c = lane; c < C; c += 32) {
         float xhat = (gptx_ld(x[c]) - m) * r;
         gptx_st(&dx[c], gptx_ld(dx[c]) + r * (gptx_ld(d[c]) * gptx_ld(w[c]) - gs - xhat * gxs));
@@ -268,9 +272,10 @@ static __global__ void __launch_bounds__(ROW_THREADS)
 
 /* Pass 1 of a column sum: block (k, cb) sums rows [k*COLSUM_ROWS, ...) of
  * columns [cb*COLSUM_THREADS, ...), one column per thread, rows in order. */
-template <typename A>
+/* x: [act] (a gradient); x2: [res] (a LayerNorm input) or NULL */
+template <typename A, typename R>
 static __global__ void __launch_bounds__(COLSUM_THREADS)
-    k_colsum_partial(float *part, float *part2, const A *x, const A *x2, const float *mean,
+    k_colsum_partial(float *part, float *part2, const A *x, const R *x2, const float *mean,
                      const float *rstd, int N, int C) {
     int c = blockIdx.y * COLSUM_THREADS + threadIdx.x;
     if (c >= C) return;
@@ -315,8 +320,8 @@ GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2
     GPTX_TRY(gptx_cuda_scratch(be, (x2 ? 2 : 1) * per * sizeof(float), &dev));
     float *part = (float *)dev, *part2 = x2 ? part + per : NULL;
     dim3 grid((unsigned)nparts, (unsigned)cblocks);
-    GPTX_LAUNCH_ACT(k_colsum_partial, grid, COLSUM_THREADS, be->compute, part, part2,
-                    (const act_t *)x, (const act_t *)x2, mean, rstd, N, C);
+    GPTX_LAUNCH_ACT_RES(k_colsum_partial, grid, COLSUM_THREADS, be->compute, part, part2,
+                        (const act_t *)x, (const res_t *)x2, mean, rstd, N, C);
     GPTX_CUDA_LAUNCHED("colsum_partial");
     GPTX_LAUNCH(k_colsum_final, gptx_cuda_blocks((size_t)C, 256), 256, be->compute, acc, acc2, part,
                 (const float *)part2, nparts, C);
@@ -329,8 +334,9 @@ GPTX_CUDA_FN int gptx_cuda_layernorm_backward(gptx_backend *be, float *dinp, flo
                                               const float *mean, const float *rstd, int N, int C) {
     GPTX_TRY(gptx_cuda_enter(be));
     unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
-    GPTX_LAUNCH_ACT(k_layernorm_backward_rows, blocks, ROW_THREADS, be->compute, (act_t *)dinp,
-                    (const act_t *)dout, (const act_t *)inp, (const act_t *)w, mean, rstd, N, C);
+    GPTX_LAUNCH_ACT_RES(k_layernorm_backward_rows, blocks, ROW_THREADS, be->compute, (res_t *)dinp,
+                        (const act_t *)dout, (const res_t *)inp, (const res_t *)w, mean, rstd, N,
+                        C);
     GPTX_CUDA_LAUNCHED("layernorm_backward_rows");
     return gptx_cuda_column_sums(be, dw, db, dout, inp, mean, rstd, N, C);
 }
@@ -361,8 +367,9 @@ static __global__ void k_gelu_backward(A *dinp, const A *inp, const A *dout, siz
     }
 }
 
-template <typename A>
-static __global__ void k_residual_forward(A *out, const A *a, const A *b, size_t n) {
+/* [res] out = [res] a + [act] b */
+template <typename A, typename R>
+static __global__ void k_residual_forward(R *out, const R *a, const A *b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         gptx_st(&out[i], gptx_ld(a[i]) + gptx_ld(b[i]));
@@ -391,9 +398,26 @@ GPTX_CUDA_FN int gptx_cuda_residual_forward(gptx_backend *be, float *out, const 
                                             const float *b, size_t n) {
     if (n == 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
-    GPTX_LAUNCH_ACT(k_residual_forward, gptx_cuda_blocks(n, 256), 256, be->compute, (act_t *)out,
-                    (const act_t *)a, (const act_t *)b, n);
+    GPTX_LAUNCH_ACT_RES(k_residual_forward, gptx_cuda_blocks(n, 256), 256, be->compute,
+                        (res_t *)out, (const res_t *)a, (const act_t *)b, n);
     GPTX_CUDA_LAUNCHED("residual_forward");
+    return GPTX_OK;
+}
+
+/* [act] dst = [res] src, rounded */
+template <typename A, typename R>
+static __global__ void k_act_from_res(A *dst, const R *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        gptx_st(&dst[i], gptx_ld(src[i]));
+}
+
+GPTX_CUDA_FN int gptx_cuda_act_from_res(gptx_backend *be, float *dst, const float *src, size_t n) {
+    if (n == 0) return GPTX_OK;
+    GPTX_TRY(gptx_cuda_enter(be));
+    GPTX_LAUNCH_ACT_RES(k_act_from_res, gptx_cuda_blocks(n, 256), 256, be->compute, (act_t *)dst,
+                        (const res_t *)src, n);
+    GPTX_CUDA_LAUNCHED("act_from_res");
     return GPTX_OK;
 }
 

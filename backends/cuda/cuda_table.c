@@ -39,6 +39,7 @@ static const gptx_backend_ops cuda_table = {
     .storage = gptx_cuda_storage,
     .download_act = gptx_cuda_download_act,
     .fill_act = gptx_cuda_fill_act,
+    .act_from_res = gptx_cuda_act_from_res,
     .convert_weights = gptx_cuda_convert_weights,
     .upload_param = gptx_cuda_upload_param,
     .download_param = gptx_cuda_download_param,

@@ -501,7 +501,12 @@ int main(void) {
     compare_runs(cpu, cu_sep, a, 2, 16, "separate Q, K, V products (fused_qkv = 0)");
     compare_runs(cpu, bf, a, 2, 16, "tied head, padded vocabulary masked, B 2 T 16");
     compare_runs(cpu, bf, b, 3, 11, "untied, padded columns in the softmax, no qkv bias, B 3 T 11");
-    compare_runs(cpu, bf_sep, a, 2, 16, "separate Q, K, V products (fused_qkv = 0)");
+    {
+        /* the separate-QKV variant sums its gradients with residual_forward,
+         * and bf16 mixed keeps the residual stream fp32: refused up front */
+        gptx_model *sep = NULL;
+        CHECK_STATUS(gptx_model_create(&sep, bf_sep, &a), GPTX_ERR_UNSUPPORTED);
+    }
     compare_bf16_implementations(cpu, a, 2, 16, bf, "tied head, padded vocabulary masked");
     compare_bf16_implementations(cpu, b, 3, 11, bf, "untied, padded columns in the softmax");
     test_bf16_storage(cpu, bf);

@@ -3,8 +3,10 @@
  *     denormals to signed zero, NaN quiet) on known cases, and the C path
  *     equal to VCVTNEPS2BF16 where the CPU has it on a sample of every
  *     exponent and rounding case (all 2^32 floats with --exhaustive);
- *  2. every op except the products, under bf16: exactly the fp32 op on the
- *     widened inputs, rounded once, bit for bit, at odd shapes;
+ *  2. every op except the products, under bf16_pure (everything bf16):
+ *     exactly the fp32 op on the widened inputs, rounded once, bit for bit,
+ *     at odd shapes; under bf16 mixed, whose residual stream and LayerNorm
+ *     and embedding weights stay fp32, the same with those arguments fp32;
  *  3. the products (oneDNN): within the bound of fp32 accumulation of the
  *     widened inputs, plus one bf16 rounding of a bf16 output;
  *  4. the bits do not depend on the thread count (1, 2, 3), products
@@ -322,6 +324,42 @@ static void test_adamw(int stochastic) {
     free(g), free(p32), free(m32), free(v32);
 }
 
+/* bf16 mixed: [res] (embedding output, LayerNorm input and dinp, residual
+ * sums) and [p] (LayerNorm and embedding weights) are fp32, [act] bf16. */
+static void test_mixed_classes(gptx_backend *mix, gptx_backend *b32) {
+    float *wte = floats_rand((size_t)VP * C, 0.5f), *wpe = floats_rand((size_t)T * C, 0.5f);
+    int32_t inp[N];
+    for (size_t i = 0; i < N; i++) inp[i] = (int32_t)((i * 7) % V);
+    float *e1 = malloc(N * C * 4), *e2 = malloc(N * C * 4);
+    CHECK_OK(ops->embedding_forward(mix, e1, inp, wte, wpe, B, T, C));
+    CHECK_OK(ops->embedding_forward(b32, e2, inp, wte, wpe, B, T, C));
+    same_floats("mixed embedding_forward (fp32 in and out)", e1, e2, N * C);
+    float *x = floats_rand(N * C, 2.0f), *w = floats_rand(C, 1.0f), *bb = floats_rand(C, 0.5f);
+    bf16 *out = malloc(N * C * 2);
+    float *out32 = malloc(N * C * 4), m1[N], r1[N], m2[N], r2[N];
+    CHECK_OK(ops->layernorm_forward(mix, (float *)out, m1, r1, x, w, bb, (int)N, C, 1e-5f));
+    CHECK_OK(ops->layernorm_forward(b32, out32, m2, r2, x, w, bb, (int)N, C, 1e-5f));
+    same_as_rounded("mixed layernorm_forward (fp32 residual in, bf16 out)", out, out32, N * C);
+    same_floats("mixed layernorm_forward statistics", m1, m2, N);
+    pair dout = pair_rand(N * C, 1.0f);
+    float *d1 = floats_rand(N * C, 0.5f), *d2 = floats_copy(d1, N * C);
+    float *dw1 = floats_rand(C, 0.1f), *dw2 = floats_copy(dw1, C);
+    float *db1 = floats_rand(C, 0.1f), *db2 = floats_copy(db1, C);
+    CHECK_OK(ops->layernorm_backward(mix, d1, dw1, db1, (float *)dout.h, x, w, m1, r1, (int)N, C));
+    CHECK_OK(ops->layernorm_backward(b32, d2, dw2, db2, dout.f, x, w, m2, r2, (int)N, C));
+    same_floats("mixed layernorm_backward dinp (fp32, accumulated)", d1, d2, N * C);
+    same_floats("mixed layernorm_backward dw", dw1, dw2, C);
+    CHECK_OK(ops->residual_forward(mix, e1, x, (float *)dout.h, N * C));
+    CHECK_OK(ops->residual_forward(b32, e2, x, dout.f, N * C));
+    same_floats("mixed residual_forward (fp32 + bf16 -> fp32)", e1, e2, N * C);
+    bf16 *act = malloc(N * C * 2);
+    CHECK_OK(ops->act_from_res(mix, (float *)act, e1, N * C));
+    same_as_rounded("mixed act_from_res", act, e2, N * C);
+    pair_free(&dout);
+    free(wte), free(wpe), free(e1), free(e2), free(x), free(w), free(bb), free(out), free(out32);
+    free(d1), free(d2), free(dw1), free(dw2), free(db1), free(db2), free(act);
+}
+
 /* ---- 3. products: the fp32 accumulation bound ----------------------------------- */
 
 /* |got - ref| <= 2^-8 |ref| (a bf16 output's rounding, when rounded) +
@@ -464,7 +502,7 @@ static void test_thread_counts(void) {
     pair qkv = pair_rand(N * 3 * C, 1.5f), x = pair_rand(N * C, 2.0f), lw = pair_rand(C, 1.0f);
     bf16 *ref = NULL, *ref_att = NULL, *ref_ln = NULL;
     for (int threads = 1; threads <= 3; threads++) {
-        gptx_backend *be = make_backend(GPTX_PRECISION_BF16, threads);
+        gptx_backend *be = make_backend(GPTX_PRECISION_BF16_PURE, threads); /* all bf16 */
         bf16 *out = malloc((size_t)M * OC * 2), *att = malloc(N * C * 2), *ln = malloc(N * C * 2);
         float lse[B * NH * T], mean[N], rstd[N];
         CHECK_OK(ops->matmul_forward(be, (float *)out, (float *)inp.h, (float *)w.h, NULL, M, K, OC));
@@ -496,13 +534,18 @@ int main(int argc, char **argv) {
         return check_failures ? 1 : SKIP_EXIT;
     }
     gptx_backend *b16 = make_backend(GPTX_PRECISION_BF16, 2), *b32 = make_backend(GPTX_PRECISION_FP32, 2);
-    test_embedding(b16, b32);
-    test_layernorm(b16, b32);
-    test_elementwise(b16, b32);
+    gptx_backend *pure = make_backend(GPTX_PRECISION_BF16_PURE, 2);
+    test_embedding(pure, b32);
+    test_layernorm(pure, b32);
+    test_elementwise(pure, b32);
     test_crossentropy(b16, b32);
     test_attention(b16, b32);
-    printf("embedding, LayerNorm, GELU, residual, cross-entropy, attention: bf16 = rounded fp32 "
-           "op, %s\n", check_failures ? "FAILED" : "bit for bit");
+    printf("embedding, LayerNorm, GELU, residual (bf16_pure), cross-entropy, attention: bf16 = "
+           "rounded fp32 op, %s\n", check_failures ? "FAILED" : "bit for bit");
+    test_mixed_classes(b16, b32);
+    printf("bf16 mixed: fp32 residual stream and LayerNorm/embedding weights: %s\n",
+           check_failures ? "FAILED" : "bit for bit as above");
+    ops->destroy(pure);
     test_adamw(0);
     test_adamw(1);
     test_products(b16);
