@@ -2,7 +2,6 @@
  * logits -> softmax -> sampled tokens (see docs/numerics.md).
  * Everything after the forward passes runs on the host, in double where it
  * sums, so the comparison adds no error of its own to what it measures. */
-#include <cblas.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -256,21 +255,14 @@ static void describe_external(gptx_compare_side *s, const char *label) {
 static void describe_model(gptx_compare_side *s, const gptx_model *m, const char *label) {
     const char *backend = gptx_context_backend_name(m->ctx);
     copy_text(s->backend, sizeof s->backend, backend);
-    /* lib/backend.h: every tensor crosses the interface as fp32, and the
-     * backends of this version compute in it */
-    copy_text(s->dtype, sizeof s->dtype, "fp32");
+    copy_text(s->dtype, sizeof s->dtype, gptx_precision_name(gptx_context_precision(m->ctx)));
     copy_text(s->library_version, sizeof s->library_version, gptx_version());
-    if (backend && strcmp(backend, "cpu") == 0) {
-        /* the CPU backend's products go through OpenBLAS (CMakeLists.txt) */
-        const char *cfg = openblas_get_config();
-        while (cfg && *cfg == ' ') cfg++;
-        copy_text(s->blas, sizeof s->blas, cfg ? cfg : "OpenBLAS");
-        copy_text(s->cuda, sizeof s->cuda, "none");
-    } else {
-        /* the backend table has no version query yet */
-        copy_text(s->blas, sizeof s->blas, "unknown");
-        copy_text(s->cuda, sizeof s->cuda, "unknown");
-    }
+    /* what runs the products under this policy (the backend says) */
+    gptx_context_info info;
+    gptx_context_info_init(&info);
+    if (gptx_context_get_info(m->ctx, &info) != GPTX_OK) snprintf(info.products, 8, "unknown");
+    copy_text(s->blas, sizeof s->blas, info.products);
+    copy_text(s->cuda, sizeof s->cuda, backend && strcmp(backend, "cuda") == 0 ? "unknown" : "none");
     copy_text(s->label, sizeof s->label, label);
     gptx_kernel_variants_forward_text(&m->ctx->variants, s->kernels, sizeof s->kernels);
     s->num_threads = gptx_context_num_threads(m->ctx);
@@ -424,7 +416,7 @@ static void put_side(text_buf *t, const char *name, const gptx_compare_side *s) 
         s->deterministic < 0 ? "unknown" : s->deterministic ? "on" : "off",
         FIELD(s->library_version));
     put(t, "          kernels %.*s\n", FIELD(s->kernels));
-    put(t, "          BLAS %.*s; CUDA %.*s", FIELD(s->blas), FIELD(s->cuda));
+    put(t, "          products %.*s; CUDA %.*s", FIELD(s->blas), FIELD(s->cuda));
     if (s->label[0]) put(t, "; label %.*s", FIELD(s->label));
     put(t, "\n");
 }

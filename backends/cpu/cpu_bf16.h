@@ -21,15 +21,17 @@ static inline float gptx_cpu_bf16_to_f32(uint16_t h) {
     return x;
 }
 
-/* One value, as VCVTNEPS2BF16 converts it. */
+/* One value, as VCVTNEPS2BF16 converts it. Branch-free (selects of values
+ * computed either way), so loops of it vectorize in every clone. */
 static inline uint16_t gptx_cpu_f32_to_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     uint32_t mag = u & 0x7fffffffu;
-    if (mag > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN: quiet */
-    if (mag < 0x00800000u) return (uint16_t)((u >> 16) & 0x8000u); /* zero, denormal */
-    u += 0x7fffu + ((u >> 16) & 1u);                             /* normal, infinity */
-    return (uint16_t)(u >> 16);
+    uint32_t nan = (u >> 16) | 0x40u;                           /* NaN: quiet */
+    uint32_t zero = (u >> 16) & 0x8000u;                        /* zero, denormal */
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  /* normal, infinity */
+    uint32_t r = mag > 0x7f800000u ? nan : mag < 0x00800000u ? zero : rounded;
+    return (uint16_t)r;
 }
 
 /* dst[i] = bf16(src[i]) for n values, with the instruction when the CPU has

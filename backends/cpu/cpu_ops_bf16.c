@@ -515,22 +515,29 @@ GPTX_CPU_HOT static void gptx_cpu_adamw_bf16_task(void *vp, int task) {
         float decay = 1.0f - h->lr * a->ranges[r].weight_decay;
         float step = h->lr / h->bias_correction1;
         float rsbc2 = 1.0f / sqrtf(h->bias_correction2);
-        for (size_t i = s0; i < s1; i++) {
-            float g = a->g[i] * h->grad_scale;
-            float m = h->beta1 * gptx_cpu_bf16_to_f32(a->m[i]) + (1.0f - h->beta1) * g;
-            float v = h->beta2 * gptx_cpu_bf16_to_f32(a->v[i]) + (1.0f - h->beta2) * g * g;
-            float p = gptx_cpu_bf16_to_f32(a->p[i]) * decay - step * m / (sqrtf(v) * rsbc2 + h->eps);
-            if (a->stochastic) {
+/* the update of element i in fp32, from the widened p, m, v */
+#define ADAMW_BF16_UPDATE(i)                                                                    \
+    float g = a->g[i] * h->grad_scale;                                                         \
+    float m = h->beta1 * gptx_cpu_bf16_to_f32(a->m[i]) + (1.0f - h->beta1) * g;                \
+    float v = h->beta2 * gptx_cpu_bf16_to_f32(a->v[i]) + (1.0f - h->beta2) * g * g;            \
+    float p = gptx_cpu_bf16_to_f32(a->p[i]) * decay - step * m / (sqrtf(v) * rsbc2 + h->eps)
+        if (a->stochastic) {
+            for (size_t i = s0; i < s1; i++) {
+                ADAMW_BF16_UPDATE(i);
                 gptx_philox4 rnd = gptx_philox_block(h->rounding_seed, (uint64_t)h->step, i);
                 a->p[i] = gptx_bf16_round_stochastic(p, rnd.v[0]);
                 a->m[i] = gptx_bf16_round_stochastic(m, rnd.v[1]);
                 a->v[i] = gptx_bf16_round_stochastic(v, rnd.v[2]);
-            } else {
+            }
+        } else { /* a loop of its own, so that it vectorizes */
+            for (size_t i = s0; i < s1; i++) {
+                ADAMW_BF16_UPDATE(i);
                 a->p[i] = gptx_cpu_f32_to_bf16(p);
                 a->m[i] = gptx_cpu_f32_to_bf16(m);
                 a->v[i] = gptx_cpu_f32_to_bf16(v);
             }
         }
+#undef ADAMW_BF16_UPDATE
     }
 }
 

@@ -22,6 +22,7 @@ typedef struct {
     int fused_ce;        /* 0/1: gptx_model_forward_backward instead of forward, then backward */
     int padded_vocab;    /* 1 = vocab rows padded to shape.padded_vocab, padded logits masked */
     int batch_mult;      /* rows per step = batch_mult * shape.batch */
+    int precision;       /* gptx_precision of the context: FP32, BF16 or BF16_PURE */
 } ladder_variant;
 
 /* One row of the table: a variant, or a row that cannot run here (n/a). */

@@ -26,6 +26,8 @@ static void to_fused_adamw(ladder_variant *v) { v->fused_adamw = 1; }
 static void to_fused_ce(ladder_variant *v) { v->fused_ce = 1; }
 static void to_padded(ladder_variant *v) { v->padded_vocab = 1; }
 static void to_batch2(ladder_variant *v) { v->batch_mult = 2; }
+static void to_bf16(ladder_variant *v) { v->precision = GPTX_PRECISION_BF16; }
+static void to_bf16_pure(ladder_variant *v) { v->precision = GPTX_PRECISION_BF16_PURE; }
 
 /* Reordered float sums (attention, products, LayerNorm statistics) change
  * logits by ~1e-6 and the held-out loss after a few AdamW steps by far less
@@ -53,9 +55,23 @@ static const ladder_change changes[] = {
 };
 #define N_CHANGES (sizeof changes / sizeof changes[0])
 
+/* The precision policies (CPU: builds with oneDNN). They run on the fused
+ * kernels only (the textbook variants are fp32 kernels), so in the isolated
+ * ladder they are measured on every fp32 change at once, next to a row of
+ * just those. bf16 keeps 8 significant bits (2^-9 relative per rounding):
+ * logits of a fresh model move by ~1e-3, the held-out loss after a few
+ * steps by ~1e-3 (bf16) and ~1e-2 (bf16_pure, whose rounded updates drift). */
+static const ladder_change policies[] = {
+    {"bf16", "bf16 policy",
+     "fp32 -> bf16 mixed: bf16 products and activations; fp32 master, moments, residual",
+     to_bf16, 3e-2, 3e-2},
+    {"bf16_pure", "bf16_pure policy", "-> bf16 parameters and AdamW moments too",
+     to_bf16_pure, 5e-2, 1e-1},
+};
+#define N_POLICIES (sizeof policies / sizeof policies[0])
+
 static const char *const cuda_rows[][2] = {
     {"tf32", "TF32 matmul policy"},
-    {"bf16", "bf16 compute policy"},
     {"pinned_host", "pinned host buffers"},
     {"async_copies", "async host-to-device copies"},
     {"cuda_graph", "CUDA graph"},
@@ -69,7 +85,8 @@ static ladder_variant baseline_variant(void) {
                             .fused_adamw = 0,
                             .fused_ce = 0,
                             .padded_vocab = 0,
-                            .batch_mult = 1};
+                            .batch_mult = 1,
+                            .precision = GPTX_PRECISION_FP32};
 }
 
 int ladder_rows_build(const char *mode, double tolerance_scale, ladder_row *rows) {
@@ -103,6 +120,45 @@ int ladder_rows_build(const char *mode, double tolerance_scale, ladder_row *rows
             r->loss_tol = (ref->is_baseline ? 0.0 : ref->loss_tol) +
                           changes[c].loss_tol * tolerance_scale;
     }
+    /* the policies: cumulative after every change; isolated on top of a row
+     * with every fp32 change (their own reference) */
+    int all_fp32 = n - 1;
+    if (!cumulative) {
+        ladder_row *r = &rows[n++];
+        *r = rows[n - 2];
+        r->is_baseline = 0;
+        r->key = "all_fp32";
+        snprintf(r->label, sizeof r->label, "every fp32 kernel change");
+        snprintf(r->change, sizeof r->change,
+                 "all of the above but the batch at once (the policies' reference)");
+        r->v = baseline_variant();
+        r->logits_tol = r->loss_tol = 0.0;
+        for (size_t c = 0; c < N_CHANGES; c++) {
+            if (changes[c].loss_tol < 0) continue; /* the batch: keep the loss comparable */
+            changes[c].apply(&r->v);
+            r->logits_tol += changes[c].logits_tol * tolerance_scale;
+            r->loss_tol += changes[c].loss_tol * tolerance_scale;
+        }
+        all_fp32 = n - 1;
+    }
+    int have_dnnl = (gptx_features() & GPTX_FEATURE_DNNL) != 0;
+    for (size_t c = 0; c < N_POLICIES; c++) {
+        const ladder_row *ref = cumulative ? &rows[n - 1] : &rows[all_fp32];
+        ladder_row *r = &rows[n++];
+        *r = *ref;
+        r->is_baseline = 0;
+        r->key = policies[c].key;
+        snprintf(r->label, sizeof r->label, cumulative ? "+ %s" : "%s on those",
+                 policies[c].name);
+        snprintf(r->change, sizeof r->change, "%s", policies[c].change);
+        policies[c].apply(&r->v);
+        r->logits_tol = ref->logits_tol + policies[c].logits_tol * tolerance_scale;
+        r->loss_tol = ref->loss_tol < 0 ? -1.0 : ref->loss_tol + policies[c].loss_tol * tolerance_scale;
+        if (!have_dnnl) {
+            r->available = 0;
+            r->na_reason = "n/a (this build has no oneDNN: no CPU bf16 policies)";
+        }
+    }
     for (size_t c = 0; c < N_CUDA; c++) {
         ladder_row *r = &rows[n++];
         memset(r, 0, sizeof *r);
@@ -121,10 +177,10 @@ int ladder_rows_build(const char *mode, double tolerance_scale, ladder_row *rows
 
 void ladder_variant_describe(const ladder_variant *v, const ladder_shape *s, char *buf,
                              size_t size) {
-    snprintf(buf, size, "%s attention, %s QKV, %s LN/GELU, %s AdamW, vocab %d%s, batch %d",
+    snprintf(buf, size, "%s attention, %s QKV, %s LN/GELU, %s AdamW, vocab %d%s, batch %d, %s",
              v->attention == GPTX_ATTENTION_NAIVE ? "naive" : "flash",
              v->fused_qkv ? "fused" : "separate", v->fused_norm_gelu ? "fused" : "step-by-step",
              v->fused_adamw ? "fused" : "per-tensor",
              v->padded_vocab ? s->padded_vocab : s->vocab, v->padded_vocab ? " (masked)" : "",
-             v->batch_mult * s->batch);
+             v->batch_mult * s->batch, gptx_precision_name(v->precision));
 }

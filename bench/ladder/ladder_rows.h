@@ -6,7 +6,7 @@
 
 #include "ladder.h"
 
-#define LADDER_MAX_ROWS 16
+#define LADDER_MAX_ROWS 24
 
 /* Fills rows[] for mode "cumulative" or "isolated"; returns the number of
  * rows, or -1 for an unknown mode. */

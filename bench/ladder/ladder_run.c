@@ -111,6 +111,7 @@ void ladder_run_row(ladder_runner *r, const ladder_row *row, ladder_result *res)
     gptx_context_options_init(&co);
     co.backend = GPTX_BACKEND_CPU;
     co.num_threads = p->threads;
+    co.precision = row->v.precision;
     gptx_model_config cfg;
     gptx_model_config_init(&cfg);
     cfg.vocab_size = s->vocab;
