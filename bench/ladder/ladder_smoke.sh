@@ -20,14 +20,20 @@ for mode in cumulative isolated; do
   for ext in csv json svg tokens.bin; do
     [[ -s "$prefix.$ext" ]] || err "$mode: $prefix.$ext missing or empty"
   done
-  # 1 baseline + 7 changes + 5 CUDA rows, each a CSV line after the header
+  # 1 baseline + 7 changes (+ 1 reference row of every fp32 kernel change in
+  # the isolated mode) + 2 precision policies + 4 CUDA rows, each a CSV line
+  # after the header; the policies are n/a in builds without oneDNN
+  rows=14
+  [[ $mode == isolated ]] && rows=15
+  no_dnnl=$(grep -c '"n/a (this build has no oneDNN' "$prefix.csv")
   lines=$(wc -l < "$prefix.csv")
-  [[ $lines -eq 14 ]] || err "$mode: $prefix.csv has $lines lines, expected 14"
-  [[ $(grep -c '"PASS' "$prefix.csv") -eq 8 ]] || err "$mode: expected 8 PASS rows in the CSV"
-  [[ $(grep -c '"n/a (' "$prefix.csv") -eq 5 ]] || err "$mode: expected 5 CUDA n/a rows"
+  [[ $lines -eq $((rows + 1)) ]] || err "$mode: $prefix.csv has $lines lines, expected $((rows + 1))"
+  pass=$((rows - 4 - no_dnnl))
+  [[ $(grep -c '"PASS' "$prefix.csv") -eq $pass ]] || err "$mode: expected $pass PASS rows in the CSV"
+  [[ $(grep -c '"n/a (' "$prefix.csv") -eq $((4 + no_dnnl)) ]] || err "$mode: expected 4 CUDA n/a rows"
   grep -q '"all_pass": true' "$prefix.json" || err "$mode: JSON lacks \"all_pass\": true"
   grep -q '</svg>' "$prefix.svg" || err "$mode: SVG not closed"
-  [[ $(grep -c '<rect x=' "$prefix.svg") -eq 8 ]] || err "$mode: expected 8 bars in the SVG"
+  [[ $(grep -c '<rect x=' "$prefix.svg") -eq $pass ]] || err "$mode: expected $pass bars in the SVG"
   grep -q 'do not multiply' "$prefix.md" || err "$mode: the Markdown lacks the note on speed-ups"
   grep -q 'timing scope: training steps only' "$prefix.md" || err "$mode: no timing scope"
 done
