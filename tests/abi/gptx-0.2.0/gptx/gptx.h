@@ -679,9 +679,11 @@ GPTX_API int gptx_compare_options_init_sized(gptx_compare_options *opts, size_t 
  * are appended to gptx_compare_report instead. */
 typedef struct gptx_compare_side {
     char backend[16];         /* "cpu", "cuda"; "external" (gptx_compare_logits) */
-    char dtype[16];           /* "fp32"; "unknown" for external logits */
+    char dtype[16];           /* the precision policy ("fp32", "bf16", ...); "unknown" for
+                               * external logits */
     char library_version[16]; /* gptx_version() */
-    char blas[128];           /* e.g. OpenBLAS's openblas_get_config(); "unknown" */
+    char blas[128];           /* what ran the products (gptx_context_info.products), e.g.
+                               * "oneDNN 2.6.3 brg:avx512_core_amx_bf16"; "unknown" */
     char cuda[32];            /* CUDA runtime version; "none" on the CPU backend */
     char label[64];           /* options.label_a / label_b, or "" */
     char kernels[64];         /* forward kernel variants of the context, e.g.
