@@ -52,6 +52,7 @@ struct gptx_cpu_dnnl {
     dnnl_stream_t *streams; /* one per worker */
     void **scratch;         /* one scratchpad per worker */
     size_t scratch_bytes;
+    float **tile;           /* one fp32 tile per worker for epilogues, allocated on first use */
     prim_entry cache[CACHE_CAP];
     int ncache, evict;
     char describe[128];
@@ -140,6 +141,21 @@ static int grow_scratch(gptx_cpu_dnnl *d, size_t bytes) {
     return GPTX_OK;
 }
 
+/* The workers' fp32 tiles for epilogues, allocated once at the full tile size. */
+static int tile_buffers(gptx_cpu_dnnl *d) {
+    if (d->tile[0]) return GPTX_OK;
+    for (int w = 0; w < d->nworkers; w++) {
+        d->tile[w] = malloc((size_t)GPTX_DNNL_TILE_M * GPTX_DNNL_TILE_N * sizeof(float));
+        if (!d->tile[w]) {
+            for (int v = 0; v < w; v++) free(d->tile[v]), d->tile[v] = NULL;
+            return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (oneDNN product tiles of "
+                                                 "%zu bytes)",
+                             (size_t)GPTX_DNNL_TILE_M * GPTX_DNNL_TILE_N * sizeof(float));
+        }
+    }
+    return GPTX_OK;
+}
+
 /* ---- one product ------------------------------------------------------------- */
 
 typedef struct {
@@ -147,6 +163,7 @@ typedef struct {
     const gptx_cpu_matmul *mm;
     prim_entry *prim[2][2]; /* [m tail][n tail] */
     int tiles_m, tiles_n;
+    int last_m, last_n;     /* rows and columns of the last tile row and column */
     atomic_int next;
     atomic_int status; /* first failing dnnl_status_t, 0 = none */
 } matmul_run;
@@ -157,8 +174,9 @@ static dnnl_status_t run_tile(matmul_run *r, int worker, int tile) {
     size_t m0 = (size_t)ti * GPTX_DNNL_TILE_M, n0 = (size_t)tj * GPTX_DNNL_TILE_N;
     prim_entry *e = r->prim[ti == r->tiles_m - 1][tj == r->tiles_n - 1];
     size_t csize = mm->c_f32 ? sizeof(float) : sizeof(uint16_t);
-    void *handles[5] = {(void *)(mm->A + m0 * mm->a_row), (void *)(mm->B + n0 * mm->b_col),
-                        (char *)mm->C + (m0 * mm->ldc + n0) * csize,
+    void *c = mm->epilogue ? (void *)r->d->tile[worker]
+                           : (char *)mm->C + (m0 * mm->ldc + n0) * csize;
+    void *handles[5] = {(void *)(mm->A + m0 * mm->a_row), (void *)(mm->B + n0 * mm->b_col), c,
                         mm->bias ? (void *)(mm->bias + n0) : NULL, r->d->scratch[worker]};
     const dnnl_memory_desc_t *mds[5] = {&e->a, &e->b, &e->c, &e->bias, &e->scratch};
     const int args[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS,
@@ -175,6 +193,11 @@ static dnnl_status_t run_tile(matmul_run *r, int worker, int tile) {
     if (st == dnnl_success) st = dnnl_primitive_execute(e->prim, r->d->streams[worker], n, exec);
     if (st == dnnl_success) st = dnnl_stream_wait(r->d->streams[worker]);
     for (int i = 0; i < n; i++) dnnl_memory_destroy(exec[i].memory);
+    if (st == dnnl_success && mm->epilogue) {
+        int rows = ti == r->tiles_m - 1 ? r->last_m : GPTX_DNNL_TILE_M;
+        int cols = tj == r->tiles_n - 1 ? r->last_n : GPTX_DNNL_TILE_N;
+        mm->epilogue(mm->epilogue_ctx, worker, c, rows, cols, m0, n0);
+    }
     return st;
 }
 
@@ -202,13 +225,19 @@ int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
     int tn = mm->N < GPTX_DNNL_TILE_N ? mm->N : GPTX_DNNL_TILE_N;
     int last_m = mm->M - (r.tiles_m - 1) * GPTX_DNNL_TILE_M;
     int last_n = mm->N - (r.tiles_n - 1) * GPTX_DNNL_TILE_N;
+    r.last_m = last_m;
+    r.last_n = last_n;
+    int rc = mm->epilogue ? tile_buffers(d) : GPTX_OK;
+    if (rc != GPTX_OK) return rc;
     int prev = omp_single_enter();
-    int rc = GPTX_OK;
     size_t scratch = 0;
     for (int i = 0; i < 2 && rc == GPTX_OK; i++)
         for (int j = 0; j < 2 && rc == GPTX_OK; j++) {
-            prim_key k = {i ? last_m : tm, j ? last_n : tn, mm->K, mm->a_row, mm->a_col,
-                          mm->b_row, mm->b_col, mm->ldc, mm->c_f32, mm->accumulate,
+            int cols = j ? last_n : tn;
+            /* an epilogue's tile is packed: leading dimension = its columns */
+            prim_key k = {i ? last_m : tm, cols, mm->K, mm->a_row, mm->a_col, mm->b_row,
+                          mm->b_col, mm->epilogue ? (size_t)cols : mm->ldc,
+                          mm->epilogue ? 1 : mm->c_f32, mm->epilogue ? 0 : mm->accumulate,
                           mm->bias != NULL};
             rc = lookup(d, &k, &r.prim[i][j]);
             if (rc == GPTX_OK && r.prim[i][j]->scratch_bytes > scratch)
@@ -255,8 +284,9 @@ int gptx_cpu_dnnl_create(gptx_cpu_dnnl **out, int nworkers) {
     d->nworkers = nworkers;
     d->streams = calloc((size_t)nworkers, sizeof *d->streams);
     d->scratch = calloc((size_t)nworkers, sizeof *d->scratch);
+    d->tile = calloc((size_t)nworkers, sizeof *d->tile);
     int rc = GPTX_OK;
-    if (!d->streams || !d->scratch) {
+    if (!d->streams || !d->scratch || !d->tile) {
         rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
         goto done;
     }
@@ -282,14 +312,18 @@ void gptx_cpu_dnnl_destroy(gptx_cpu_dnnl *d) {
     for (int w = 0; d->streams && w < d->nworkers; w++)
         if (d->streams[w]) dnnl_stream_destroy(d->streams[w]);
     for (int w = 0; d->scratch && w < d->nworkers; w++) free(d->scratch[w]);
+    for (int w = 0; d->tile && w < d->nworkers; w++) free(d->tile[w]);
     if (d->engine) dnnl_engine_destroy(d->engine);
     free(d->streams);
     free(d->scratch);
+    free(d->tile);
     free(d);
 }
 
 const char *gptx_cpu_dnnl_describe(const gptx_cpu_dnnl *d) { return d ? d->describe : ""; }
 
 size_t gptx_cpu_dnnl_scratch_bytes(const gptx_cpu_dnnl *d) {
-    return d ? d->scratch_bytes * (size_t)d->nworkers : 0;
+    if (!d) return 0;
+    size_t tiles = d->tile[0] ? (size_t)GPTX_DNNL_TILE_M * GPTX_DNNL_TILE_N * sizeof(float) : 0;
+    return (d->scratch_bytes + tiles) * (size_t)d->nworkers;
 }

@@ -21,8 +21,11 @@
 
 #include "backend.h"
 
-#define GPTX_DNNL_TILE_M 128
-#define GPTX_DNNL_TILE_N 256
+/* 256 x 768 measured fastest of 64..512 x 256..1536 on AMX (Sapphire Rapids,
+ * 2 threads): gpt2-124M-short bf16 670 tokens/s against 559 with 128 x 256;
+ * small 4520 against 4240 (docs/benchmarks.md) */
+#define GPTX_DNNL_TILE_M 256
+#define GPTX_DNNL_TILE_N 768
 
 typedef struct gptx_cpu_dnnl gptx_cpu_dnnl;
 
@@ -41,6 +44,12 @@ typedef struct gptx_cpu_matmul {
     int c_f32;             /* 1: C is fp32; 0: bf16 (rounded once, as cpu_bf16.h) */
     int accumulate;        /* 1: C += A @ B (fp32 C only) */
     const uint16_t *bias;  /* (N) bf16 added before rounding, or NULL (not with accumulate) */
+    /* Optional: each tile's fp32 result goes to the worker's tile buffer
+     * (rows x cols, leading dimension cols) and epilogue finishes it there
+     * while it is still in cache; C, ldc, c_f32 and accumulate are unused. */
+    void (*epilogue)(void *ctx, int worker, const float *tile, int rows, int cols, size_t m0,
+                     size_t n0);
+    void *epilogue_ctx;
 } gptx_cpu_matmul;
 
 /* nworkers = the pool's thread count (one stream and scratchpad each). */
@@ -49,7 +58,8 @@ void gptx_cpu_dnnl_destroy(gptx_cpu_dnnl *d);
 /* "oneDNN 2.6.3 brg:avx512_core_amx_bf16": the version and the kernel
  * oneDNN picks for a bf16 product on this CPU. */
 const char *gptx_cpu_dnnl_describe(const gptx_cpu_dnnl *d);
-/* Bytes of the workers' scratchpads (counted as reserved memory). */
+/* Bytes of the workers' scratchpads and tile buffers (counted as reserved
+ * memory). */
 size_t gptx_cpu_dnnl_scratch_bytes(const gptx_cpu_dnnl *d);
 /* Runs the product on the backend's pool (be->dnnl). */
 int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm);

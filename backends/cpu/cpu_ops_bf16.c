@@ -324,57 +324,42 @@ int gptx_cpu_matmul_backward_bf16(gptx_backend *be, float *dinp, float *dw, floa
     }
     return GPTX_OK;
 }
-/* Rows of a product whose fp32 result is kept for one more elementwise step
- * (the GELU fusions): the scratch holds GELU_ROWS x OC floats, whatever N. */
-#define GELU_ROWS 512
-
+/* The GELU as the products' epilogue, on each fp32 tile while it is in cache
+ * (cpu_dnnl.h): the same per-element arithmetic as the separate kernels, one
+ * rounding of the unrounded product. */
 typedef struct {
-    bf16 *out, *pre;     /* forward: pre = round(x), out = round(gelu(x)) */
-    const bf16 *dpre;    /* backward: out = round(x * gelu'(widen(dpre))) */
-    float *x;            /* (rows, OC) fp32 product */
-    size_t n;
-    float *bufs;         /* per worker: 2 * EW_CHUNK */
+    bf16 *out, *pre;  /* forward: pre = round(x), out = round(gelu(x)) */
+    const bf16 *dpre; /* backward: out = round(x * gelu'(widen(dpre))) */
+    size_t ld;        /* row length of out, pre and dpre */
 } gelu_epilogue_args;
 
-static void gelu_epilogue_item(void *vp, int worker, size_t item) {
-    gelu_epilogue_args *a = vp;
-    size_t lo = item * EW_CHUNK, len = a->n - lo < EW_CHUNK ? a->n - lo : EW_CHUNK;
-    float *t = a->bufs + (size_t)worker * 2 * EW_CHUNK, *o = t + EW_CHUNK;
-    if (a->pre) { /* forward: GELU of the unrounded pre-activation, as a fused epilogue */
-        gptx_cpu_ew_args f = {o, a->x + lo, NULL, len, 1};
-        gptx_cpu_gelu_fwd_task(&f, 0);
-        gptx_cpu_bf16_narrow(a->pre + lo, a->x + lo, len);
-    } else { /* backward: gelu'(stored pre) times the unrounded product */
-        gptx_cpu_bf16_widen(t, a->dpre + lo, len);
-        gptx_cpu_ew_args f = {o, t, a->x + lo, len, 1};
-        gptx_cpu_gelu_bwd_task(&f, 0);
+static void gelu_epilogue(void *vp, int worker, const float *tile, int rows, int cols,
+                          size_t m0, size_t n0) {
+    (void)worker;
+    const gelu_epilogue_args *a = vp;
+    float t[GPTX_DNNL_TILE_N], o[GPTX_DNNL_TILE_N];
+    for (int r = 0; r < rows; r++) {
+        const float *x = tile + (size_t)r * (size_t)cols;
+        size_t off = (m0 + (size_t)r) * a->ld + n0;
+        if (a->pre) { /* forward: GELU of the unrounded pre-activation */
+            gptx_cpu_ew_args f = {o, x, NULL, (size_t)cols, 1};
+            gptx_cpu_gelu_fwd_task(&f, 0);
+            gptx_cpu_bf16_narrow(a->pre + off, x, (size_t)cols);
+        } else { /* backward: gelu'(stored pre) times the unrounded product */
+            gptx_cpu_bf16_widen(t, a->dpre + off, (size_t)cols);
+            gptx_cpu_ew_args f = {o, t, x, (size_t)cols, 1};
+            gptx_cpu_gelu_bwd_task(&f, 0);
+        }
+        gptx_cpu_bf16_narrow(a->out + off, o, (size_t)cols);
     }
-    gptx_cpu_bf16_narrow(a->out + lo, o, len);
 }
 
-/* The product of mm (fp32 C, its ldc = N) in GELU_ROWS blocks into scratch,
- * each block finished by the GELU epilogue into out (and pre). */
 static int product_with_gelu(gptx_backend *be, gptx_cpu_matmul mm, bf16 *out, bf16 *pre,
                              const bf16 *dpre) {
-    size_t cols = (size_t)mm.N, rows_max = (size_t)mm.M < GELU_ROWS ? (size_t)mm.M : GELU_ROWS;
-    size_t bufs = (size_t)be->nthreads * 2 * EW_CHUNK;
-    float *s = gptx_cpu_scratch(be, (rows_max * cols + bufs) * sizeof(float));
-    if (!s) return GPTX_ERR_NO_MEMORY;
-    const bf16 *A = mm.A;
-    int M = mm.M;
-    for (int r0 = 0; r0 < M; r0 += GELU_ROWS) {
-        mm.M = M - r0 < GELU_ROWS ? M - r0 : GELU_ROWS;
-        mm.A = A + (size_t)r0 * mm.a_row;
-        mm.C = s;
-        mm.ldc = cols;
-        mm.c_f32 = 1;
-        GPTX_TRY(gptx_cpu_dnnl_matmul(be, &mm));
-        size_t off = (size_t)r0 * cols, n = (size_t)mm.M * cols;
-        gelu_epilogue_args e = {out + off, pre ? pre + off : NULL, dpre ? dpre + off : NULL, s, n,
-                                s + rows_max * cols};
-        gptx_cpu_run_items(be, (n + EW_CHUNK - 1) / EW_CHUNK, gelu_epilogue_item, &e);
-    }
-    return GPTX_OK;
+    gelu_epilogue_args e = {out, pre, dpre, (size_t)mm.N};
+    mm.epilogue = gelu_epilogue;
+    mm.epilogue_ctx = &e;
+    return gptx_cpu_dnnl_matmul(be, &mm);
 }
 
 int gptx_cpu_matmul_gelu_forward_bf16(gptx_backend *be, float *out, float *pre, const float *inp,

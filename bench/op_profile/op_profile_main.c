@@ -33,7 +33,8 @@ int main(int argc, char **argv) {
     const char *config = "small";
     const char *precision = "fp32";
     int threads = 2, warmup = 2, steps = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 == argc) argv[i] = "--help"; /* a flag without its value */
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);

@@ -158,3 +158,16 @@ int __wrap_gptx_cpu_matmul_backward##suffix(gptx_backend *be, float *dinp, float
 }
 WMM()
 WMM(_bf16)
+
+/* the products with the GELU fused in (bf16 policies; under fp32 they are
+ * the separate, wrapped kernels above) */
+int __real_gptx_cpu_matmul_gelu_forward_bf16(gptx_backend *be, float *out, float *pre, const float *inp, const float *w, const float *bias, int N, int C, int OC);
+int __wrap_gptx_cpu_matmul_gelu_forward_bf16(gptx_backend *be, float *out, float *pre, const float *inp, const float *w, const float *bias, int N, int C, int OC) {
+    double t0 = tnow(); int r = __real_gptx_cpu_matmul_gelu_forward_bf16(be, out, pre, inp, w, bias, N, C, OC);
+    add(label("matmul_forward", "mlp.c_fc +GELU"), tnow() - t0, 2.0 * N * C * OC); return r;
+}
+int __real_gptx_cpu_matmul_backward_dgelu_bf16(gptx_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, const float *pre, int N, int C, int OC);
+int __wrap_gptx_cpu_matmul_backward_dgelu_bf16(gptx_backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, const float *pre, int N, int C, int OC) {
+    double t0 = tnow(); int r = __real_gptx_cpu_matmul_backward_dgelu_bf16(be, dinp, dw, dbias, dout, inp, w, pre, N, C, OC);
+    add(label("matmul_backward", "mlp.c_proj +dGELU"), tnow() - t0, 4.0 * N * C * OC); return r;
+}
