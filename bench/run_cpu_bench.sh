@@ -3,7 +3,7 @@
 # oneDNN bf16 matmul for bf16), then gptx training steps under each precision
 # policy and PyTorch's CPU variants on the small and gpt2-124M-short configs,
 # same thread count for all. Prints each tool's output and a Markdown summary
-# at the end. About 10-15 minutes on 2 cores (torch.compile included). See
+# at the end. About 7 minutes on 2 cores (torch.compile included). See
 # docs/benchmarks.md.
 #
 #   bench/run_cpu_bench.sh                 # build dir build-bench, 2 threads

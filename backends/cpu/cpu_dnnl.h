@@ -6,9 +6,10 @@
  * GPTX_DNNL_TILE_N output elements, the last row and column of tiles
  * smaller), each computed over the full K by one primitive call on one pool
  * thread. The tile shapes depend on the product's shape only, never on the
- * thread count: oneDNN's kernels choose their K blocking from the shape they
- * are given (1024x768x3072 cut into 2 or 4 row parts gives other bits than
- * in one piece), so cutting by thread count would break deterministic mode.
+ * thread count: oneDNN's kernels choose their blocking from the shape they
+ * are given (the columns of a 1000x1700x3072 product cut into one part per
+ * thread give other bits for 1, 2 and 3 threads; test_cpu_bf16 catches it),
+ * so cutting by thread count would break deterministic mode.
  * Primitives are created once per (tile shape, strides, types) and kept.
  * oneDNN runs on OpenMP here; every call is made with the OpenMP thread
  * count of the calling thread set to 1, so oneDNN never starts threads of

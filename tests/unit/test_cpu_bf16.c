@@ -381,7 +381,9 @@ static void within_bound(const char *what, const float *got, const float *ref, c
 }
 
 static void test_products(gptx_backend *b16) {
-    enum { M = 37, K = 300, OC = 271 }; /* odd: tails in M and N, several tiles of N */
+    /* odd, against the 256 x 768 tiles (cpu_dnnl.h): several tiles with tails in M
+     * and N for the forward (301 x 1000) and the weight gradient (1000 x 300) */
+    enum { M = 301, K = 300, OC = 1000 };
     pair inp = pair_rand((size_t)M * K, 1.0f), w = pair_rand((size_t)OC * K, 0.2f);
     pair bias = pair_rand(OC, 0.5f), dout = pair_rand((size_t)M * OC, 1.0f);
     /* references in double from the widened inputs, with sum |a b| */
@@ -446,7 +448,7 @@ static void test_products(gptx_backend *b16) {
  * unrounded product (within one bf16 rounding of GELU(pre)); the backward's
  * dinp = (dout @ w) * gelu'(pre) rounded once, within the product bound. */
 static void test_gelu_products(gptx_backend *b16) {
-    enum { M = 300, K = 64, OC = 200 };
+    enum { M = 300, K = 800, OC = 900 }; /* the epilogue on tail tiles of M and N */
     pair inp = pair_rand((size_t)M * K, 1.0f), w = pair_rand((size_t)OC * K, 0.3f);
     pair bias = pair_rand(OC, 0.5f);
     size_t n = (size_t)M * OC;
@@ -497,7 +499,9 @@ static void test_gelu_products(gptx_backend *b16) {
 
 /* One forward product, LayerNorm and attention on 1, 2 and 3 threads. */
 static void test_thread_counts(void) {
-    enum { M = 300, K = 200, OC = 700 };
+    /* 4 x 3 tiles with tails; K as mlp.c_proj (oneDNN blocks a long K by the
+     * tile shape it is given: rows cut by thread count give other bits) */
+    enum { M = 1000, K = 3072, OC = 1700 };
     pair inp = pair_rand((size_t)M * K, 1.0f), w = pair_rand((size_t)OC * K, 0.2f);
     pair qkv = pair_rand(N * 3 * C, 1.5f), x = pair_rand(N * C, 2.0f), lw = pair_rand(C, 1.0f);
     bf16 *ref = NULL, *ref_att = NULL, *ref_ln = NULL;
