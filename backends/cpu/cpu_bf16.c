@@ -10,12 +10,18 @@
 #define GPTX_HAVE_BF16_INTRINSICS 1
 #endif
 
-GPTX_CPU_HOT void gptx_cpu_bf16_narrow_c(uint16_t *dst, const float *src, size_t n) {
+GPTX_CPU_HOT static void gptx_cpu_bf16_narrow_c_hot(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = gptx_cpu_f32_to_bf16(src[i]);
 }
+void gptx_cpu_bf16_narrow_c(uint16_t *dst, const float *src, size_t n) {
+    gptx_cpu_bf16_narrow_c_hot(dst, src, n);
+}
 
-GPTX_CPU_HOT void gptx_cpu_bf16_widen(float *dst, const uint16_t *src, size_t n) {
+GPTX_CPU_HOT static void gptx_cpu_bf16_widen_hot(float *dst, const uint16_t *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = gptx_cpu_bf16_to_f32(src[i]);
+}
+void gptx_cpu_bf16_widen(float *dst, const uint16_t *src, size_t n) {
+    gptx_cpu_bf16_widen_hot(dst, src, n);
 }
 
 #ifdef GPTX_HAVE_BF16_INTRINSICS

@@ -18,7 +18,10 @@
  * a fixed number of lanes combined in a fixed order, whatever the vector
  * width. GPTX_NO_MULTIVERSION builds the baseline only. Cloned functions
  * carry the gptx_ prefix even when static: clang emits each one's ifunc
- * resolver ("<name>.resolver") as a global symbol of libgptx.a. */
+ * resolver ("<name>.resolver") as a global symbol of libgptx.a. A cloned
+ * function that other files call is static (gptx_cpu_<name>_hot) behind a
+ * plain gptx_cpu_<name> that calls it: clang 14 names the dispatcher of an
+ * extern clone "<name>.ifunc", so calls from other files found no symbol. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(GPTX_NO_MULTIVERSION)
 #define GPTX_CPU_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

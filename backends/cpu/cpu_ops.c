@@ -81,7 +81,7 @@ int gptx_cpu_embedding_backward(gptx_backend *be, float *dwte, float *dwpe, cons
 /* ---- layernorm ---------------------------------------------------------- */
 
 
-GPTX_CPU_HOT void gptx_cpu_ln_fwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_ln_fwd_task_hot(void *vp, int task) {
     gptx_cpu_ln_fwd_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
@@ -101,6 +101,9 @@ GPTX_CPU_HOT void gptx_cpu_ln_fwd_task(void *vp, int task) {
         a->rstd[n] = s;
     }
 }
+void gptx_cpu_ln_fwd_task(void *vp, int task) {
+    gptx_cpu_ln_fwd_task_hot(vp, task);
+}
 
 int gptx_cpu_layernorm_forward(gptx_backend *be, float *out, float *mean, float *rstd,
                                const float *inp, const float *w, const float *b, int N, int C,
@@ -112,7 +115,7 @@ int gptx_cpu_layernorm_forward(gptx_backend *be, float *out, float *mean, float 
 
 
 /* Pass 1, per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w. */
-GPTX_CPU_HOT void gptx_cpu_ln_bwd_rows_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_ln_bwd_rows_task_hot(void *vp, int task) {
     gptx_cpu_ln_bwd_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split((size_t)a->N, a->ntasks, task, &lo, &hi);
@@ -141,9 +144,12 @@ GPTX_CPU_HOT void gptx_cpu_ln_bwd_rows_task(void *vp, int task) {
         }
     }
 }
+void gptx_cpu_ln_bwd_rows_task(void *vp, int task) {
+    gptx_cpu_ln_bwd_rows_task_hot(vp, task);
+}
 
 /* Pass 2, per block of channels: dw += sum_n dout * xhat, db += sum_n dout. */
-GPTX_CPU_HOT void gptx_cpu_ln_bwd_cols_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_ln_bwd_cols_task_hot(void *vp, int task) {
     gptx_cpu_ln_bwd_args *a = vp;
     int c0 = task * COL_BLOCK, c1 = c0 + COL_BLOCK < a->C ? c0 + COL_BLOCK : a->C;
     float dw[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
@@ -159,6 +165,9 @@ GPTX_CPU_HOT void gptx_cpu_ln_bwd_cols_task(void *vp, int task) {
         a->dw[c] += dw[c - c0];
         a->db[c] += db[c - c0];
     }
+}
+void gptx_cpu_ln_bwd_cols_task(void *vp, int task) {
+    gptx_cpu_ln_bwd_cols_task_hot(vp, task);
 }
 
 int gptx_cpu_layernorm_backward(gptx_backend *be, float *dinp, float *dw, float *db,
@@ -237,7 +246,7 @@ int gptx_cpu_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *db
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
 
 
-GPTX_CPU_HOT void gptx_cpu_gelu_fwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_gelu_fwd_task_hot(void *vp, int task) {
     gptx_cpu_ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
@@ -247,8 +256,11 @@ GPTX_CPU_HOT void gptx_cpu_gelu_fwd_task(void *vp, int task) {
         a->out[i] = 0.5f * x * (1.0f + gptx_tanhf(u));
     }
 }
+void gptx_cpu_gelu_fwd_task(void *vp, int task) {
+    gptx_cpu_gelu_fwd_task_hot(vp, task);
+}
 
-GPTX_CPU_HOT void gptx_cpu_gelu_bwd_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_gelu_bwd_task_hot(void *vp, int task) {
     gptx_cpu_ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
@@ -262,12 +274,18 @@ GPTX_CPU_HOT void gptx_cpu_gelu_bwd_task(void *vp, int task) {
         a->out[i] = grad * a->y[i];
     }
 }
+void gptx_cpu_gelu_bwd_task(void *vp, int task) {
+    gptx_cpu_gelu_bwd_task_hot(vp, task);
+}
 
-GPTX_CPU_HOT void gptx_cpu_residual_task(void *vp, int task) {
+GPTX_CPU_HOT static void gptx_cpu_residual_task_hot(void *vp, int task) {
     gptx_cpu_ew_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
     for (size_t i = lo; i < hi; i++) a->out[i] = a->x[i] + a->y[i];
+}
+void gptx_cpu_residual_task(void *vp, int task) {
+    gptx_cpu_residual_task_hot(vp, task);
 }
 
 static int run_elementwise(gptx_backend *be, gptx_task_fn fn, float *out, const float *x,
@@ -364,8 +382,8 @@ void gptx_cpu_ce_row_forward(gptx_cpu_ce_args *a, size_t n, float *row, int stor
  * place: softmax_j = exp(x_j - max) * (1 / sum), from the logits (exp_done
  * 0; masked columns hold -inf and give 0) or from ce_row_forward's stored
  * numerators (exp_done 1). Both give the same bits. */
-GPTX_CPU_HOT void gptx_cpu_ce_row_gradient(gptx_cpu_ce_args *a, size_t n, float *row,
-                                           int exp_done) {
+GPTX_CPU_HOT static void gptx_cpu_ce_row_gradient_hot(gptx_cpu_ce_args *a, size_t n,
+                                                     float *row, int exp_done) {
     int32_t t = a->targets[n];
     if (t == GPTX_IGNORE_INDEX) {
         memset(row, 0, (size_t)a->Vp * sizeof *row);
@@ -378,6 +396,9 @@ GPTX_CPU_HOT void gptx_cpu_ce_row_gradient(gptx_cpu_ce_args *a, size_t n, float 
     else
         for (int j = 0; j < a->Vp; j++) row[j] = gptx_expf(row[j] - mx) * scale;
     row[t] -= a->dloss;
+}
+void gptx_cpu_ce_row_gradient(gptx_cpu_ce_args *a, size_t n, float *row, int exp_done) {
+    gptx_cpu_ce_row_gradient_hot(a, n, row, exp_done);
 }
 
 static void ce_fwd_task(void *vp, int task) {
