@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_common.h"
+#include "bench_gemm.h"
 
 /* the OpenMP runtime oneDNN runs on (libgomp) */
 int omp_get_max_threads(void);
@@ -34,42 +34,13 @@ void omp_set_num_threads(int n);
         }                                                                              \
     } while (0)
 
-static int parse_int(const char *flag, const char *s, int min, int *out) {
-    return bench_parse_int("gptx-bench-bf16gemm", flag, s, min, 1000000, out);
-}
-
 int main(int argc, char **argv) {
-    int threads = 0, n = 2048, warmup = 3, reps = 10;
-    const char *json = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            printf("usage: gptx-bench-bf16gemm [--threads N] [--n N] [--warmup N] [--reps N] "
-                   "[--json FILE]\n"
-                   "  --threads  OpenMP threads for oneDNN; 0 = its default\n"
-                   "  --n        matrix size (default 2048)\n"
-                   "  --warmup   untimed calls (default 3)\n"
-                   "  --reps     timed calls (default 10)\n");
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-bench-bf16gemm: unknown or incomplete option '%s'\n", f);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (strcmp(f, "--threads") == 0) rc = parse_int(f, v, 0, &threads);
-        else if (strcmp(f, "--n") == 0) rc = parse_int(f, v, 1, &n);
-        else if (strcmp(f, "--warmup") == 0) rc = parse_int(f, v, 0, &warmup);
-        else if (strcmp(f, "--reps") == 0) rc = parse_int(f, v, 1, &reps);
-        else if (strcmp(f, "--json") == 0) json = v;
-        else {
-            fprintf(stderr, "gptx-bench-bf16gemm: unknown option '%s'\n", f);
-            return 2;
-        }
-        if (rc) return 2;
-    }
-    if (threads > 0) omp_set_num_threads(threads);
+    bench_gemm_args opt;
+    int rc = bench_gemm_parse(&opt, "gptx-bench-bf16gemm",
+                              "OpenMP threads for oneDNN; 0 = its default", argc, argv);
+    if (rc >= 0) return rc;
+    int n = opt.n, warmup = opt.warmup, reps = opt.reps;
+    if (opt.threads > 0) omp_set_num_threads(opt.threads);
 
     size_t nn = (size_t)n * n;
     uint16_t *A = malloc(nn * 2), *B = malloc(nn * 2);
@@ -125,9 +96,7 @@ int main(int argc, char **argv) {
         DNNL_CHECK(dnnl_stream_wait(stream));
         t[i] = bench_now_s() - t0;
     }
-    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
-    double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-    double flop = 2.0 * (double)n * n * n;
+    bench_gemm_rate r = bench_gemm_rate_of(t, reps, n);
     double checksum = 0.0;
     for (size_t i = 0; i < nn; i += 4097) checksum += C[i];
     const dnnl_version_t *ver = dnnl_version();
@@ -138,23 +107,9 @@ int main(int argc, char **argv) {
     printf("problem     : matmul C = A B^T row-major, %d x %d x %d, bf16 inputs, fp32 "
            "accumulation and output, %d warm-up, %d timed\n",
            n, n, n, warmup, reps);
-    printf("time        : median %.5f s (min %.5f, max %.5f)\n", med, t[0], t[reps - 1]);
-    printf("rate        : %.2f GFLOP/s median (best %.2f)  [checksum %.4g]\n", flop / med * 1e-9,
-           flop / t[0] * 1e-9, checksum);
-    if (json) {
-        FILE *f = fopen(json, "w");
-        if (!f) {
-            fprintf(stderr, "gptx-bench-bf16gemm: cannot write %s: %s\n", json, strerror(errno));
-            return 1;
-        }
-        fprintf(f,
-                "{\n  \"threads\": %d, \"n\": %d, \"warmup\": %d, \"reps\": %d,\n"
-                "  \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f,\n"
-                "  \"gflops\": %.4f, \"gflops_best\": %.4f,\n  \"kernel\": \"%s\"\n}\n",
-                omp_get_max_threads(), n, warmup, reps, med, t[0], t[reps - 1], flop / med * 1e-9,
-                flop / t[0] * 1e-9, impl);
-        fclose(f);
-    }
+    bench_gemm_print(&r, checksum);
+    rc = bench_gemm_write_json(&opt, "gptx-bench-bf16gemm", omp_get_max_threads(), &r, "kernel",
+                               impl);
     dnnl_memory_destroy(xa);
     dnnl_memory_destroy(xb);
     dnnl_memory_destroy(xc);
@@ -166,5 +121,5 @@ int main(int argc, char **argv) {
     free(B);
     free(C);
     free(t);
-    return 0;
+    return rc;
 }

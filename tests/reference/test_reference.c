@@ -40,6 +40,7 @@
  * Exit status: 0 when every fixture passes, 1 otherwise.
  */
 #include "fixture.h"
+#include "fixture_gptx.h"
 
 #include <gptx/gptx.h>
 
@@ -61,10 +62,6 @@
 #define TOL_FINAL_NORM_REL 1e-4
 #define MAX_REPORTS 8 /* failure lines printed per check */
 
-/* Indices into the `config` and `hyper` entries. */
-enum { CF_V, CF_VP, CF_CTX, CF_L, CF_NH, CF_C, CF_QKV_BIAS, CF_TIED, CF_MASK, CF_B, CF_T,
-       CF_STEPS, CF_COUNT };
-enum { HY_LN_EPS, HY_LR, HY_BETA1, HY_BETA2, HY_EPS, HY_WD, HY_CLIP, HY_COUNT };
 
 typedef struct run_state {
     const char *label;  /* fixture name for messages */
@@ -293,17 +290,7 @@ static int run_fixture(const char *path)
     }
 
     gptx_model_config mc;
-    gptx_model_config_init(&mc);
-    mc.vocab_size = V;
-    mc.padded_vocab_size = Vp;
-    mc.context_length = cf[CF_CTX];
-    mc.n_layer = cf[CF_L];
-    mc.n_head = cf[CF_NH];
-    mc.n_embd = C;
-    mc.qkv_bias = cf[CF_QKV_BIAS];
-    mc.tied_head = cf[CF_TIED];
-    mc.mask_padded_logits = cf[CF_MASK];
-    mc.layernorm_eps = hy[HY_LN_EPS];
+    fixture_model_config(&mc, cf, hy);
     rc = gptx_model_create(&model, ctx, &mc);
     if (rc != GPTX_OK) {
         call_failed(&st, "gptx_model_create", rc);
@@ -442,14 +429,7 @@ static int run_fixture(const char *path)
 
     /* ---- AdamW steps ---- */
     gptx_adamw_options ao;
-    gptx_adamw_options_init(&ao);
-    ao.lr = hy[HY_LR];
-    ao.beta1 = hy[HY_BETA1];
-    ao.beta2 = hy[HY_BETA2];
-    ao.eps = hy[HY_EPS];
-    ao.weight_decay = hy[HY_WD];
-    ao.grad_clip = hy[HY_CLIP];
-    ao.decay_policy = GPTX_DECAY_MATRICES;
+    fixture_adamw_options(&ao, hy);
     if ((rc = gptx_optimizer_create(&opt, model, &ao)) != GPTX_OK) {
         call_failed(&st, "gptx_optimizer_create", rc);
         goto done;

@@ -41,6 +41,7 @@
 
 #include "check.h"
 #include "fixture.h"
+#include "fixture_gptx.h"
 
 #ifdef GPTX_TEST_POLICY_CUDA
 #include "cuda_test_util.h"
@@ -93,22 +94,6 @@ enum {
     YS_COUNT
 };
 
-enum {
-    CF_V,
-    CF_VP,
-    CF_CTX,
-    CF_L,
-    CF_NH,
-    CF_C,
-    CF_QKV_BIAS,
-    CF_TIED,
-    CF_MASK,
-    CF_B,
-    CF_T,
-    CF_STEPS,
-    CF_COUNT
-};
-enum { HY_LN_EPS, HY_LR, HY_BETA1, HY_BETA2, HY_EPS, HY_WD, HY_CLIP, HY_COUNT };
 
 static double worse(double acc, double v) {
     return isnan(v) || isnan(acc) ? NAN : v > acc ? v : acc;
@@ -165,17 +150,7 @@ static int run_fixture(const char *path, const tolerances *tol) {
         goto done;
     }
     gptx_model_config cfg;
-    gptx_model_config_init(&cfg);
-    cfg.vocab_size = cf[CF_V];
-    cfg.padded_vocab_size = Vp;
-    cfg.context_length = cf[CF_CTX];
-    cfg.n_layer = cf[CF_L];
-    cfg.n_head = cf[CF_NH];
-    cfg.n_embd = cf[CF_C];
-    cfg.qkv_bias = cf[CF_QKV_BIAS];
-    cfg.tied_head = cf[CF_TIED];
-    cfg.mask_padded_logits = cf[CF_MASK];
-    cfg.layernorm_eps = hy[HY_LN_EPS];
+    fixture_model_config(&cfg, cf, hy);
     if ((rc = gptx_model_create(&m, ctx, &cfg)) != GPTX_OK) {
         fprintf(stderr, "%s: model: %s\n", label, gptx_last_error());
         fails++;
@@ -222,13 +197,7 @@ static int run_fixture(const char *path, const tolerances *tol) {
     }
 
     gptx_adamw_options ao;
-    gptx_adamw_options_init(&ao);
-    ao.lr = hy[HY_LR];
-    ao.beta1 = hy[HY_BETA1];
-    ao.beta2 = hy[HY_BETA2];
-    ao.eps = hy[HY_EPS];
-    ao.weight_decay = hy[HY_WD];
-    ao.grad_clip = hy[HY_CLIP];
+    fixture_adamw_options(&ao, hy);
     CHECK_OK(gptx_optimizer_create(&opt, m, &ao));
     for (int i = 0; i < fx.n_entries; i++) {
         const fixture_entry *e = &fx.entries[i];
