@@ -3,6 +3,7 @@
 #ifndef GPTX_CPU_BACKEND_H
 #define GPTX_CPU_BACKEND_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,37 @@ static inline int gptx_cpu_ntasks(const struct gptx_backend *be, size_t n) {
     size_t t = (size_t)be->nthreads * 4;
     if (t > n) t = n;
     return t < 1 ? 1 : (int)t;
+}
+
+/* AdamW's one pass over every parameter range, for both storage types
+ * (cpu_ops.c, cpu_ops_bf16.c): the span [start, start + total) the ranges
+ * cover, split evenly across tasks (0 when empty), and a task's slice. */
+static inline size_t gptx_cpu_adamw_span(const gptx_param_range *ranges, int nranges,
+                                         size_t *start) {
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int r = 0; r < nranges; r++) {
+        if (ranges[r].offset < lo) lo = ranges[r].offset;
+        if (ranges[r].offset + ranges[r].count > hi) hi = ranges[r].offset + ranges[r].count;
+    }
+    *start = lo;
+    return nranges <= 0 || hi <= lo ? 0 : hi - lo;
+}
+
+typedef struct {
+    size_t s0, s1;            /* the elements of the range this task updates */
+    float decay, step, rsbc2; /* 1 - lr wd, lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t) */
+} gptx_cpu_adamw_slice;
+
+/* The part of range rg inside the task's [lo, hi); 0 when there is none. */
+static inline int gptx_cpu_adamw_slice_of(const gptx_param_range *rg, const gptx_adamw_hyper *h,
+                                          size_t lo, size_t hi, gptx_cpu_adamw_slice *s) {
+    size_t r0 = rg->offset, r1 = r0 + rg->count;
+    s->s0 = r0 > lo ? r0 : lo;
+    s->s1 = r1 < hi ? r1 : hi;
+    s->decay = 1.0f - h->lr * rg->weight_decay;
+    s->step = h->lr / h->bias_correction1;
+    s->rsbc2 = 1.0f / sqrtf(h->bias_correction2);
+    return s->s0 < s->s1;
 }
 
 /* The fp32 kernels' tasks and rows (cpu_ops.c), also run by the bf16

@@ -542,38 +542,28 @@ GPTX_CPU_HOT static void gptx_cpu_adamw_task(void *vp, int task) {
     adamw_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->total, a->ntasks, task, &lo, &hi);
-    lo += a->start;
-    hi += a->start;
     const gptx_adamw_hyper *h = a->h;
+    gptx_cpu_adamw_slice sl;
     for (int r = 0; r < a->nranges; r++) {
-        size_t r0 = a->ranges[r].offset, r1 = r0 + a->ranges[r].count;
-        size_t s0 = r0 > lo ? r0 : lo, s1 = r1 < hi ? r1 : hi;
-        if (s0 >= s1) continue;
-        float decay = 1.0f - h->lr * a->ranges[r].weight_decay;
-        float step = h->lr / h->bias_correction1;
-        float rsbc2 = 1.0f / sqrtf(h->bias_correction2);
-        for (size_t i = s0; i < s1; i++) {
+        if (!gptx_cpu_adamw_slice_of(&a->ranges[r], h, a->start + lo, a->start + hi, &sl))
+            continue;
+        for (size_t i = sl.s0; i < sl.s1; i++) {
             float g = a->g[i] * h->grad_scale;
             float m = h->beta1 * a->m[i] + (1.0f - h->beta1) * g;
             float v = h->beta2 * a->v[i] + (1.0f - h->beta2) * g * g;
             a->m[i] = m;
             a->v[i] = v;
-            a->p[i] = a->p[i] * decay - step * m / (sqrtf(v) * rsbc2 + h->eps);
+            a->p[i] = a->p[i] * sl.decay - sl.step * m / (sqrtf(v) * sl.rsbc2 + h->eps);
         }
     }
 }
 
 int gptx_cpu_adamw(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                    const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h) {
-    /* the span the ranges cover, split evenly across tasks */
-    size_t start = SIZE_MAX, end = 0;
-    for (int r = 0; r < nranges; r++) {
-        if (ranges[r].offset < start) start = ranges[r].offset;
-        if (ranges[r].offset + ranges[r].count > end) end = ranges[r].offset + ranges[r].count;
-    }
-    if (nranges <= 0 || end <= start) return GPTX_OK;
-    adamw_args a = {params, grads, m, v, ranges, nranges, h, start, end - start,
-                    gptx_cpu_ntasks(be, (end - start + 16383) / 16384)};
+    size_t start, total = gptx_cpu_adamw_span(ranges, nranges, &start);
+    if (total == 0) return GPTX_OK;
+    adamw_args a = {params, grads, m, v, ranges, nranges, h, start, total,
+                    gptx_cpu_ntasks(be, (total + 16383) / 16384)};
     gptx_threadpool_run(be->pool, a.ntasks, gptx_cpu_adamw_task, &a);
     return GPTX_OK;
 }

@@ -490,16 +490,13 @@ GPTX_CPU_HOT static void gptx_cpu_adamw_bf16_task(void *vp, int task) {
     adamw_bf16_args *a = vp;
     size_t lo, hi;
     gptx_cpu_split(a->total, a->ntasks, task, &lo, &hi);
-    lo += a->start;
-    hi += a->start;
     const gptx_adamw_hyper *h = a->h;
+    gptx_cpu_adamw_slice sl;
     for (int r = 0; r < a->nranges; r++) {
-        size_t r0 = a->ranges[r].offset, r1 = r0 + a->ranges[r].count;
-        size_t s0 = r0 > lo ? r0 : lo, s1 = r1 < hi ? r1 : hi;
-        if (s0 >= s1) continue;
-        float decay = 1.0f - h->lr * a->ranges[r].weight_decay;
-        float step = h->lr / h->bias_correction1;
-        float rsbc2 = 1.0f / sqrtf(h->bias_correction2);
+        if (!gptx_cpu_adamw_slice_of(&a->ranges[r], h, a->start + lo, a->start + hi, &sl))
+            continue;
+        size_t s0 = sl.s0, s1 = sl.s1;
+        float decay = sl.decay, step = sl.step, rsbc2 = sl.rsbc2;
 /* the update of element i in fp32, from the widened p, m, v */
 #define ADAMW_BF16_UPDATE(i)                                                                    \
     float g = a->g[i] * h->grad_scale;                                                         \
@@ -528,15 +525,11 @@ GPTX_CPU_HOT static void gptx_cpu_adamw_bf16_task(void *vp, int task) {
 
 int gptx_cpu_adamw_bf16(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                         const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h) {
-    size_t start = SIZE_MAX, end = 0;
-    for (int r = 0; r < nranges; r++) {
-        if (ranges[r].offset < start) start = ranges[r].offset;
-        if (ranges[r].offset + ranges[r].count > end) end = ranges[r].offset + ranges[r].count;
-    }
-    if (nranges <= 0 || end <= start) return GPTX_OK;
+    size_t start, total = gptx_cpu_adamw_span(ranges, nranges, &start);
+    if (total == 0) return GPTX_OK;
     adamw_bf16_args a = {(bf16 *)params, (bf16 *)m, (bf16 *)v, grads, ranges, nranges, h,
-                         be->stochastic_rounding, start, end - start,
-                         gptx_cpu_ntasks(be, (end - start + 16383) / 16384)};
+                         be->stochastic_rounding, start, total,
+                         gptx_cpu_ntasks(be, (total + 16383) / 16384)};
     gptx_threadpool_run(be->pool, a.ntasks, gptx_cpu_adamw_bf16_task, &a);
     return GPTX_OK;
 }
