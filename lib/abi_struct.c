@@ -32,6 +32,8 @@ DESC(compare_report, a, GPTX_COMPARE_REPORT_SIZE);
 DESC(comm_launch_info, launcher, GPTX_COMM_LAUNCH_INFO_SIZE);
 DESC(comm_options, engine, GPTX_COMM_OPTIONS_SIZE);
 DESC(context_info, backend, GPTX_CONTEXT_INFO_SIZE);
+DESC(generator_options, window, GPTX_GENERATOR_OPTIONS_SIZE);
+DESC(generator_stats, tokens, GPTX_GENERATOR_STATS_SIZE);
 
 int gptx_struct_check_size(size_t caller_size, const gptx_struct_desc *d, const char *func,
                            const char *arg) {

@@ -22,7 +22,8 @@ extern const gptx_struct_desc gptx_desc_context_options, gptx_desc_memory_stats,
     gptx_desc_dataloader_options, gptx_desc_dataloader_info, gptx_desc_dataloader_state,
     gptx_desc_sampler_options, gptx_desc_sampler_state, gptx_desc_timer_report,
     gptx_desc_train_state, gptx_desc_compare_options, gptx_desc_compare_report,
-    gptx_desc_comm_launch_info, gptx_desc_comm_options, gptx_desc_context_info;
+    gptx_desc_comm_launch_info, gptx_desc_comm_options, gptx_desc_context_info,
+    gptx_desc_generator_options, gptx_desc_generator_stats;
 
 /* Checks that caller_size is a size a gptx header of this ABI can declare. */
 int gptx_struct_check_size(size_t caller_size, const gptx_struct_desc *d, const char *func,

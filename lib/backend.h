@@ -231,6 +231,18 @@ typedef struct gptx_backend_ops {
                               const int32_t *targets, int N, int V, int Vp, int mask_padded,
                               float dloss);
 
+    /* OPTIONAL attention over a key/value cache, for generation (NULL:
+     * generation runs the whole window for every token). qkv (n, 3C) [act]
+     * holds the rows of positions pos0 .. pos0 + n - 1 (pos0 + n <= cap);
+     * their keys and values are stored into kcache and vcache [act] (NH, cap,
+     * C / NH) each at those positions, and out (n, C) [act] receives each
+     * row's causal attention over cached positions 0 .. its own. lse (NH, n)
+     * fp32 is scratch the backend may use (the layer's att_lse). With pos0 =
+     * 0 the result equals attention_forward's on the same rows. */
+    int (*attention_kv_forward)(gptx_backend *be, float *out, float *lse, const float *qkv,
+                                float *kcache, float *vcache, int n, int pos0, int cap, int C,
+                                int NH);
+
     /* OPTIONAL device-side timing (NULL: the timer synchronizes the context
      * and reads the host clock). An event is recorded on the compute stream
      * behind the work queued so far; event_elapsed waits until `stop` has

@@ -367,7 +367,10 @@ static const float *res_offset(const gptx_model *m, const float *a, size_t elems
     return (const float *)((const char *)a + elems * m->res_bytes);
 }
 
-void gptx_model_params_changed(gptx_model *m) { m->wcopy_stale = 1; }
+void gptx_model_params_changed(gptx_model *m) {
+    m->wcopy_stale = 1;
+    m->params_version++;
+}
 
 /* Brings the compute copy of the weights up to date with the parameters. */
 static int refresh_weights(gptx_model *m) {
@@ -435,8 +438,19 @@ static int qkv_backward(gptx_model *m, const gptx_layer_params *p, gptx_layer_ac
     return GPTX_OK;
 }
 
-static int attention_forward(gptx_model *m, gptx_layer_acts *a, int B, int T) {
+/* Layer l's keys and values in a generation cache (gptx_model_kv_bytes):
+ * K then V, (NH, cap, C / NH) each, per layer. */
+static float *kv_at(const gptx_model *m, const gptx_kv *kv, int l, int which) {
+    size_t per = (size_t)kv->cap * m->cfg.n_embd * m->act_bytes;
+    return (float *)((char *)kv->base + ((size_t)l * 2 + (size_t)which) * per);
+}
+
+static int attention_forward(gptx_model *m, gptx_layer_acts *a, int l, int B, int T,
+                             const gptx_kv *kv) {
     int C = m->cfg.n_embd, NH = m->cfg.n_head;
+    if (kv) /* B = 1: the rows at positions kv->pos0 .. kv->pos0 + T - 1 */
+        return OPS(m)->attention_kv_forward(BE(m), a->atty, a->att_lse, a->qkv, kv_at(m, kv, l, 0),
+                                            kv_at(m, kv, l, 1), T, kv->pos0, kv->cap, C, NH);
     if (!m->naive_attention)
         return OPS(m)->attention_forward(BE(m), a->atty, a->att_lse, a->qkv, B, T, C, NH);
     GPTX_TRY(ensure_attention_mask(m, T));
@@ -455,16 +469,22 @@ static int attention_backward(gptx_model *m, gptx_layer_acts *a, int B, int T) {
 /* The weight copy, then the embedding of the ids already uploaded to
  * m->inputs: (B, T) ids -> m->encoded (B*T, C). Not part of a graph
  * segment: the backend may copy the ids to the host here. */
-static int embed_forward(gptx_model *m, int B, int T) {
+static int embed_forward_at(gptx_model *m, int B, int T, int pos0) {
     const gptx_layout *L = &m->layout;
     GPTX_TRY(refresh_weights(m));
-    return OPS(m)->embedding_forward(BE(m), m->encoded, m->inputs, MASTER(m, L->wte),
-                                     MASTER(m, L->wpe), B, T, m->cfg.n_embd); // -> (BT, C)
+    /* positions pos0 .. pos0 + T - 1: the wpe view starts at row pos0 */
+    const float *wpe = gptx_param_at(m->ctx, m->params,
+                                     m->layout.tensors[L->wpe].offset + (size_t)pos0 * m->cfg.n_embd);
+    return OPS(m)->embedding_forward(BE(m), m->encoded, m->inputs, MASTER(m, L->wte), wpe, B, T,
+                                     m->cfg.n_embd); // -> (BT, C)
 }
 
+static int embed_forward(gptx_model *m, int B, int T) { return embed_forward_at(m, B, T, 0); }
+
 /* Every transformer block on m->encoded: -> residual stream (B*T, C),
- * returned in *out. */
-static int blocks_forward(gptx_model *m, int B, int T, const float **out) {
+ * returned in *out. With kv (generation, B = 1), attention runs over the
+ * cache and stores these rows' keys and values in it. */
+static int blocks_forward(gptx_model *m, int B, int T, const gptx_kv *kv, const float **out) {
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
     const gptx_layout *L = &m->layout;
@@ -480,7 +500,7 @@ static int blocks_forward(gptx_model *m, int B, int T, const float **out) {
             GPTX_TRY(m->ln_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
                                    MASTER(m, p->ln1_w), MASTER(m, p->ln1_b), N, C, eps));
         GPTX_TRY(qkv_forward(m, p, a, N));          // (BT, 3C)
-        GPTX_TRY(attention_forward(m, a, B, T));    // (BT, C)
+        GPTX_TRY(attention_forward(m, a, l, B, T, kv)); // (BT, C)
         GPTX_TRY(ops->matmul_forward(be, a->attproj, a->atty, PARAM(m, p->attn_proj_w),
                                      PARAM(m, p->attn_proj_b), N, C, C));
         if (m->res_ln_forward) {
@@ -520,7 +540,7 @@ static int blocks_forward(gptx_model *m, int B, int T, const float **out) {
 
 static int transformer_forward(gptx_model *m, int B, int T, const float **out) {
     GPTX_TRY(embed_forward(m, B, T));
-    return blocks_forward(m, B, T, out);
+    return blocks_forward(m, B, T, NULL, out);
 }
 
 /* ---- graph segments ----------------------------------------------------------- */
@@ -585,7 +605,7 @@ static int forward_segment(gptx_model *m, const void *arg) {
     int C = m->cfg.n_embd, V = m->cfg.vocab_size;
     int Vp = m->cfg.padded_vocab_size, N = f->B * f->T;
     const float *residual = NULL;
-    GPTX_TRY(blocks_forward(m, f->B, f->T, &residual));
+    GPTX_TRY(blocks_forward(m, f->B, f->T, NULL, &residual));
     GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual, MASTER(m, L->lnf_w),
                            MASTER(m, L->lnf_b), N, C, m->cfg.layernorm_eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, N, C,
@@ -675,6 +695,24 @@ int gptx_model_forward_backward(gptx_model *m, const int32_t *inputs, const int3
 
 /* ---- generation: logits of the last position only ---------------------------- */
 
+/* ln_f and lm_head on row T - 1 of the residual stream alone, masked like the
+ * full forward pass, into host_logits (padded_vocab_size). */
+static int last_row_logits(gptx_model *m, const float *residual, int T, float *host_logits) {
+    const gptx_backend_ops *ops = OPS(m);
+    gptx_backend *be = BE(m);
+    const gptx_layout *L = &m->layout;
+    int C = m->cfg.n_embd, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
+    size_t last = (size_t)(T - 1) * C;
+    /* last row only: (1, C) -> ln_f -> (1, Vp) logits in row 0 of the buffer */
+    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, res_offset(m, residual, last),
+                           MASTER(m, L->lnf_w), MASTER(m, L->lnf_b), 1, C, m->cfg.layernorm_eps));
+    GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, 1, C, Vp));
+    /* masks the padded columns exactly as the full forward pass does */
+    GPTX_TRY(ops->crossentropy_forward(be, NULL, m->loss_lse, m->logits, NULL, 1, V, Vp,
+                                       m->cfg.mask_padded_logits));
+    return download_act(m, host_logits, m->logits, (size_t)Vp);
+}
+
 /* The same transformer as gptx_model_forward, for one row of T tokens, then
  * ln_f and lm_head on the last position alone (generation needs no other row:
  * lm_head is most of the cost for small models, (T, C) @ (C, Vp)). */
@@ -698,24 +736,33 @@ int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, 
         GPTX_TRY(ensure_activations(m, 1, reserve));
     GPTX_TRY(ensure_activations(m, 1, T)); /* re-carves the views for (1, T) */
 
-    const gptx_backend_ops *ops = OPS(m);
-    gptx_backend *be = BE(m);
-    const gptx_layout *L = &m->layout;
-    int C = m->cfg.n_embd, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
-    size_t last = (size_t)(T - 1) * C;
-    float eps = m->cfg.layernorm_eps;
-
-    GPTX_TRY(ops->upload_i32(be, m->inputs, inputs, (size_t)T));
+    GPTX_TRY(OPS(m)->upload_i32(BE(m), m->inputs, inputs, (size_t)T));
     const float *residual = NULL;
     GPTX_TRY(transformer_forward(m, 1, T, &residual));
-    /* last row only: (1, C) -> ln_f -> (1, Vp) logits in row 0 of the buffer */
-    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, res_offset(m, residual, last),
-                                    MASTER(m, L->lnf_w), MASTER(m, L->lnf_b), 1, C, eps));
-    GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, 1, C, Vp));
-    /* masks the padded columns exactly as the full forward pass does */
-    GPTX_TRY(ops->crossentropy_forward(be, NULL, m->loss_lse, m->logits, NULL, 1, V, Vp,
-                                       m->cfg.mask_padded_logits));
-    return download_act(m, host_logits, m->logits, (size_t)Vp);
+    return last_row_logits(m, residual, T, host_logits);
+}
+
+size_t gptx_model_kv_bytes(const gptx_model *m, int cap) {
+    return (size_t)m->cfg.n_layer * 2 * (size_t)cap * m->cfg.n_embd * m->act_bytes;
+}
+
+int gptx_model_forward_kv(gptx_model *m, const gptx_kv *kv, const int32_t *tokens, int n,
+                          float *host_logits) {
+    if (!OPS(m)->attention_kv_forward)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "the %s backend has no cached attention",
+                         OPS(m)->name);
+    if (n <= 0 || kv->pos0 < 0 || kv->pos0 + n > kv->cap || kv->cap > m->cfg.context_length)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "%d tokens at position %d of a window of %d (context "
+                                         "length %d)",
+                         n, kv->pos0, kv->cap, m->cfg.context_length);
+    GPTX_TRY(check_ids("tokens", tokens, (size_t)n, m->cfg.vocab_size, 0, NULL));
+    m->phase = GPTX_PHASE_NONE;
+    GPTX_TRY(ensure_activations(m, 1, n));
+    GPTX_TRY(OPS(m)->upload_i32(BE(m), m->inputs, tokens, (size_t)n));
+    GPTX_TRY(embed_forward_at(m, 1, n, kv->pos0));
+    const float *residual = NULL;
+    GPTX_TRY(blocks_forward(m, 1, n, kv, &residual));
+    return last_row_logits(m, residual, n, host_logits);
 }
 
 /* ---- backward --------------------------------------------------------------- */

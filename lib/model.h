@@ -110,6 +110,8 @@ struct gptx_model {
     float *datt;            /* (B, NH, T, T) naive attention backward scratch */
     float *q, *k, *v, *dtmp; /* (BT, C) each, separate-QKV variant */
 
+    uint64_t params_version; /* counts gptx_model_params_changed calls */
+
     int B, T;
     gptx_phase phase;
     int have_targets;
@@ -131,6 +133,24 @@ void gptx_model_params_changed(gptx_model *m);
  * the next gptx_model_forward). */
 int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, int T_reserve,
                                    float *host_logits);
+
+/* A generation cache of keys and values (lib/generator.c): cap positions,
+ * gptx_model_kv_bytes(m, cap) bytes allocated through the context; pos0 is
+ * where the next rows go (positions before it are filled). */
+typedef struct gptx_kv {
+    void *base;
+    int cap, pos0;
+} gptx_kv;
+
+size_t gptx_model_kv_bytes(const gptx_model *m, int cap);
+/* Runs n tokens at positions kv->pos0 .. kv->pos0 + n - 1 of a window whose
+ * earlier positions are in the cache, stores their keys and values, and
+ * writes the padded_vocab_size logits of the last one to host_logits (masked
+ * like gptx_model_forward's). Leaves the model with no forward pass, as
+ * gptx_model_forward_last_logits does. GPTX_ERR_UNSUPPORTED when the
+ * backend has no cached attention. */
+int gptx_model_forward_kv(gptx_model *m, const gptx_kv *kv, const int32_t *tokens, int n,
+                          float *host_logits);
 
 /* Called by backward each time a region [offset, offset + count) of the
  * flat gradient buffer is final: ln_f (+ an untied lm_head) first, then each

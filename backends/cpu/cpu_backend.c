@@ -437,6 +437,7 @@ static const gptx_backend_ops cpu_ops = {
     .crossentropy_forward = cpu_crossentropy_forward,
     .crossentropy_backward = cpu_crossentropy_backward,
     .crossentropy_fused = cpu_crossentropy_fused,
+    .attention_kv_forward = gptx_cpu_attention_kv_forward,
     .sum_to_host = gptx_cpu_sum_to_host,
     .sum_squares_to_host = gptx_cpu_sum_squares_to_host,
     .adamw = cpu_adamw,

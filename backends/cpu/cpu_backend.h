@@ -163,6 +163,17 @@ int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float
 void gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc);
+/* out (OC) = w (OC, C) x (C) [+ bias]: one row's product, by fixed blocks of
+ * rows on the pool (cpu_gemv.c). The bf16 form reads bf16 w and bias, an
+ * fp32 x, and writes the fp32 result. */
+int gptx_cpu_gemv(gptx_backend *be, float *out, const float *x, const float *w, const float *bias,
+                  int C, int OC);
+int gptx_cpu_gemv_bf16(gptx_backend *be, float *out, const float *x, const uint16_t *w,
+                       const uint16_t *bias, int C, int OC);
+/* backend.h attention_kv_forward, both storage types (cpu_attention_kv.c) */
+int gptx_cpu_attention_kv_forward(gptx_backend *be, float *out, float *lse, const float *qkv,
+                                  float *kcache, float *vcache, int n, int pos0, int cap, int C,
+                                  int NH);
 /* OpenBLAS runs single-threaded under gptx (a process-wide setting): the
  * pool supplies the parallelism. */
 void gptx_cpu_blas_single(void);

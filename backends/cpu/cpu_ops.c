@@ -197,6 +197,7 @@ static void bias_fill_task(void *vp, int task) {
 
 int gptx_cpu_matmul_forward(gptx_backend *be, float *out, const float *inp, const float *w,
                             const float *bias, int N, int C, int OC) {
+    if (N == 1) return gptx_cpu_gemv(be, out, inp, w, bias, C, OC); /* one token (cpu_gemv.c) */
     float beta = 0.0f;
     if (bias) {
         bias_fill_args a = {out, bias, N, OC, gptx_cpu_ntasks(be, (size_t)N)};

@@ -271,8 +271,26 @@ int gptx_cpu_residual_forward_bf16(gptx_backend *be, float *out, const float *a,
 /* ---- matrix products ------------------------------------------------------------ */
 
 #ifdef GPTX_HAVE_DNNL
+/* One row (a token being generated): the fp32 product (OC) by cpu_gemv.c,
+ * in scratch, for the caller to round once. */
+static int row_product(gptx_backend *be, float **res, const float *inp, const float *w,
+                       const float *bias, int C, int OC) {
+    float *s = gptx_cpu_scratch(be, ((size_t)OC + (size_t)C) * sizeof(float));
+    if (!s) return GPTX_ERR_NO_MEMORY;
+    gptx_cpu_bf16_widen(s + OC, (const bf16 *)inp, (size_t)C);
+    GPTX_TRY(gptx_cpu_gemv_bf16(be, s, s + OC, (const bf16 *)w, (const bf16 *)bias, C, OC));
+    *res = s;
+    return GPTX_OK;
+}
+
 int gptx_cpu_matmul_forward_bf16(gptx_backend *be, float *out, const float *inp, const float *w,
                                  const float *bias, int N, int C, int OC) {
+    if (N == 1) {
+        float *s = NULL;
+        GPTX_TRY(row_product(be, &s, inp, w, bias, C, OC));
+        gptx_cpu_bf16_narrow((bf16 *)out, s, (size_t)OC);
+        return GPTX_OK;
+    }
     // (N, C) @ (OC, C)^T + bias -> (N, OC)
     gptx_cpu_matmul mm = {.M = N, .N = OC, .K = C,
                           .A = (const bf16 *)inp, .a_row = (size_t)C, .a_col = 1,
@@ -364,6 +382,15 @@ static int product_with_gelu(gptx_backend *be, gptx_cpu_matmul mm, bf16 *out, bf
 
 int gptx_cpu_matmul_gelu_forward_bf16(gptx_backend *be, float *out, float *pre, const float *inp,
                                       const float *w, const float *bias, int N, int C, int OC) {
+    if (N == 1) { /* one row: the epilogue on pieces of at most a tile's width */
+        float *s = NULL;
+        GPTX_TRY(row_product(be, &s, inp, w, bias, C, OC));
+        gelu_epilogue_args e = {(bf16 *)out, (bf16 *)pre, NULL, (size_t)OC};
+        for (int n0 = 0; n0 < OC; n0 += GPTX_DNNL_TILE_N)
+            gelu_epilogue(&e, 0, s + n0, 1, OC - n0 < GPTX_DNNL_TILE_N ? OC - n0 : GPTX_DNNL_TILE_N,
+                          0, (size_t)n0);
+        return GPTX_OK;
+    }
     gptx_cpu_matmul mm = {.M = N, .N = OC, .K = C,
                           .A = (const bf16 *)inp, .a_row = (size_t)C, .a_col = 1,
                           .B = (const bf16 *)w, .b_row = 1, .b_col = (size_t)C,

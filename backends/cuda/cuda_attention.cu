@@ -83,6 +83,90 @@ static __global__ void __launch_bounds__(ROWS)
     }
 }
 
+/* ---- generation: attention over a key/value cache (backend.h attention_kv_forward) ---- */
+
+/* The new rows' keys and values into the cache (NH, cap, hs) each, at
+ * positions pos0 .. pos0 + n - 1. */
+template <typename A>
+static __global__ void k_kv_store(A *kc, A *vc, const A *qkv, int n, int pos0, int cap, int C,
+                                  int NH) {
+    int hs = C / NH;
+    size_t total = (size_t)n * C;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        size_t i = idx / C, c = idx % C, h = c / hs, d = c % hs;
+        size_t dst = (h * cap + (size_t)pos0 + i) * hs + d;
+        kc[dst] = qkv[i * 3 * C + C + c];
+        vc[dst] = qkv[i * 3 * C + 2 * C + c];
+    }
+}
+
+/* Cached rows [r0, r0 + TILE) of one head ((cap, hs) at base) into tile,
+ * zero at and after row `rows`. */
+template <int HS, typename A>
+static __device__ __forceinline__ void load_cache_tile(float (*tile)[HS], const A *base, int r0,
+                                                       int rows, int hs) {
+    for (int idx = threadIdx.x; idx < TILE * HS; idx += ROWS) {
+        int j = idx / HS, i = idx % HS, r = r0 + j;
+        tile[j][i] = (r < rows && i < hs) ? gptx_ld(base[(size_t)r * hs + i]) : 0.0f;
+    }
+}
+
+/* Grid (ceil(n / ROWS), NH); thread = new row i at position pos0 + i, over
+ * the cached keys and values. The loop of k_attention_forward: with pos0 = 0
+ * the same bits. Kept as simple as that kernel (one thread per query row):
+ * decoding one token runs NH threads, a GPU performance item for later. */
+template <int HS, typename A>
+static __global__ void __launch_bounds__(ROWS)
+    k_attention_kv(A *out, float *lse, const A *qkv, const A *kc, const A *vc, int n, int pos0,
+                   int cap, int C, int NH, float scale) {
+    __shared__ float ks[TILE][HS], vs[TILE][HS];
+    int h = blockIdx.y, hs = C / NH;
+    int i0 = blockIdx.x * ROWS, i = i0 + threadIdx.x;
+    int valid = i < n, t = pos0 + i, rows = pos0 + n;
+    const A *kh = kc + (size_t)h * cap * hs, *vh = vc + (size_t)h * cap * hs;
+    float q[HS], o[HS];
+#pragma unroll
+    for (int d = 0; d < HS; d++) {
+        q[d] = valid && d < hs ? gptx_ld(qkv[(size_t)i * 3 * C + h * hs + d]) : 0.0f;
+        o[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    int t_last = pos0 + (i0 + ROWS - 1 < n - 1 ? i0 + ROWS - 1 : n - 1);
+    for (int s0 = 0; s0 <= t_last; s0 += TILE) {
+        __syncthreads(); /* the previous tile is consumed */
+        load_cache_tile<HS, A>(ks, kh, s0, rows, hs);
+        load_cache_tile<HS, A>(vs, vh, s0, rows, hs);
+        __syncthreads();
+        if (!valid || s0 > t) continue;
+        for (int j = 0; j < TILE && s0 + j <= t; j++) {
+            float dd = 0.0f;
+#pragma unroll
+            for (int d = 0; d < HS; d++) dd += q[d] * ks[j][d];
+            dd *= scale;
+            if (dd > m) {
+                float corr = expf(m - dd);
+                l *= corr;
+#pragma unroll
+                for (int d = 0; d < HS; d++) o[d] *= corr;
+                m = dd;
+            }
+            float p = expf(dd - m);
+            l += p;
+#pragma unroll
+            for (int d = 0; d < HS; d++) o[d] += p * vs[j][d];
+        }
+    }
+    if (valid) {
+        float inv = 1.0f / l;
+        A *dst = out + (size_t)i * C + h * hs;
+#pragma unroll
+        for (int d = 0; d < HS; d++)
+            if (d < hs) gptx_st(&dst[d], o[d] * inv);
+        lse[(size_t)h * n + i] = m + logf(l);
+    }
+}
+
 /* Dsum[bh, t] = dout[b, t, head h] . out[b, t, head h] (= sum_s p_s dout.v_s). */
 template <typename A>
 static __global__ void k_attention_dsum(float *dsum, const A *dout, const A *out, int B, int T,
@@ -297,5 +381,43 @@ GPTX_CUDA_FN int gptx_cuda_attention_backward(gptx_backend *be, float *dqkv, con
     else
         launch_backward<float>(be, HS, grid, dqkv, dout, qkv, lse, dsum, T, C, NH, scale);
     GPTX_CUDA_LAUNCHED("attention_backward");
+    return GPTX_OK;
+}
+
+template <typename A>
+static void launch_kv(gptx_backend *be, int HS, dim3 grid, A *out, float *lse, const A *qkv,
+                      const A *kc, const A *vc, int n, int pos0, int cap, int C, int NH,
+                      float scale) {
+    void (*kern)(A *, float *, const A *, const A *, const A *, int, int, int, int, int, float) =
+        HS == 16   ? k_attention_kv<16, A>
+        : HS == 32 ? k_attention_kv<32, A>
+        : HS == 64 ? k_attention_kv<64, A>
+                   : k_attention_kv<128, A>;
+    GPTX_LAUNCH(kern, grid, ROWS, be->compute, out, lse, qkv, kc, vc, n, pos0, cap, C, NH, scale);
+}
+
+GPTX_CUDA_FN int gptx_cuda_attention_kv_forward(gptx_backend *be, float *out, float *lse,
+                                                const float *qkv, float *kcache, float *vcache,
+                                                int n, int pos0, int cap, int C, int NH) {
+    int HS = 0;
+    GPTX_TRY(check_shape(1, n, C, NH, &HS));
+    if (pos0 < 0 || pos0 + n > cap)
+        return GPTX_FAIL(GPTX_ERR_SHAPE, "attention_kv_forward: rows %d at position %d of a "
+                                         "cache of %d",
+                         n, pos0, cap);
+    GPTX_TRY(gptx_cuda_enter(be));
+    size_t elems = (size_t)n * C;
+    GPTX_LAUNCH_ACT(k_kv_store, gptx_cuda_blocks(elems, 256), 256, be->compute, (act_t *)kcache,
+                    (act_t *)vcache, (const act_t *)qkv, n, pos0, cap, C, NH);
+    GPTX_CUDA_LAUNCHED("kv_store");
+    float scale = 1.0f / sqrtf((float)(C / NH));
+    dim3 grid((unsigned)((n + ROWS - 1) / ROWS), (unsigned)NH);
+    if (be->act_bf16)
+        launch_kv<gptx_bf16>(be, HS, grid, (gptx_bf16 *)out, lse, (const gptx_bf16 *)qkv,
+                             (const gptx_bf16 *)kcache, (const gptx_bf16 *)vcache, n, pos0, cap, C,
+                             NH, scale);
+    else
+        launch_kv<float>(be, HS, grid, out, lse, qkv, kcache, vcache, n, pos0, cap, C, NH, scale);
+    GPTX_CUDA_LAUNCHED("attention_kv");
     return GPTX_OK;
 }

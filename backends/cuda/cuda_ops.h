@@ -122,6 +122,9 @@ GPTX_CUDA_FN int gptx_cuda_attention_forward(gptx_backend *be, float *out, float
 GPTX_CUDA_FN int gptx_cuda_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
                                               const float *qkv, const float *out, const float *lse,
                                               int B, int T, int C, int NH);
+GPTX_CUDA_FN int gptx_cuda_attention_kv_forward(gptx_backend *be, float *out, float *lse,
+                                                const float *qkv, float *kcache, float *vcache,
+                                                int n, int pos0, int cap, int C, int NH);
 
 /* cuda_table.c */
 #ifdef GPTX_CUDA_EMU

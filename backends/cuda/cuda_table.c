@@ -60,6 +60,7 @@ static const gptx_backend_ops cuda_table = {
     .qkv_split = gptx_cuda_qkv_split,
     .compute_stream = gptx_cuda_compute_stream,
     .crossentropy_fused = gptx_cuda_crossentropy_fused,
+    .attention_kv_forward = gptx_cuda_attention_kv_forward,
     .event_create = gptx_cuda_event_create,
     .event_destroy = gptx_cuda_event_destroy,
     .event_record = gptx_cuda_event_record,

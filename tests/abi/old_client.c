@@ -366,6 +366,38 @@ static void run(void) {
     EXPECT(got_ss.seed == 11 && got_ss.counter == (older ? 0u : 2u));
     slot_free(&sq);
 
+    /* generator options: last field use_cache (default 1); stats (out): last
+     * field use_cache */
+    slot sgo;
+    gptx_generator_options *gop_ = slot_new(&sgo, "gptx_generator_options",
+                                            DECLARED(gptx_generator_options,
+                                                     GPTX_GENERATOR_OPTIONS_SIZE, keep),
+                                            sizeof *gop_);
+    INIT_SLOT(&sgo, gptx_generator_options, gptx_generator_options_init_sized,
+              GPTX_GENERATOR_OPTIONS_SIZE);
+    gop_->window = 8;
+    gptx_generator *gen = NULL;
+    CREATE_BOTH(gptx_generator, gen, &sgo, gptx_generator_destroy,
+                gptx_generator_create(&OUT, model, OPTS));
+    if (!gen) return;
+    int32_t gp[3] = {1, 2, 3};
+    EXPECT_OK(gptx_generator_feed(gen, gp, 3));
+    EXPECT_OK(gptx_generator_next(gen, sampler, &tok));
+    slot sgs;
+    gptx_generator_stats *gst = slot_new(&sgs, "gptx_generator_stats",
+                                         DECLARED(gptx_generator_stats, GPTX_GENERATOR_STATS_SIZE,
+                                                  keep),
+                                         sizeof *gst);
+    INIT_SLOT(&sgs, gptx_generator_stats, gptx_generator_stats_init_sized,
+              GPTX_GENERATOR_STATS_SIZE);
+    EXPECT_OK(gptx_generator_get_stats(gen, gst));
+    slot_check(&sgs, "gptx_generator_get_stats");
+    EXPECT(gst->tokens == 4 && gst->prefill_passes == 1 && gst->window == 8 && gst->keep == 4);
+    if (!older) EXPECT(gst->use_cache == 1);
+    slot_free(&sgs);
+    slot_free(&sgo);
+    gptx_generator_destroy(gen);
+
     /* timer report (out): last field steady_tokens_per_second */
     gptx_timer *timer = NULL;
     EXPECT_OK(gptx_timer_create(&timer, ctx, GPTX_TIMER_TRAINING_STEPS));

@@ -123,15 +123,6 @@ static inline int same_params(const gptx_model *a, const gptx_model *b) {
     return same;
 }
 
-static inline void check_message_has(const char *needle, int line) {
-    if (!strstr(gptx_last_error(), needle)) {
-        fprintf(stderr, "line %d: message '%s' does not mention '%s'\n", line, gptx_last_error(),
-                needle);
-        check_failures++;
-    }
-}
-#define CHECK_MSG(needle) check_message_has((needle), __LINE__)
-
 /* REQUIRE_OK for void helpers: records the failure and returns. */
 #define REQUIRE_OK_VOID(call)                                                        \
     do {                                                                             \

@@ -541,6 +541,53 @@ static void test_attention(pair *p) {
     dfree(p, d);
 }
 
+/* The cached attention of generation: rows fed from position 0, then 5 at
+ * once, then one by one, against the CPU's full attention (the attention
+ * tolerances); the prefill equals the CUDA training kernel bit for bit and
+ * the cache holds every row's key and value. */
+static void test_attention_kv(pair *p) {
+    int shapes[][3] = {{37, 24, 3}, {70, 128, 2}, {33, 60, 3}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int T = shapes[si][0], C = shapes[si][1], NH = shapes[si][2], P = T / 3, hs = C / NH;
+        size_t n3 = (size_t)T * 3 * C, nout = (size_t)T * C, nl = (size_t)NH * T;
+        printf("  attention_kv T %d C %d NH %d (head size %d), %d rows prefilled\n", T, C, NH, hs, P);
+        float *qkv = hrand(n3, 61 + si, -2, 2);
+        float *out = malloc(nout * sizeof *out), *lse = malloc(nl * sizeof *lse);
+        CHECK_OK(p->cpu_ops->attention_forward(p->cpu, out, lse, qkv, 1, T, C, NH));
+        float *dq = dup_f(p, qkv, n3), *dout = dalloc(p, nout * 4), *dlse = dalloc(p, nl * 4);
+        float *dpre = dalloc(p, (size_t)P * C * 4);
+        float *kc = dalloc(p, nout * 4), *vc = dalloc(p, nout * 4);
+        CHECK_OK(p->cu_ops->attention_forward(p->cu, dpre, dlse, dq, 1, P, C, NH));
+        CHECK_OK(p->cu_ops->attention_kv_forward(p->cu, dout, dlse, dq, kc, vc, P, 0, T, C, NH));
+        for (int r = P; r < T;) {
+            int n = r == P ? 5 : 1;
+            CHECK_OK(p->cu_ops->attention_kv_forward(p->cu, dout + (size_t)r * C, dlse,
+                                                     dq + (size_t)r * 3 * C, kc, vc, n, r, T, C,
+                                                     NH));
+            r += n;
+        }
+        float *a = down(p, dout, nout), *pre = down(p, dpre, (size_t)P * C);
+        float *ak = down(p, kc, nout), *av = down(p, vc, nout);
+        compare("kv rows vs CPU full attention", out, a, nout, 1e-5 * max_abs(out, nout), 1e-4);
+        same_bits("kv prefill vs attention_forward", pre, a, (size_t)P * C);
+        size_t bad = 0;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++)
+                for (int d = 0; d < hs; d++) {
+                    size_t c = ((size_t)h * T + t) * hs + d, q = (size_t)t * 3 * C + (size_t)h * hs + d;
+                    bad += ak[c] != qkv[q + C] || av[c] != qkv[q + 2 * C];
+                }
+        CHECK(bad == 0);
+        CHECK_STATUS(p->cu_ops->attention_kv_forward(p->cu, dout, dlse, dq, kc, vc, 2, T - 1, T, C,
+                                                     NH),
+                     GPTX_ERR_SHAPE);
+        void *dev[] = {dq, dout, dlse, dpre, kc, vc};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {qkv, out, lse, a, pre, ak, av};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+}
+
 /* ---- elementwise --------------------------------------------------------------------- */
 
 static void test_elementwise(pair *p) {
@@ -739,6 +786,7 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, "layernorm")) test_layernorm(&p);
             if (!only || !strcmp(only, "layernorm")) test_residual_layernorm(&p);
             if (!only || !strcmp(only, "attention")) test_attention(&p);
+            if (!only || !strcmp(only, "attention")) test_attention_kv(&p);
             if (!only || !strcmp(only, "elementwise")) test_elementwise(&p);
             if (!only || !strcmp(only, "crossentropy")) test_crossentropy(&p);
             if (!only || !strcmp(only, "sums")) test_sums(&p);

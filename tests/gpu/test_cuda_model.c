@@ -343,9 +343,9 @@ static void test_generate_and_loader(gptx_context *cpu, gptx_context *cu) {
     gptx_sampler *sc = NULL, *sg = NULL;
     CHECK_OK(gptx_sampler_create(&sc, &so));
     CHECK_OK(gptx_sampler_create(&sg, &so));
-    int32_t prompt[3] = {1, 2, 3}, oc[10], og[10];
-    CHECK_OK(gptx_generate(mc, sc, prompt, 3, 10, oc));
-    CHECK_OK(gptx_generate(mg, sg, prompt, 3, 10, og));
+    int32_t prompt[3] = {1, 2, 3}, oc[30], og[30]; /* past the window of 16 */
+    CHECK_OK(gptx_generate(mc, sc, prompt, 3, 30, oc));
+    CHECK_OK(gptx_generate(mg, sg, prompt, 3, 30, og));
     CHECK(memcmp(oc, og, sizeof oc) == 0);
     printf("generate: greedy tokens %s\n", memcmp(oc, og, sizeof oc) == 0 ? "equal" : "DIFFER");
 
@@ -372,6 +372,60 @@ static void test_generate_and_loader(gptx_context *cpu, gptx_context *cu) {
     gptx_sampler_destroy(sg);
     gptx_model_destroy(mc);
     gptx_model_destroy(mg);
+}
+
+/* Generation on the CUDA backend through the generator: at every one of 40
+ * positions (the window of 16 slides) the cached logits against a full
+ * forward pass over the window, and the same tokens with and without the
+ * cache. Tolerance relative to max(1, max |logit|): 1e-5 fp32, 2e-2 bf16. */
+static void test_generator(gptx_context *cu, double tol, const char *label) {
+    gptx_model_config cfg = small_config();
+    enum { VP = 64, CTX = 16, N = 40 };
+    gptx_model *m = NULL;
+    CHECK_OK(gptx_model_create(&m, cu, &cfg));
+    CHECK_OK(gptx_model_init_random(m, 5));
+    gptx_sampler_options so;
+    gptx_sampler_options_init(&so);
+    so.seed = 77;
+    int32_t prompt[5] = {3, 1, 4, 1, 5}, toks[2][N], win[CTX];
+    float got[VP], *all = malloc((size_t)CTX * VP * sizeof *all);
+    double worst = 0.0;
+    for (int use_cache = 1; use_cache >= 0; use_cache--) {
+        gptx_generator_options go;
+        gptx_generator_options_init(&go);
+        go.use_cache = use_cache;
+        gptx_generator *g = NULL;
+        gptx_sampler *s = NULL;
+        CHECK_OK(gptx_generator_create(&g, m, &go));
+        CHECK_OK(gptx_sampler_create(&s, &so));
+        CHECK_OK(gptx_generator_feed(g, prompt, 5));
+        for (int i = 0; i < N && g && s; i++) {
+            if (use_cache) {
+                int len = 0;
+                CHECK_OK(gptx_generator_logits(g, got, VP));
+                CHECK_OK(gptx_generator_window(g, win, CTX, &len));
+                CHECK_OK(gptx_model_forward(m, win, NULL, 1, len, NULL));
+                CHECK_OK(gptx_model_get_logits(m, all, (size_t)len * VP));
+                const float *want = all + (size_t)(len - 1) * VP;
+                double scale = 1.0, err = 0.0;
+                for (int j = 0; j < cfg.vocab_size; j++) scale = fmax(scale, fabs(want[j]));
+                for (int j = 0; j < cfg.vocab_size; j++) err = fmax(err, fabs(got[j] - want[j]));
+                for (int j = cfg.vocab_size; j < VP; j++) CHECK(isinf(got[j]) && got[j] < 0);
+                worst = fmax(worst, err / scale);
+            }
+            CHECK_OK(gptx_generator_next(g, s, &toks[use_cache][i]));
+        }
+        gptx_sampler_destroy(s);
+        gptx_generator_destroy(g);
+    }
+    int differ = 0;
+    for (int i = 0; i < N; i++) differ += toks[0][i] != toks[1][i];
+    printf("generator (%s): 40 positions, cached vs full logits %.3g (tolerance %g); %d of %d "
+           "tokens differ without the cache\n",
+           label, worst, tol, differ, N);
+    CHECK(worst <= tol && differ == 0);
+    free(all);
+    gptx_model_destroy(m);
 }
 
 /* bf16 mixed: activations take half the bytes; parameters stay fp32 (a value
@@ -519,6 +573,8 @@ int main(void) {
 
     test_memory(cu);
     test_generate_and_loader(cpu, cu);
+    test_generator(cu, 1e-5, "fp32");
+    test_generator(bf, 2e-2, "bf16");
 
 #ifndef GPTX_TEST_CUDA_EMU
     /* errors of the CUDA-specific settings */

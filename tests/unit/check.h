@@ -32,6 +32,16 @@ static int check_failures = 0;
 
 #define CHECK_OK(call) CHECK_STATUS(call, GPTX_OK)
 
+/* Expects the calling thread's last error message to contain needle. */
+static inline void check_message_has(const char *needle, int line) {
+    if (!strstr(gptx_last_error(), needle)) {
+        fprintf(stderr, "line %d: message '%s' does not mention '%s'\n", line, gptx_last_error(),
+                needle);
+        check_failures++;
+    }
+}
+#define CHECK_MSG(needle) check_message_has((needle), __LINE__)
+
 /* Stops the test when a set-up step fails (nothing after it can work). */
 #define REQUIRE_OK(call)                                                            \
     do {                                                                            \

@@ -17,68 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
 #include "bf16_round.h"
 #include "check.h"
 #include "cpu_bf16.h"
 
-#define SKIP_EXIT 77
-
-typedef uint16_t bf16;
-
-static const gptx_backend_ops *ops;
-
-static uint32_t rng = 2024u;
-static float frand(void) { /* [-1, 1) */
-    rng = rng * 1664525u + 1013904223u;
-    return (float)((rng >> 8) * (1.0 / 8388608.0) - 1.0);
-}
-
-static gptx_backend *make_backend(int precision, int threads) {
-    gptx_context_options o;
-    gptx_context_options_init(&o);
-    o.precision = precision;
-    o.num_threads = threads;
-    gptx_backend *be = NULL;
-    if (ops->create(&be, &o) != GPTX_OK) {
-        fprintf(stderr, "backend: %s\n", gptx_last_error());
-        exit(1);
-    }
-    return be;
-}
-
-/* A bf16 tensor and its exact fp32 widening. */
-typedef struct {
-    bf16 *h;
-    float *f;
-    size_t n;
-} pair;
-
-static pair pair_rand(size_t n, float scale) {
-    pair p = {malloc(n * sizeof(bf16)), malloc(n * sizeof(float)), n};
-    for (size_t i = 0; i < n; i++) {
-        p.h[i] = gptx_cpu_f32_to_bf16(frand() * scale);
-        p.f[i] = gptx_cpu_bf16_to_f32(p.h[i]);
-    }
-    return p;
-}
-
-static void pair_free(pair *p) {
-    free(p->h);
-    free(p->f);
-}
-
-static float *floats_rand(size_t n, float scale) {
-    float *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = frand() * scale;
-    return p;
-}
-
-static float *floats_copy(const float *s, size_t n) {
-    float *p = malloc(n * sizeof *p);
-    memcpy(p, s, n * sizeof *p);
-    return p;
-}
+#include "cpu_backend_util.h"
 
 /* The bf16 result must be the fp32 result rounded, bit for bit. */
 static void same_as_rounded(const char *what, const bf16 *got, const float *fp32, size_t n) {

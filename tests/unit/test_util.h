@@ -38,6 +38,32 @@ static inline void fill_tokens(int32_t *ids, size_t n, int vocab, uint32_t seed)
     }
 }
 
+/* AdamW steps (lr 1e-2) on a repeating sequence, B 4 x T 16, vocab >= 50:
+ * afterwards greedy decoding has clear winners rather than the near-ties of
+ * a freshly initialised model. */
+static inline int train_on_pattern(gptx_model *m, int steps) {
+    gptx_optimizer *opt = NULL;
+    gptx_adamw_options o;
+    gptx_adamw_options_init(&o);
+    o.lr = 1e-2f;
+    int rc = gptx_optimizer_create(&opt, m, &o);
+    if (rc != GPTX_OK) return rc;
+    int32_t in[4 * 16], tg[4 * 16];
+    for (int b = 0; b < 4; b++)
+        for (int t = 0; t < 16; t++) {
+            in[b * 16 + t] = (int32_t)(((b * 17 + t) * 7) % 50);
+            tg[b * 16 + t] = (int32_t)(((b * 17 + t + 1) * 7) % 50);
+        }
+    for (int step = 0; step < steps && rc == GPTX_OK; step++) {
+        rc = gptx_model_zero_grad(m);
+        if (rc == GPTX_OK) rc = gptx_model_forward(m, in, tg, 4, 16, NULL);
+        if (rc == GPTX_OK) rc = gptx_model_backward(m, 1.0f);
+        if (rc == GPTX_OK) rc = gptx_optimizer_step(opt, m, NULL);
+    }
+    gptx_optimizer_destroy(opt);
+    return rc;
+}
+
 /* Every parameter (gradients = 0) or gradient (1) of m, in canonical order,
  * concatenated into one malloc'ed buffer; NULL on failure. */
 static inline float *model_values(gptx_model *m, int gradients) {

@@ -540,9 +540,96 @@ GPTX_API int gptx_sampler_get_state(const gptx_sampler *s, gptx_sampler_state *s
 GPTX_API int gptx_sampler_set_state(gptx_sampler *s, const gptx_sampler_state *state);
 
 /* Appends n_new sampled tokens to a prompt of n_prompt tokens: out receives
- * n_new ids. The context is cropped to the model's context length. */
+ * n_new ids. Runs a gptx_generator with the default options (a key/value
+ * cache over the model's context length; when the window is full it keeps
+ * the last half, see gptx_generator_options.keep). */
 GPTX_API int gptx_generate(gptx_model *model, gptx_sampler *sampler, const int32_t *prompt,
                            int n_prompt, int n_new, int32_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Generator: incremental generation over a key/value cache                 */
+/* ------------------------------------------------------------------------ */
+
+/* The tokens of a window (at most `window` of them, at positions 0, 1, ...)
+ * with the keys and values of every layer for them, so that a new token
+ * costs one position of the model, not the whole window. Feed tokens, read
+ * the logits after the last one or sample the next token from them, reset.
+ * The logits are always those of a full forward pass over the window as it
+ * stands (docs/sampling.md: equal within 1e-5 in fp32); a change of the
+ * model's parameters is noticed and the window recomputed. The cache is
+ * allocated through the model's context (gptx_context_memory counts it);
+ * the model's activation buffers are shared with training, so a generator
+ * call leaves the model with no forward pass (run gptx_model_forward again
+ * before gptx_model_backward or gptx_model_get_logits). */
+typedef struct gptx_generator gptx_generator;
+
+typedef struct gptx_generator_options {
+    size_t struct_size; /* filled by gptx_generator_options_init */
+    int window;    /* positions the cache holds, <= the context length; 0 = context length */
+    int keep;      /* when a token arrives at a full window, the last `keep` tokens stay (recomputed
+                    * at positions 0 .. keep - 1) and the rest are dropped: GPT-2's positions are
+                    * absolute, so the kept keys and values cannot be reused. In [0, window - 1];
+                    * -1 (default) = window / 2: one recomputation per window / 2 new tokens;
+                    * window - 1 slides one token at a time (a full pass per token). */
+    int use_cache; /* 1 (default): keys and values are kept; 0: every token recomputes the whole
+                    * window (the reference the cache is checked against) */
+} gptx_generator_options;
+#define GPTX_GENERATOR_OPTIONS_SIZE GPTX_STRUCT_END(gptx_generator_options, use_cache)
+
+GPTX_API int gptx_generator_options_init_sized(gptx_generator_options *opts, size_t size);
+#define gptx_generator_options_init(opts) \
+    gptx_generator_options_init_sized((opts), GPTX_GENERATOR_OPTIONS_SIZE)
+
+/* opts NULL = defaults. GPTX_ERR_UNSUPPORTED when use_cache is 1 and the
+ * model's backend has no cached attention. */
+GPTX_API int gptx_generator_create(gptx_generator **out, gptx_model *model,
+                                   const gptx_generator_options *opts);
+GPTX_API void gptx_generator_destroy(gptx_generator *g);
+/* Empties the window (the cache memory stays allocated). */
+GPTX_API int gptx_generator_reset(gptx_generator *g);
+/* Appends n >= 1 tokens (ids in [0, vocab_size)) to the window. The model
+ * runs when logits are next needed, over all new positions in one pass. */
+GPTX_API int gptx_generator_feed(gptx_generator *g, const int32_t *tokens, int n);
+/* The padded_vocab_size logits after the last token of the window (padded
+ * columns -inf when masked), into logits (count >= padded_vocab_size).
+ * GPTX_ERR_STATE on an empty window. */
+GPTX_API int gptx_generator_logits(gptx_generator *g, float *logits, size_t count);
+/* Samples the next token from the logits after the window's last token and
+ * appends it to the window; its own logits are computed only when a later
+ * call needs them. GPTX_ERR_STATE on an empty window. */
+GPTX_API int gptx_generator_next(gptx_generator *g, gptx_sampler *sampler, int32_t *token);
+/* The window's tokens (*len of them; at most count are copied, tokens may be
+ * NULL with count 0). */
+GPTX_API int gptx_generator_window(const gptx_generator *g, int32_t *tokens, size_t count,
+                                   int *len);
+
+/* What the generator has done since it was created or reset. A pass is one
+ * run of the model that brings the logits up to date: a decode pass follows
+ * exactly one new token (sampled or fed) after an earlier pass, any other is
+ * a prefill pass. Times are host wall clock around each pass, the logits'
+ * download included. */
+typedef struct gptx_generator_stats {
+    size_t struct_size; /* filled by gptx_generator_stats_init */
+    int64_t tokens;     /* tokens fed or sampled */
+    int64_t prefill_passes;
+    int64_t prefill_tokens; /* new tokens the prefill passes brought in */
+    double prefill_seconds;
+    int64_t decode_passes;
+    double decode_seconds;
+    int64_t positions;            /* positions the model ran (the whole window per pass without
+                                   * the cache) */
+    int64_t slides;               /* times a token arrived at a full window */
+    int64_t recomputed_positions; /* positions run again whose tokens had been run before, after a
+                                   * slide or a parameter change */
+    size_t cache_bytes;           /* the key/value cache (0 without it) */
+    int window, keep, use_cache;  /* the options in effect */
+} gptx_generator_stats;
+#define GPTX_GENERATOR_STATS_SIZE GPTX_STRUCT_END(gptx_generator_stats, use_cache)
+
+GPTX_API int gptx_generator_stats_init_sized(gptx_generator_stats *stats, size_t size);
+#define gptx_generator_stats_init(stats) \
+    gptx_generator_stats_init_sized((stats), GPTX_GENERATOR_STATS_SIZE)
+GPTX_API int gptx_generator_get_stats(const gptx_generator *g, gptx_generator_stats *stats);
 
 /* ------------------------------------------------------------------------ */
 /* Timer                                                                    */
