@@ -1,6 +1,10 @@
 /*
  * gptx-generate: prompt -> continuation from a saved model
- * (gptx_model_save / gptx-train's checkpoint), with the library's sampler.
+ * (gptx_model_save / gptx-train's checkpoint), with the library's sampler,
+ * through a gptx_generator (key/value cache). The continuation is printed as
+ * it is generated: whole UTF-8 characters only (a token may end inside one),
+ * and nothing that could be the start of the --stop text. The speed goes to
+ * stderr at the end, prefill and decode apart.
  */
 #include <errno.h>
 #include <math.h>
@@ -23,6 +27,11 @@ static void usage(void) {
            "  --top-k N           0 = off (default 40)\n"
            "  --top-p X           1 = off (default 1)\n"
            "  --seed N            sampler seed (default 1337)\n"
+           "  --stop TEXT         stop before TEXT appears in the continuation\n"
+           "  --ignore-eot        go on past the end-of-text token (default: stop there)\n"
+           "  --no-cache          recompute the whole window for every token (the reference)\n"
+           "  --window N          positions the cache holds, 0 = context length (default 0)\n"
+           "  --keep N            tokens kept when the window is full, -1 = window / 2 (default)\n"
            "  --backend NAME      cpu (default), cuda or auto\n"
            "  --threads N         CPU threads, 0 = all cores (default 0)\n"
            "  --encoder FILE --vocab FILE   GPT-2 tokenizer files (default %s/gpt2/...)\n",
@@ -41,13 +50,76 @@ static int number(const char *flag, const char *v, double lo, double hi, double 
     return 0;
 }
 
+/* The continuation printed as it grows: text holds every byte generated so
+ * far, printed the bytes already written. */
+typedef struct {
+    char *text;
+    size_t len, cap, printed;
+    const char *stop;
+    size_t stop_len;
+    int stopped;
+} stream;
+
+/* Bytes at the end of buf[0, n) that start a UTF-8 character not complete yet. */
+static size_t incomplete_utf8_tail(const char *buf, size_t n) {
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        unsigned char c = (unsigned char)buf[n - back];
+        if ((c & 0xC0) == 0x80) continue; /* a continuation byte: keep looking */
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
+static void emit(stream *s, size_t upto) {
+    if (upto > s->printed) {
+        fwrite(s->text + s->printed, 1, upto - s->printed, stdout);
+        fflush(stdout);
+        s->printed = upto;
+    }
+}
+
+/* Appends a token's bytes; prints what can no longer change. Returns -1 when
+ * out of memory. */
+static int stream_add(stream *s, const char *bytes, size_t n) {
+    if (s->len + n > s->cap) {
+        size_t cap = (s->len + n) * 2 + 64;
+        char *t = realloc(s->text, cap);
+        if (!t) return -1;
+        s->text = t;
+        s->cap = cap;
+    }
+    memcpy(s->text + s->len, bytes, n);
+    s->len += n;
+    if (s->stop_len) { /* a match can only start at or after what is printed */
+        for (size_t i = s->printed; i + s->stop_len <= s->len; i++)
+            if (memcmp(s->text + i, s->stop, s->stop_len) == 0) {
+                emit(s, i);
+                s->stopped = 1;
+                return 0;
+            }
+    }
+    size_t hold = s->stop_len ? s->stop_len - 1 : 0, tail = incomplete_utf8_tail(s->text, s->len);
+    if (tail > hold) hold = tail;
+    size_t upto = s->len > hold ? s->len - hold : 0;
+    while (upto > s->printed && upto < s->len && ((unsigned char)s->text[upto] & 0xC0) == 0x80)
+        upto--; /* never inside a character */
+    emit(s, upto);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Every effort moves you", *backend = "cpu";
     const char *encoder = GPTX_DATA_DIR "/gpt2/encoder.json", *vocab = GPTX_DATA_DIR "/gpt2/vocab.bpe";
     double max_tokens = 64, temperature = 0.8, top_k = 40, top_p = 1.0, seed = 1337, threads = 0;
+    double window = 0, keep = -1;
+    const char *stop = NULL;
+    int ignore_eot = 0, no_cache = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) { usage(); return 0; }
+        if (!strcmp(k, "--ignore-eot")) { ignore_eot = 1; continue; }
+        if (!strcmp(k, "--no-cache")) { no_cache = 1; continue; }
         if (i + 1 >= argc) {
             fprintf(stderr, "gptx-generate: %s needs a value (see --help)\n", k);
             return 2;
@@ -65,6 +137,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--top-p")) rc = number(k, v, 1e-6, 1, &top_p);
         else if (!strcmp(k, "--seed")) rc = number(k, v, 0, 9007199254740992.0, &seed);
         else if (!strcmp(k, "--threads")) rc = number(k, v, 0, 4096, &threads);
+        else if (!strcmp(k, "--window")) rc = number(k, v, 0, 1 << 24, &window);
+        else if (!strcmp(k, "--keep")) rc = number(k, v, -1, 1 << 24, &keep);
+        else if (!strcmp(k, "--stop")) stop = v;
         else {
             fprintf(stderr, "gptx-generate: unknown option %s (see --help)\n", k);
             return 2;
@@ -85,9 +160,10 @@ int main(int argc, char **argv) {
     gptx_model *model = NULL;
     gptx_tokenizer *tok = NULL;
     gptx_sampler *sampler = NULL;
-    size_t plen = strlen(prompt), n_ids = 0, n_new = (size_t)max_tokens, need = 0;
-    int32_t *ids = malloc((plen + 1) * sizeof *ids), *out = malloc((n_new + 1) * sizeof *out);
-    char *text = NULL;
+    gptx_generator *gen = NULL;
+    size_t plen = strlen(prompt), n_ids = 0, n_new = (size_t)max_tokens;
+    int32_t *ids = malloc((plen + 1) * sizeof *ids);
+    stream out = {NULL, 0, 0, 0, stop, stop ? strlen(stop) : 0, 0};
     gptx_context_options co;
     gptx_context_options_init(&co);
     co.backend = !strcmp(backend, "cuda") ? GPTX_BACKEND_CUDA
@@ -99,29 +175,57 @@ int main(int argc, char **argv) {
     so.top_k = (int)top_k;
     so.top_p = (float)top_p;
     so.seed = (uint64_t)seed;
-    if (!ids || !out) goto done;
+    gptx_generator_options go;
+    gptx_generator_options_init(&go);
+    go.window = (int)window;
+    go.keep = (int)keep;
+    go.use_cache = !no_cache;
+    if (!ids) goto done;
     if ((rc = gptx_context_create(&ctx, &co)) || (rc = gptx_model_load(&model, ctx, model_path)) ||
         (rc = gptx_tokenizer_load_gpt2(&tok, encoder, vocab)) ||
         (rc = gptx_sampler_create(&sampler, &so)) ||
+        (rc = gptx_generator_create(&gen, model, &go)) ||
         (rc = gptx_tokenizer_encode(tok, prompt, plen, 0, ids, plen + 1, &n_ids)))
         goto fail;
-    if (n_ids == 0) ids[n_ids++] = gptx_tokenizer_eot_token(tok);
-    if ((rc = gptx_generate(model, sampler, ids, (int)n_ids, (int)n_new, out))) goto fail;
-    rc = gptx_tokenizer_decode(tok, out, n_new, NULL, 0, &need);
-    if (rc && rc != GPTX_ERR_SHAPE) goto fail;
-    if (!(text = malloc(need + 1))) goto done;
-    if ((rc = gptx_tokenizer_decode(tok, out, n_new, text, need, &need))) goto fail;
+    int32_t eot = gptx_tokenizer_eot_token(tok);
+    if (n_ids == 0) ids[n_ids++] = eot;
     fwrite(prompt, 1, plen, stdout);
-    fwrite(text, 1, need, stdout);
+    fflush(stdout);
+    if ((rc = gptx_generator_feed(gen, ids, (int)n_ids))) goto fail;
+    size_t made = 0;
+    while (made < n_new && !out.stopped) {
+        int32_t t;
+        if ((rc = gptx_generator_next(gen, sampler, &t))) goto fail;
+        made++;
+        if (t == eot && !ignore_eot) break;
+        const char *bytes = NULL;
+        size_t nb = 0;
+        if ((rc = gptx_tokenizer_token_bytes(tok, t, &bytes, &nb))) goto fail;
+        if (stream_add(&out, bytes, nb)) goto done;
+    }
+    if (!out.stopped) emit(&out, out.len); /* the rest, incomplete characters included */
     putchar('\n');
+    gptx_generator_stats st;
+    gptx_generator_stats_init(&st);
+    if ((rc = gptx_generator_get_stats(gen, &st))) goto fail;
+    fprintf(stderr,
+            "gptx-generate: %zu prompt tokens, %zu generated%s; prefill %lld tokens in %.3f s "
+            "(%.1f tokens/s, %lld passes); decode %lld tokens in %.3f s (%.1f tokens/s); "
+            "window %d, %s, %lld slides\n",
+            n_ids, made, out.stopped ? " (stopped at --stop)" : "", (long long)st.prefill_tokens,
+            st.prefill_seconds,
+            st.prefill_seconds > 0 ? (double)st.prefill_tokens / st.prefill_seconds : 0.0,
+            (long long)st.prefill_passes, (long long)st.decode_passes, st.decode_seconds,
+            st.decode_seconds > 0 ? (double)st.decode_passes / st.decode_seconds : 0.0, st.window,
+            st.use_cache ? "key/value cache" : "no cache", (long long)st.slides);
     status = 0;
     goto done;
 fail:
     fprintf(stderr, "gptx-generate: %s (%s)\n", gptx_last_error(), gptx_status_name(rc));
 done:
-    free(text);
     free(ids);
-    free(out);
+    free(out.text);
+    gptx_generator_destroy(gen);
     gptx_sampler_destroy(sampler);
     gptx_tokenizer_destroy(tok);
     gptx_model_destroy(model);
