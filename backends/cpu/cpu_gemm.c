@@ -6,9 +6,14 @@
  * 1000x250x777: different bits at 1 and 2 threads, test_thread_invariance),
  * which breaks deterministic mode; (2) its workers spin for a long time after
  * each product and compete for the cores with the pool's next op. Here every
- * product is cut along M or N only, into one part per thread; each part is a
- * single-threaded sgemm over the full K, so each element is the same sum
- * whatever the thread count, and no thread exists besides the pool's. */
+ * product is cut along M or N only, into parts whose number and bounds depend
+ * on the product's shape alone, never on the thread count; each part is a
+ * single-threaded sgemm over the full K, and the pool's threads take parts
+ * as they come. Cutting one part per thread is not enough: on AVX2 (OpenBLAS
+ * Zen/Haswell kernels) an element's bits depend on the width of the sgemm it
+ * is part of (columns 56..63 of a 64-column product differ from the same
+ * columns inside a 512-column one), so only identical parts give identical
+ * bits for every thread count. */
 #include <cblas.h>
 
 #include "cpu_backend.h"
@@ -25,6 +30,19 @@ typedef struct {
     int lda, ldb, ldc;
     int split_n, nparts;
 } gemm_args;
+
+/* Parts are at least GEMM_PART_MIN wide (each part packs the other operand
+ * again: about 3 % of a part's time at 256), at most GEMM_PARTS_MAX, and an
+ * even number when more than one, so two threads share them evenly. */
+#define GEMM_PART_MIN 256
+#define GEMM_PARTS_MAX 16
+
+static int gemm_parts(int dim) {
+    int n = dim / GEMM_PART_MIN;
+    if (n > GEMM_PARTS_MAX) n = GEMM_PARTS_MAX;
+    if (n > 1 && n % 2) n--;
+    return n < 1 ? 1 : n;
+}
 
 /* Part boundaries on multiples of 16 (whole kernel tiles) except the end. */
 static int part_start(int dim, int part, int nparts) {
@@ -60,6 +78,6 @@ void gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, in
     /* Cut the dimension whose operand is larger, so the smaller one is the
      * operand every part packs again. */
     gemm_args a = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc,
-                   N > M, be->nthreads};
+                   N > M, gemm_parts(N > M ? N : M)};
     gptx_threadpool_run(be->pool, a.nparts, gemm_task, &a);
 }
