@@ -1,6 +1,7 @@
 /* bf16 matrix products on oneDNN's matmul primitive (cpu_dnnl.h). */
 #include "cpu_dnnl.h"
 
+#include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -55,7 +56,11 @@ struct gptx_cpu_dnnl {
     float **tile;           /* one fp32 tile per worker for epilogues, allocated on first use */
     prim_entry cache[CACHE_CAP];
     int ncache, evict;
-    char describe[128];
+    /* 1: this oneDNN has no bf16 matmul for this CPU (oneDNN 2.6 needs
+     * AVX-512; an AVX2 CPU gets dnnl_unimplemented): every tile is widened to
+     * fp32 and multiplied by OpenBLAS instead (run_tile_widened) */
+    int widen;
+    char describe[160];
 };
 
 static int dnnl_failed(dnnl_status_t st, const char *what) {
@@ -201,11 +206,71 @@ static dnnl_status_t run_tile(matmul_run *r, int worker, int tile) {
     return st;
 }
 
+/* K is taken WIDEN_KC at a time, so the fp32 copies of a tile's operands
+ * stay small whatever K is (a weight gradient's K is the batch's positions). */
+#define WIDEN_KC 512
+
+static void widen_block(float *dst, const uint16_t *src, int rows, int cols, size_t row_stride,
+                        size_t col_stride) {
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            dst[(size_t)i * cols + j] =
+                gptx_cpu_bf16_to_f32(src[(size_t)i * row_stride + (size_t)j * col_stride]);
+}
+
+/* The same product as a oneDNN tile, on CPUs without its bf16 kernels: the
+ * bf16 operands are exact in fp32, so an fp32 sgemm of their widened copies
+ * is the product oneDNN computes (fp32 accumulation), the sum in another
+ * order; the bias is added and the result rounded once, as oneDNN does. The
+ * K blocks are fixed, so the bits still depend on the shape alone. */
+static void run_tile_widened(matmul_run *r, int worker, int tile) {
+    const gptx_cpu_matmul *mm = r->mm;
+    int ti = tile / r->tiles_n, tj = tile % r->tiles_n;
+    size_t m0 = (size_t)ti * GPTX_DNNL_TILE_M, n0 = (size_t)tj * GPTX_DNNL_TILE_N;
+    int rows = ti == r->tiles_m - 1 ? r->last_m : GPTX_DNNL_TILE_M;
+    int cols = tj == r->tiles_n - 1 ? r->last_n : GPTX_DNNL_TILE_N;
+    float *acc = r->d->tile[worker];
+    float *a = r->d->scratch[worker], *b = a + (size_t)GPTX_DNNL_TILE_M * WIDEN_KC;
+    for (int k0 = 0; k0 < mm->K; k0 += WIDEN_KC) {
+        int kc = mm->K - k0 < WIDEN_KC ? mm->K - k0 : WIDEN_KC;
+        widen_block(a, mm->A + m0 * mm->a_row + (size_t)k0 * mm->a_col, rows, kc, mm->a_row,
+                    mm->a_col);
+        widen_block(b, mm->B + (size_t)k0 * mm->b_row + n0 * mm->b_col, kc, cols, mm->b_row,
+                    mm->b_col);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, cols, kc, 1.0f, a, kc, b,
+                    cols, k0 ? 1.0f : 0.0f, acc, cols);
+    }
+    if (mm->bias)
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++)
+                acc[(size_t)i * cols + j] += gptx_cpu_bf16_to_f32(mm->bias[n0 + (size_t)j]);
+    if (mm->epilogue) {
+        mm->epilogue(mm->epilogue_ctx, worker, acc, rows, cols, m0, n0);
+        return;
+    }
+    for (int i = 0; i < rows; i++) {
+        const float *src = acc + (size_t)i * cols;
+        size_t at = (m0 + (size_t)i) * mm->ldc + n0;
+        if (!mm->c_f32) {
+            gptx_cpu_bf16_narrow((uint16_t *)mm->C + at, src, (size_t)cols);
+        } else if (mm->accumulate) {
+            float *c = (float *)mm->C + at;
+            for (int j = 0; j < cols; j++) c[j] += src[j];
+        } else {
+            memcpy((float *)mm->C + at, src, (size_t)cols * sizeof(float));
+        }
+    }
+}
+
 static void matmul_worker(void *vp, int worker) {
     matmul_run *r = vp;
     int prev = omp_single_enter();
     int ntiles = r->tiles_m * r->tiles_n;
     for (int t = atomic_fetch_add(&r->next, 1); t < ntiles; t = atomic_fetch_add(&r->next, 1)) {
+        if (r->d->widen) {
+            run_tile_widened(r, worker, t);
+            continue;
+        }
         dnnl_status_t st = run_tile(r, worker, t);
         if (st != dnnl_success) {
             int none = 0;
@@ -227,8 +292,17 @@ int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
     int last_n = mm->N - (r.tiles_n - 1) * GPTX_DNNL_TILE_N;
     r.last_m = last_m;
     r.last_n = last_n;
-    int rc = mm->epilogue ? tile_buffers(d) : GPTX_OK;
+    int rc = mm->epilogue || d->widen ? tile_buffers(d) : GPTX_OK;
     if (rc != GPTX_OK) return rc;
+    if (d->widen) {
+        gptx_cpu_blas_single();
+        rc = grow_scratch(d, (size_t)(GPTX_DNNL_TILE_M + GPTX_DNNL_TILE_N) * WIDEN_KC *
+                                 sizeof(float));
+        if (rc != GPTX_OK) return rc;
+        int nworkers = r.tiles_m * r.tiles_n < d->nworkers ? r.tiles_m * r.tiles_n : d->nworkers;
+        gptx_threadpool_run(be->pool, nworkers, matmul_worker, &r);
+        return GPTX_OK;
+    }
     int prev = omp_single_enter();
     size_t scratch = 0;
     for (int i = 0; i < 2 && rc == GPTX_OK; i++)
@@ -256,11 +330,37 @@ int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
 
 /* ---- lifetime ----------------------------------------------------------------- */
 
-/* The kernel oneDNN picks for a bf16 product tile on this CPU. */
+/* dnnl_unimplemented where this oneDNN has no bf16 matmul for this CPU. */
+static dnnl_status_t probe_bf16(gptx_cpu_dnnl *d) {
+    dnnl_memory_desc_t a, b, c;
+    dnnl_dims_t da = {GPTX_DNNL_TILE_M, 256}, db = {256, GPTX_DNNL_TILE_N};
+    dnnl_dims_t dc = {GPTX_DNNL_TILE_M, GPTX_DNNL_TILE_N};
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&a, 2, da, dnnl_bf16, dnnl_ab);
+    if (st == dnnl_success) st = dnnl_memory_desc_init_by_tag(&b, 2, db, dnnl_bf16, dnnl_ab);
+    if (st == dnnl_success) st = dnnl_memory_desc_init_by_tag(&c, 2, dc, dnnl_f32, dnnl_ab);
+    if (st == dnnl_success) st = dnnl_matmul_desc_init(&md, &a, &b, NULL, &c);
+    if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &md, NULL, d->engine, NULL);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+/* The kernel oneDNN picks for a bf16 product tile on this CPU, or, where it
+ * has none, the widened products that stand in for it. */
 static void describe(gptx_cpu_dnnl *d) {
     const dnnl_version_t *v = dnnl_version();
     int n = snprintf(d->describe, sizeof d->describe, "oneDNN %d.%d.%d", v->major, v->minor,
                      v->patch);
+    /* GPTX_CPU_BF16_WIDEN=1: the widened products even where oneDNN has
+     * bf16 kernels (so that CPUs with them test the fallback too) */
+    const char *env = getenv("GPTX_CPU_BF16_WIDEN");
+    if ((env && strcmp(env, "1") == 0) || probe_bf16(d) == dnnl_unimplemented) {
+        d->widen = 1;
+        snprintf(d->describe + n, sizeof d->describe - (size_t)n,
+                 " (no bf16 matmul for this CPU: bf16 products widened to fp32 sgemm)");
+        return;
+    }
     prim_key k = {GPTX_DNNL_TILE_M, GPTX_DNNL_TILE_N, 256, 256, 1, 1, 256, GPTX_DNNL_TILE_N,
                   1, 0, 0};
     prim_entry *e = NULL;

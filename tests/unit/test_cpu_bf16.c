@@ -364,7 +364,10 @@ static void test_products(gptx_backend *b16) {
     bf16 *out = malloc(nf * 2), *dinp = malloc(nd * 2);
     float *outf = malloc(nf * 4), *dinpf = malloc(nd * 4), *dw = floats_copy(dw0, nw);
     float dbias[OC] = {0};
-    printf("products (oneDNN), M %d, K %d, OC %d:\n", M, K, OC);
+    gptx_context_info info;
+    memset(&info, 0, sizeof info);
+    ops->describe(b16, &info);
+    printf("products (%s), M %d, K %d, OC %d:\n", info.products, M, K, OC);
     CHECK_OK(ops->matmul_forward(b16, (float *)out, (float *)inp.h, (float *)w.h, (float *)bias.h,
                                  M, K, OC));
     for (size_t i = 0; i < nf; i++) outf[i] = gptx_cpu_bf16_to_f32(out[i]);
