@@ -17,10 +17,23 @@ struct gptx_threadpool {
     void *arg;
     int ntasks;
     atomic_int next_task;
-    int active;        /* workers still inside the current generation */
-    unsigned long generation;
-    int shutdown;
+    atomic_int active; /* workers still inside the current generation */
+    atomic_ulong generation;
+    atomic_int shutdown;
 };
+
+/* How long a thread polls before it blocks: a worker for the next job, the
+ * caller for the workers to finish. Generating one token issues ~180 short
+ * ops back to back; waking a blocked thread costs tens of microseconds on a
+ * VM, more than many of those ops. Past the budget everybody blocks, so an
+ * idle pool uses no CPU (docs/benchmarks.md measures both). */
+#define GPTX_POOL_SPIN 2000
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 static void run_tasks(gptx_threadpool *p) {
     for (;;) {
@@ -33,17 +46,24 @@ static void run_tasks(gptx_threadpool *p) {
 static void *worker_main(void *vp) {
     gptx_threadpool *p = vp;
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->shutdown && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
-        if (p->shutdown) break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
-        run_tasks(p);
+        for (int i = 0; i < GPTX_POOL_SPIN && atomic_load(&p->generation) == seen &&
+                        !atomic_load(&p->shutdown);
+             i++)
+            cpu_relax();
         pthread_mutex_lock(&p->mu);
-        if (--p->active == 0) pthread_cond_signal(&p->done);
+        while (!atomic_load(&p->shutdown) && atomic_load(&p->generation) == seen)
+            pthread_cond_wait(&p->wake, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+        if (atomic_load(&p->shutdown)) break;
+        seen = atomic_load(&p->generation);
+        run_tasks(p);
+        if (atomic_fetch_sub(&p->active, 1) == 1) { /* the last one out */
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -78,7 +98,7 @@ void gptx_threadpool_destroy(gptx_threadpool *p) {
     if (!p) return;
     if (p->threads) {
         pthread_mutex_lock(&p->mu);
-        p->shutdown = 1;
+        atomic_store(&p->shutdown, 1);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
         for (int i = 0; i < p->nthreads - 1; i++) pthread_join(p->threads[i], NULL);
@@ -103,14 +123,15 @@ void gptx_threadpool_run(gptx_threadpool *p, int ntasks, gptx_task_fn fn, void *
     p->arg = arg;
     p->ntasks = ntasks;
     atomic_store(&p->next_task, 0);
-    p->active = p->nthreads - 1;
-    p->generation++;
+    atomic_store(&p->active, p->nthreads - 1);
+    atomic_fetch_add(&p->generation, 1); /* publishes the job (seq_cst) */
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
     run_tasks(p);
 
+    for (int i = 0; i < GPTX_POOL_SPIN && atomic_load(&p->active) > 0; i++) cpu_relax();
     pthread_mutex_lock(&p->mu);
-    while (p->active > 0) pthread_cond_wait(&p->done, &p->mu);
+    while (atomic_load(&p->active) > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
