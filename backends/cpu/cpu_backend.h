@@ -170,6 +170,10 @@ int gptx_cpu_gemv(gptx_backend *be, float *out, const float *x, const float *w, 
                   int C, int OC);
 int gptx_cpu_gemv_bf16(gptx_backend *be, float *out, const float *x, const uint16_t *w,
                        const uint16_t *bias, int C, int OC);
+/* gptx_cpu_gemv_bf16's C loop on the calling thread, for the test that the
+ * AVX-512 form gives the same bits */
+void gptx_cpu_gemv_bf16_reference(float *out, const float *x, const uint16_t *w,
+                                  const uint16_t *bias, int C, int OC);
 /* backend.h attention_kv_forward, both storage types (cpu_attention_kv.c) */
 int gptx_cpu_attention_kv_forward(gptx_backend *be, float *out, float *lse, const float *qkv,
                                   float *kcache, float *vcache, int n, int pos0, int cap, int C,

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cpu_backend.h"
 #include "cpu_backend_util.h"
 
 /* One shape through the cache in three steps, against attention_forward;
@@ -129,6 +130,28 @@ static void check_gemv(int precision) {
     free(one), free(two);
 }
 
+/* The bf16 one-row product as the pool runs it (AVX-512 where the CPU has
+ * it) against its C loop: the same bits, with and without a column tail. */
+static void check_gemv_bits(void) {
+    gptx_backend *be = make_backend(GPTX_PRECISION_BF16_PURE, 2);
+    int shapes[][2] = {{768, 333}, {200, 129}, {13, 7}};
+    for (int si = 0; si < 3; si++) {
+        int C = shapes[si][0], OC = shapes[si][1];
+        pair w = pair_rand((size_t)OC * C, 0.3f), b = pair_rand((size_t)OC, 0.5f);
+        float *x = floats_rand((size_t)C, 1.0f), *a = malloc((size_t)OC * 4), *r = malloc((size_t)OC * 4);
+        CHECK_OK(gptx_cpu_gemv_bf16(be, a, x, w.h, b.h, C, OC));
+        gptx_cpu_gemv_bf16_reference(r, x, w.h, b.h, C, OC);
+        int same = memcmp(a, r, (size_t)OC * 4) == 0;
+        printf("bf16 one-row product %d x %d: the pool's kernel (%s) and the C loop %s\n", C, OC,
+               __builtin_cpu_supports("avx512f") ? "AVX-512" : "the C loop too: no AVX-512 here",
+               same ? "bit for bit" : "DIFFER");
+        CHECK(same);
+        pair_free(&w), pair_free(&b);
+        free(x), free(a), free(r);
+    }
+    ops->destroy(be);
+}
+
 int main(void) {
     ops = gptx_cpu_backend_ops();
     shape_all_threads(GPTX_PRECISION_FP32, 37, 96, 3); /* head size 32 */
@@ -139,6 +162,7 @@ int main(void) {
         shape_all_threads(GPTX_PRECISION_BF16_PURE, 37, 96, 3);
         shape_all_threads(GPTX_PRECISION_BF16_PURE, 20, 128, 2);
         check_gemv(GPTX_PRECISION_BF16_PURE);
+        check_gemv_bits();
     } else {
         printf("bf16: no oneDNN in this build, skipped\n");
     }
