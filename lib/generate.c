@@ -25,6 +25,11 @@ int gptx_generate(gptx_model *model, gptx_sampler *sampler, const int32_t *promp
     o.use_cache = model->ctx->ops->attention_kv_forward != NULL;
     gptx_generator *g = NULL;
     GPTX_TRY(gptx_generator_create(&g, model, &o));
+    /* a prompt longer than the window keeps its last `window` tokens, as
+     * gptx 0.1 did: none has been run yet, so keeping them costs nothing
+     * (the generator's own rule, applied to the prompt, would keep fewer) */
+    int window = model->cfg.context_length;
+    if (n_prompt > window) prompt += n_prompt - window, n_prompt = window;
     int rc = gptx_generator_feed(g, prompt, n_prompt);
     for (int i = 0; i < n_new && rc == GPTX_OK; i++) rc = gptx_generator_next(g, sampler, &out[i]);
     gptx_generator_destroy(g);

@@ -542,7 +542,8 @@ GPTX_API int gptx_sampler_set_state(gptx_sampler *s, const gptx_sampler_state *s
 /* Appends n_new sampled tokens to a prompt of n_prompt tokens: out receives
  * n_new ids. Runs a gptx_generator with the default options (a key/value
  * cache over the model's context length; when the window is full it keeps
- * the last half, see gptx_generator_options.keep). */
+ * the last half, see gptx_generator_options.keep), fed the prompt's last
+ * context_length tokens. */
 GPTX_API int gptx_generate(gptx_model *model, gptx_sampler *sampler, const int32_t *prompt,
                            int n_prompt, int n_new, int32_t *out);
 

@@ -38,7 +38,8 @@ static void window_append(int32_t *win, int *len, int L, int keep, int32_t tok) 
 }
 
 /* What gptx_generate promises, spelled out with the public API: keep =
- * L / 2 is its default; keep = L - 1 is the one-token slide of gptx 0.1. */
+ * L / 2 is its default; keep = L - 1 is the one-token slide of gptx 0.1.
+ * A prompt longer than L is cropped to its last L tokens first. */
 static int reference_generate(gptx_model *m, gptx_sampler *s, const int32_t *prompt, int n_prompt,
                               int n_new, int keep, int32_t *out) {
     gptx_model_config c;
@@ -49,7 +50,7 @@ static int reference_generate(gptx_model *m, gptx_sampler *s, const int32_t *pro
     int32_t *win = malloc((size_t)L * sizeof *win);
     float *logits = malloc((size_t)L * Vp * sizeof *logits);
     int rc = win && logits ? GPTX_OK : GPTX_ERR_NO_MEMORY;
-    for (int i = 0; i < n_prompt && rc == GPTX_OK; i++) window_append(win, &len, L, keep, prompt[i]);
+    for (int i = 0; i < n_prompt && rc == GPTX_OK; i++) window_append(win, &len, L, L - 1, prompt[i]);
     for (int i = 0; i < n_new && rc == GPTX_OK; i++) {
         rc = gptx_model_forward(m, win, NULL, 1, len, NULL);
         if (rc == GPTX_OK) rc = gptx_model_get_logits(m, logits, (size_t)len * Vp);
