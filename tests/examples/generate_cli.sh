@@ -30,19 +30,29 @@ if command -v iconv > /dev/null; then
   iconv -f UTF-8 -t UTF-8 "$work/cached.txt" > /dev/null || { echo "output is not valid UTF-8"; exit 1; }
 fi
 
-# --stop: 8 bytes from the middle of the continuation
+# --stop: 8 bytes from the middle of the continuation, and single bytes (a
+# match then starts at the first byte of a new token, right where the
+# printed text ends)
 full=$(cat "$work/cached.txt")
 prompt="Every effort moves you"
 cont=${full#"$prompt"}
-stop=${cont:40:8}
-[ -n "$stop" ] || { echo "continuation too short for the --stop check"; exit 1; }
-want="$prompt${cont%%"$stop"*}"
-got=$("$generate" "${common[@]}" --stop "$stop" 2> "$work/stop.err")
-if [ "$got" != "$want" ]; then
-  echo "--stop '$stop': got"; printf '%s\n' "$got"; echo "want"; printf '%s\n' "$want"; exit 1
-fi
-grep -q 'stopped at --stop' "$work/stop.err"
-echo "ok: --stop '$stop' cut the text at byte ${#want}"
+# and the 2..6 bytes that end at the first comma (a comma is a token of its
+# own: one of them is the word token before it and the comma, so all but the
+# last byte were already there when the comma came, and must have been held)
+before_comma=${cont%%,*}
+specs="40:8 40:1 41:1 55:1"
+for k in 1 2 3 4 5; do specs="$specs $(( ${#before_comma} - k )):$(( k + 1 ))"; done
+for spec in $specs; do
+  stop=${cont:${spec%%:*}:${spec##*:}}
+  [ -n "$stop" ] || { echo "continuation too short for the --stop check"; exit 1; }
+  want="$prompt${cont%%"$stop"*}"
+  got=$("$generate" "${common[@]}" --stop "$stop" 2> "$work/stop.err")
+  if [ "$got" != "$want" ]; then
+    echo "--stop '$stop': got"; printf '%s\n' "$got"; echo "want"; printf '%s\n' "$want"; exit 1
+  fi
+  grep -q 'stopped at --stop' "$work/stop.err"
+  echo "ok: --stop '$stop' cut the text at byte ${#want}"
+done
 
 for bad in "--keep x" "--window -3" "--stop" "--nope 1"; do
   set +e
