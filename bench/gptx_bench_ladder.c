@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "gptx/gptx.h"
+#include "prog_data.h"
 #include "ladder/ladder.h"
 #include "ladder/ladder_data.h"
 #include "ladder/ladder_report.h"
@@ -35,9 +36,6 @@
 
 #include "bench_common.h"
 
-#ifndef GPTX_DATA_DIR
-#define GPTX_DATA_DIR "data"
-#endif
 
 typedef struct {
     ladder_params p;
@@ -73,7 +71,7 @@ static void usage(FILE *f) {
             "  --tolerance-scale  multiplies every numerics tolerance (default 1; 0 demands\n"
             "                bitwise equality with the baseline, to see the FAIL path)\n"
             "Exit status: 0 all rows pass, 1 a row failed its numerics or did not run, 2 usage.\n",
-            GPTX_DATA_DIR, GPTX_DATA_DIR);
+            prog_data_dir(), prog_data_dir());
 }
 
 static int apply_config(bench_args *a, const char *name) {
@@ -105,8 +103,8 @@ static int parse_args(bench_args *a, int argc, char **argv) {
     a->p.mode = "cumulative";
     a->p.seed = 42;
     a->p.tolerance_scale = 1.0;
-    a->text = GPTX_DATA_DIR "/the-verdict.txt";
-    a->tokenizer_dir = GPTX_DATA_DIR "/gpt2";
+    a->text = prog_data_path("the-verdict.txt");
+    a->tokenizer_dir = prog_data_path("gpt2");
     const char *config = "small";
     /* the preset first, so explicit overrides win whatever their position */
     for (int i = 1; i + 1 < argc; i++)

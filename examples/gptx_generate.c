@@ -13,10 +13,8 @@
 #include <string.h>
 
 #include "gptx/gptx.h"
+#include "prog_data.h"
 
-#ifndef GPTX_DATA_DIR
-#define GPTX_DATA_DIR "data"
-#endif
 
 static void usage(void) {
     printf("usage: gptx-generate --model FILE [options]\n"
@@ -35,7 +33,7 @@ static void usage(void) {
            "  --backend NAME      cpu (default), cuda or auto\n"
            "  --threads N         CPU threads, 0 = all cores (default 0)\n"
            "  --encoder FILE --vocab FILE   GPT-2 tokenizer files (default %s/gpt2/...)\n",
-           GPTX_DATA_DIR);
+           prog_data_dir());
 }
 
 static int number(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -110,7 +108,7 @@ static int stream_add(stream *s, const char *bytes, size_t n) {
 
 int main(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Every effort moves you", *backend = "cpu";
-    const char *encoder = GPTX_DATA_DIR "/gpt2/encoder.json", *vocab = GPTX_DATA_DIR "/gpt2/vocab.bpe";
+    const char *encoder = prog_data_path("gpt2/encoder.json"), *vocab = prog_data_path("gpt2/vocab.bpe");
     double max_tokens = 64, temperature = 0.8, top_k = 40, top_p = 1.0, seed = 1337, threads = 0;
     double window = 0, keep = -1;
     const char *stop = NULL;

@@ -18,10 +18,8 @@
 #include <time.h>
 
 #include "gptx/gptx.h"
+#include "prog_data.h"
 
-#ifndef GPTX_DATA_DIR
-#define GPTX_DATA_DIR "data"
-#endif
 
 typedef struct {
     const char *input, *out_dir, *prefix, *encoder, *vocab;
@@ -48,12 +46,12 @@ static void usage(void) {
            "  --chunk-bytes N     bytes read and encoded per block (default 4194304); the ids\n"
            "                      do not depend on it\n"
            "  --help              this text\n",
-           GPTX_DATA_DIR, GPTX_DATA_DIR);
+           prog_data_dir(), prog_data_dir());
 }
 
 static int parse_args(int argc, char **argv, tokenize_args *a) {
-    *a = (tokenize_args){.encoder = GPTX_DATA_DIR "/gpt2/encoder.json",
-                         .vocab = GPTX_DATA_DIR "/gpt2/vocab.bpe",
+    *a = (tokenize_args){.encoder = prog_data_path("gpt2/encoder.json"),
+                         .vocab = prog_data_path("gpt2/vocab.bpe"),
                          .val_fraction = 0.1,
                          .chunk_bytes = 4u << 20};
     for (int i = 1; i < argc; i++) {

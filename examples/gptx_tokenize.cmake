@@ -1,7 +1,6 @@
 # gptx-tokenize: text file -> llm.c token shards (train/val) with the GPT-2 tokenizer.
 add_executable(gptx-tokenize ${CMAKE_CURRENT_LIST_DIR}/gptx_tokenize.c)
 target_link_libraries(gptx-tokenize PRIVATE gptx)
-target_compile_definitions(gptx-tokenize PRIVATE GPTX_DATA_DIR="${PROJECT_SOURCE_DIR}/data"
-                                                 _POSIX_C_SOURCE=200809L)
+target_compile_definitions(gptx-tokenize PRIVATE _POSIX_C_SOURCE=200809L)
 gptx_target_warnings(gptx-tokenize)
-install(TARGETS gptx-tokenize RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+gptx_program(gptx-tokenize INSTALL)

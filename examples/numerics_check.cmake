@@ -2,4 +2,4 @@
 add_executable(numerics_check ${CMAKE_CURRENT_LIST_DIR}/numerics_check.c)
 target_link_libraries(numerics_check PRIVATE gptx m)
 gptx_target_warnings(numerics_check)
-install(TARGETS numerics_check RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+gptx_program(numerics_check INSTALL)

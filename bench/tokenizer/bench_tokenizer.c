@@ -13,12 +13,10 @@
 #include <time.h>
 
 #include "gptx/gptx.h"
+#include "prog_data.h"
 
 #include "../bench_common.h"
 
-#ifndef GPTX_DATA_DIR
-#define GPTX_DATA_DIR "data"
-#endif
 
 static char *read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -47,13 +45,13 @@ static void usage(void) {
            "  --special       encode with allow_special = 1 (default 0, like encode_ordinary)\n"
            "  --encoder PATH  encoder.json (default %s/gpt2/encoder.json)\n"
            "  --vocab PATH    vocab.bpe (default %s/gpt2/vocab.bpe)\n",
-           GPTX_DATA_DIR, GPTX_DATA_DIR, GPTX_DATA_DIR);
+           prog_data_dir(), prog_data_dir(), prog_data_dir());
 }
 
 int main(int argc, char **argv) {
-    const char *file = GPTX_DATA_DIR "/middlemarch.txt";
-    const char *encoder = GPTX_DATA_DIR "/gpt2/encoder.json";
-    const char *vocab = GPTX_DATA_DIR "/gpt2/vocab.bpe";
+    const char *file = prog_data_path("middlemarch.txt");
+    const char *encoder = prog_data_path("gpt2/encoder.json");
+    const char *vocab = prog_data_path("gpt2/vocab.bpe");
     int runs = 7, special = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];

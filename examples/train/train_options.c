@@ -7,10 +7,8 @@
 #include <string.h>
 
 #include "gptx/gptx.h"
+#include "prog_data.h"
 
-#ifndef GPTX_DATA_DIR
-#define GPTX_DATA_DIR "data"
-#endif
 
 static void usage(void) {
     printf(
@@ -56,7 +54,8 @@ static void usage(void) {
         "  --top-k N              sample from the k most likely tokens, 0 = off (default 40)\n"
         "  --top-p X              nucleus sampling mass, 1 = off (default 1)\n"
         "  --log-every N          plain log line interval when stdout is not a terminal (default 10)\n"
-        "  --out-dir DIR          metrics.jsonl, loss.svg and checkpoints (default out)\n"
+        "  --out-dir DIR          metrics.jsonl, loss.svg, checkpoints and, at the end, the\n"
+        "                         trained model model.safetensors (default out)\n"
         "  --checkpoint-every N   write DIR/checkpoint.safetensors every N steps, 0 = only at the end\n"
         "                         when N was set; -1 = never (default -1)\n"
         "  --resume FILE          continue from a training checkpoint\n"
@@ -79,7 +78,7 @@ static void usage(void) {
         "  --overlap MIB          > 0: start each bucket of about MIB MiB of final gradients\n"
         "                         reducing while backward still runs; 0 = average after\n"
         "                         backward (default 0; not with --zero1)\n",
-        GPTX_DATA_DIR, GPTX_DATA_DIR, GPTX_DATA_DIR);
+        prog_data_dir(), prog_data_dir(), prog_data_dir());
 }
 
 static int bad(const char *flag, const char *value, const char *why) {
@@ -115,8 +114,8 @@ static int parse_float(const char *flag, const char *v, double lo, double hi, fl
 
 int train_options_parse(train_options *o, int argc, char **argv) {
     *o = (train_options){
-        .text = GPTX_DATA_DIR "/the-verdict.txt", .val_fraction = 0.1f,
-        .encoder = GPTX_DATA_DIR "/gpt2/encoder.json", .vocab = GPTX_DATA_DIR "/gpt2/vocab.bpe",
+        .text = prog_data_path("the-verdict.txt"), .val_fraction = 0.1f,
+        .encoder = prog_data_path("gpt2/encoder.json"), .vocab = prog_data_path("gpt2/vocab.bpe"),
         .preset = "tiny", .vocab_size = 50257, .padded_vocab = 50304,
         .batch = 8, .grad_accum = 1, .steps = 300, .warmup = 20, .lr = 1e-3f,
         .min_lr_frac = 0.1f, .weight_decay = 0.1f, .grad_clip = 1.0f, .beta1 = 0.9f,
