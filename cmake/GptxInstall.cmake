@@ -75,7 +75,8 @@ install(FILES
   COMPONENT Development)
 
 # ---- pkg-config ------------------------------------------------------------
-# gptx.pc is configured from gptx.pc.in at install time, so `prefix=` is the
+# gptx.pc (shared) and gptx-static.pc (static: the archive by its path, as
+# -lgptx would pick the .so) are configured at install time, so `prefix=` is the
 # prefix actually installed to (cmake --install --prefix ... included); DESTDIR
 # is honoured by file(INSTALL).
 if(NOT DEFINED GPTX_PC_LIBS_PRIVATE)
@@ -114,7 +115,9 @@ set(GPTX_PC_INCLUDEDIR [[@GPTX_PC_INCLUDEDIR@]])
 set(GPTX_PC_LIBS_PRIVATE [[@GPTX_PC_LIBS_PRIVATE@]])
 set(PROJECT_VERSION [[@PROJECT_VERSION@]])
 configure_file([[@PROJECT_SOURCE_DIR@/gptx.pc.in]] [[@PROJECT_BINARY_DIR@/gptx.pc]] @ONLY)
-file(INSTALL [[@PROJECT_BINARY_DIR@/gptx.pc]] DESTINATION "@_gptx_pc_destination@")
+configure_file([[@PROJECT_SOURCE_DIR@/gptx-static.pc.in]] [[@PROJECT_BINARY_DIR@/gptx-static.pc]] @ONLY)
+file(INSTALL [[@PROJECT_BINARY_DIR@/gptx.pc]] [[@PROJECT_BINARY_DIR@/gptx-static.pc]]
+     DESTINATION "@_gptx_pc_destination@")
 ]==] @ONLY)
 install(SCRIPT "${PROJECT_BINARY_DIR}/gptx_install_pkgconfig.cmake"
   COMPONENT Development)
