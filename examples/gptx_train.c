@@ -457,6 +457,12 @@ int main(int argc, char **argv) {
     }
     if (o.sample_tokens > 0) ON_RANK0(sample(model, sampler, tok, &o, &rep, step), "sampling");
 
+    /* the trained model, weights only (gptx-generate reads it), always */
+    char model_path[4096];
+    snprintf(model_path, sizeof model_path, "%s/model.safetensors", o.out_dir);
+    ON_RANK0(gptx_model_save(model, model_path), "writing the model");
+    train_report_line(&rep, "model: %s (gptx-generate --model %s)\n", model_path, model_path);
+
     char svg[4096];
     snprintf(svg, sizeof svg, "%s/loss.svg", o.out_dir);
     if (train_report_write_svg(&rep, svg) == 0)
