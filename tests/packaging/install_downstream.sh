@@ -5,7 +5,12 @@
 # and runs tests/packaging/downstream/main.c against the installed copy:
 #   1. cc + pkg-config (gptx.pc), shared library, run with LD_LIBRARY_PATH;
 #   2. CMake package, find_package(gptx 0.2 REQUIRED CONFIG) -> gptx::gptx;
-#   3. CMake package -> gptx::gptx_static.
+#   3. CMake package -> gptx::gptx_static;
+#   4. cc + pkg-config --libs gptx-static (the README's static recipe): no
+#      libgptx.so dependency;
+#   5. the installed programs, copied to another prefix, run with the source
+#      and build trees hidden (unshare + tmpfs where allowed) and no
+#      LD_LIBRARY_PATH: gptx-train, then gptx-generate on its model.
 # <work dir> is deleted first.
 #
 # Environment (set by tests/packaging/CMakeLists.txt; defaults in brackets):
@@ -123,5 +128,70 @@ cmake_build() { # <name> <static ON|OFF>
 }
 cmake_build cmake_shared OFF
 cmake_build cmake_static ON
+
+# ---- 4. the README's static recipe -------------------------------------------
+step "pkg-config static build (gptx-static.pc)"
+read -r -a st_cflags <<<"$("$PKG_CONFIG" --cflags gptx-static)"
+read -r -a st_libs <<<"$("$PKG_CONFIG" --libs gptx-static)"
+(
+    set -x
+    "$CC" -std=c11 -Wall -Wextra -Werror "${extra_flags[@]}" "${st_cflags[@]}" \
+        "$src/main.c" -o "$work/app_static" "${st_libs[@]}" -lstdc++
+) || fail "building with pkg-config --libs gptx-static failed"
+if readelf -d "$work/app_static" | grep -q 'NEEDED.*libgptx'; then
+    fail "app_static depends on libgptx.so: the static recipe linked the shared library"
+fi
+"$work/app_static" || fail "app_static failed"
+echo "app_static: no libgptx.so dependency, runs"
+
+# ---- 5. the installed programs, from a moved prefix ---------------------------
+if [ ! -x "$prefix/bin/gptx-train" ]; then
+    step "no programs installed (GPTX_BUILD_EXAMPLES off): skipped"
+else
+    step "installed programs: prefix moved, source and build trees hidden"
+    for f in gpt2/encoder.json gpt2/vocab.bpe the-verdict.txt; do
+        [ -s "$prefix/share/gptx/$f" ] || fail "data file share/gptx/$f was not installed"
+    done
+    for p in gptx-train gptx-generate gptx-tokenize gptx-compare numerics_check; do
+        rp=$(readelf -d "$prefix/bin/$p" | grep -E 'R(UN)?PATH' || true)
+        [[ "$rp" == *'$ORIGIN'* ]] || fail "$p has no \$ORIGIN RUNPATH ($rp)"
+        if [[ "$rp" == *"$build_dir"* ]]; then fail "$p has a RUNPATH into the build tree"; fi
+    done
+    srcdir=$(cd "$here/../.." && pwd)
+    moved=$(mktemp -d /tmp/gptx-moved-prefix.XXXXXX)
+    trap 'rm -rf "$moved"' EXIT
+    cp -a "$prefix/." "$moved/"
+    mkdir -p "$moved/run"
+    cat > "$moved/run/walk.sh" <<'WALK'
+set -euo pipefail
+cd "$(dirname "$0")"
+unset LD_LIBRARY_PATH GPTX_DATA_DIR
+../bin/gptx-train > train.log   # no arguments: the main job
+grep -q 'model: out/model.safetensors' train.log
+[ -s out/model.safetensors ] && [ -s out/metrics.jsonl ]
+../bin/gptx-generate --model out/model.safetensors --max-tokens 20 --threads 2 > gen.txt 2> gen.err
+grep -q '^Every effort moves you' gen.txt
+../bin/gptx-tokenize --help > /dev/null
+../bin/numerics_check > /dev/null
+WALK
+    hidden="no (unshare unavailable: relied on the moved prefix and the RUNPATH check)"
+    if unshare -m --propagation private true 2>/dev/null; then
+        unshare -m --propagation private bash -c \
+            'mount -t tmpfs none "$1" && mount -t tmpfs none "$2" && bash "$3"' _ \
+            "$srcdir" "$build_dir" "$moved/run/walk.sh" || {
+            cat "$moved/run/train.log" "$moved/run/gen.err" 2>/dev/null || true
+            fail "the installed programs failed with the source and build trees hidden"
+        }
+        hidden="yes ($srcdir and $build_dir under empty tmpfs mounts)"
+    else
+        bash "$moved/run/walk.sh" || {
+            cat "$moved/run/train.log" "$moved/run/gen.err" 2>/dev/null || true
+            fail "the installed programs failed from the moved prefix"
+        }
+    fi
+    tail -n 3 "$moved/run/train.log"
+    echo "generated: $(head -c 200 "$moved/run/gen.txt")"
+    echo "installed programs ran from $moved, without LD_LIBRARY_PATH; trees hidden: $hidden"
+fi
 
 step "install_downstream: all passed"
