@@ -19,9 +19,9 @@
 #endif
 
 static int holds_tokenizer(const char *dir) {
-    char probe[PATH_MAX + 32];
-    snprintf(probe, sizeof probe, "%s/gpt2/encoder.json", dir);
-    return access(probe, R_OK) == 0;
+    char probe[PATH_MAX];
+    int n = snprintf(probe, sizeof probe, "%s/gpt2/encoder.json", dir);
+    return n > 0 && (size_t)n < sizeof probe && access(probe, R_OK) == 0;
 }
 
 /* The folder of the running executable (Linux: /proc/self/exe), or "". */
@@ -46,8 +46,8 @@ const char *prog_data_dir(void) {
     char bin[PATH_MAX];
     exe_dir(bin, sizeof bin);
     if (bin[0]) {
-        snprintf(dir, sizeof dir, "%s/%s", bin, GPTX_DATA_FROM_BIN);
-        if (holds_tokenizer(dir)) return dir;
+        int n = snprintf(dir, sizeof dir, "%s/%s", bin, GPTX_DATA_FROM_BIN);
+        if (n > 0 && (size_t)n < sizeof dir && holds_tokenizer(dir)) return dir;
     }
     snprintf(dir, sizeof dir, "%s", GPTX_DATA_INSTALL_DIR);
     if (holds_tokenizer(dir)) return dir;
@@ -59,6 +59,6 @@ const char *prog_data_path(const char *name) {
     static char bufs[8][PATH_MAX + 128];
     static int next;
     char *b = bufs[next++ % 8];
-    snprintf(b, sizeof bufs[0], "%s/%s", prog_data_dir(), name);
-    return b;
+    int n = snprintf(b, sizeof bufs[0], "%s/%s", prog_data_dir(), name);
+    return n > 0 && (size_t)n < sizeof bufs[0] ? b : name; /* too long: let the open fail on name */
 }
