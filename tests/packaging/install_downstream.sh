@@ -178,7 +178,7 @@ WALK
     if unshare -m --propagation private true 2>/dev/null; then
         unshare -m --propagation private bash -c \
             'mount -t tmpfs none "$1" && mount -t tmpfs none "$2" && bash "$3"' _ \
-            "$srcdir" "$build_dir" "$moved/run/walk.sh" || {
+            "$build_dir" "$srcdir" "$moved/run/walk.sh" || { # the build may be inside the source
             cat "$moved/run/train.log" "$moved/run/gen.err" 2>/dev/null || true
             fail "the installed programs failed with the source and build trees hidden"
         }
