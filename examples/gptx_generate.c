@@ -14,12 +14,17 @@
 
 #include "gptx/gptx.h"
 #include "prog_data.h"
+#include "prog_files.h"
+#include "prog_model.h"
 
 
 static void usage(void) {
-    printf("usage: gptx-generate --model FILE [options]\n"
-           "  --model FILE        gptx safetensors model or training checkpoint (required)\n"
+    printf("usage: gptx-generate --model PATH [options]\n"
+           "  --model PATH        a gptx model or training checkpoint, a Hugging Face GPT-2\n"
+           "                      folder (model.safetensors + config.json) or an llm.c .bin\n"
+           "                      model (required)\n"
            "  --prompt TEXT       text to continue (default \"Every effort moves you\")\n"
+           "  --prompt-file FILE  the prompt from a file; - = standard input\n"
            "  --max-tokens N      tokens to generate (default 64)\n"
            "  --temperature X     0 = greedy (default 0.8)\n"
            "  --top-k N           0 = off (default 40)\n"
@@ -111,11 +116,12 @@ int main(int argc, char **argv) {
     const char *encoder = prog_data_path("gpt2/encoder.json"), *vocab = prog_data_path("gpt2/vocab.bpe");
     double max_tokens = 64, temperature = 0.8, top_k = 40, top_p = 1.0, seed = 1337, threads = 0;
     double window = 0, keep = -1;
-    const char *stop = NULL;
+    const char *stop = NULL, *prompt_file = NULL;
     int ignore_eot = 0, no_cache = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) { usage(); return 0; }
+        if (!strcmp(k, "--version")) { printf("gptx-generate %s\n", gptx_version()); return 0; }
         if (!strcmp(k, "--ignore-eot")) { ignore_eot = 1; continue; }
         if (!strcmp(k, "--no-cache")) { no_cache = 1; continue; }
         if (i + 1 >= argc) {
@@ -126,6 +132,7 @@ int main(int argc, char **argv) {
         int rc = 0;
         if (!strcmp(k, "--model")) model_path = v;
         else if (!strcmp(k, "--prompt")) prompt = v;
+        else if (!strcmp(k, "--prompt-file")) prompt_file = v;
         else if (!strcmp(k, "--backend")) backend = v;
         else if (!strcmp(k, "--encoder")) encoder = v;
         else if (!strcmp(k, "--vocab")) vocab = v;
@@ -153,6 +160,18 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    char *prompt_buf = NULL;
+    if (prompt_file) {
+        size_t len = 0;
+        if (!(prompt_buf = prog_read_file("gptx-generate", "--prompt-file", prompt_file, &len)))
+            return 1;
+        if (strlen(prompt_buf) != len) {
+            fprintf(stderr, "gptx-generate: --prompt-file %s holds a NUL byte\n", prompt_file);
+            free(prompt_buf);
+            return 1;
+        }
+        prompt = prompt_buf;
+    }
     int status = 1, rc;
     gptx_context *ctx = NULL;
     gptx_model *model = NULL;
@@ -178,15 +197,27 @@ int main(int argc, char **argv) {
     go.window = (int)window;
     go.keep = (int)keep;
     go.use_cache = !no_cache;
+    const char *format = "";
     if (!ids) goto done;
-    if ((rc = gptx_context_create(&ctx, &co)) || (rc = gptx_model_load(&model, ctx, model_path)) ||
-        (rc = gptx_tokenizer_load_gpt2(&tok, encoder, vocab)) ||
+    if ((rc = gptx_context_create(&ctx, &co))) goto fail;
+    if (prog_model_open("gptx-generate", &model, ctx, model_path, &format) != GPTX_OK) goto done;
+    if ((rc = gptx_tokenizer_load_gpt2(&tok, encoder, vocab)) ||
         (rc = gptx_sampler_create(&sampler, &so)) ||
         (rc = gptx_generator_create(&gen, model, &go)) ||
         (rc = gptx_tokenizer_encode(tok, prompt, plen, 0, ids, plen + 1, &n_ids)))
         goto fail;
     int32_t eot = gptx_tokenizer_eot_token(tok);
     if (n_ids == 0) ids[n_ids++] = eot;
+    gptx_model_config mc;
+    gptx_model_config_init(&mc);
+    if ((rc = gptx_model_get_config(model, &mc))) goto fail;
+    for (size_t i = 0; i < n_ids; i++)
+        if (ids[i] >= mc.vocab_size) {
+            fprintf(stderr, "gptx-generate: the prompt's token %zu is id %d (GPT-2 tokenizer), "
+                            "outside the model's vocabulary of %d ids\n",
+                    i, (int)ids[i], mc.vocab_size);
+            goto done;
+        }
     fwrite(prompt, 1, plen, stdout);
     fflush(stdout);
     if ((rc = gptx_generator_feed(gen, ids, (int)n_ids))) goto fail;
@@ -203,6 +234,7 @@ int main(int argc, char **argv) {
     }
     if (!out.stopped) emit(&out, out.len); /* the rest, incomplete characters included */
     putchar('\n');
+    fflush(stdout); /* before the speed line on stderr */
     gptx_generator_stats st;
     gptx_generator_stats_init(&st);
     if ((rc = gptx_generator_get_stats(gen, &st))) goto fail;
@@ -223,6 +255,7 @@ fail:
 done:
     free(ids);
     free(out.text);
+    free(prompt_buf);
     gptx_generator_destroy(gen);
     gptx_sampler_destroy(sampler);
     gptx_tokenizer_destroy(tok);
