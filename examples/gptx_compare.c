@@ -10,6 +10,8 @@
 #include <gptx/gptx.h>
 #include <gptx/gptx_experimental.h>
 
+#include "prog_error.h"
+
 /* One side: context options and the kernel variants set on the context. */
 typedef struct side_spec {
     gptx_context_options co;
@@ -174,6 +176,10 @@ static int parse_args(cli *o, int argc, char **argv) {
             usage();
             exit(0);
         }
+        if (!strcmp(k, "--version")) {
+            printf("gptx-compare %s\n", gptx_version());
+            exit(0);
+        }
         if (!strcmp(k, "--no-mask")) {
             o->cfg.mask_padded_logits = 0;
             continue;
@@ -265,7 +271,7 @@ static void set_tolerances(cli *o, int64_t rows, int64_t draws) {
     do {                                                                                \
         int rc_ = (call);                                                               \
         if (rc_ != GPTX_OK) {                                                           \
-            fprintf(stderr, "gptx-compare: %s: %s\n", gptx_status_name(rc_), gptx_last_error()); \
+            fprintf(stderr, "gptx-compare: %s: %s\n", gptx_status_name(rc_), prog_error_text()); \
             goto done;                                                                  \
         }                                                                               \
     } while (0)
@@ -329,7 +335,7 @@ static int perturb(gptx_model *m, const char *spec) {
     if (rc == GPTX_OK)
         printf("side b: %s[%llu] %.9g -> %.9g\n", name, idx, (double)before, (double)buf[idx]);
     free(buf);
-    return rc == GPTX_OK ? 0 : bad("--perturb", spec, gptx_last_error());
+    return rc == GPTX_OK ? 0 : bad("--perturb", spec, prog_error_text());
 }
 
 int main(int argc, char **argv) {

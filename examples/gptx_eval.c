@@ -15,6 +15,7 @@
 
 #include "gptx/gptx.h"
 #include "prog_data.h"
+#include "prog_error.h"
 #include "prog_files.h"
 #include "prog_model.h"
 
@@ -216,7 +217,7 @@ int main(int argc, char **argv) {
     status = 0;
     goto done;
 fail:
-    fprintf(stderr, "gptx-eval: %s\n", gptx_last_error());
+    fprintf(stderr, "gptx-eval: %s\n", prog_error_text());
 done:
     free(in);
     free(tg);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gptx/gptx.h"
+#include "prog_error.h"
 #include "prog_data.h"
 #include "prog_files.h"
 #include "prog_model.h"
@@ -251,7 +252,7 @@ int main(int argc, char **argv) {
     status = 0;
     goto done;
 fail:
-    fprintf(stderr, "gptx-generate: %s (%s)\n", gptx_last_error(), gptx_status_name(rc));
+    fprintf(stderr, "gptx-generate: %s (%s)\n", prog_error_text(), gptx_status_name(rc));
 done:
     free(ids);
     free(out.text);

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "gptx/gptx.h"
+#include "prog_error.h"
 #include "prog_data.h"
 
 
@@ -58,6 +59,10 @@ static int parse_args(int argc, char **argv, tokenize_args *a) {
         const char *k = argv[i];
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
             usage();
+            exit(0);
+        }
+        if (!strcmp(k, "--version")) {
+            printf("gptx-tokenize %s\n", gptx_version());
             exit(0);
         }
         if (!strcmp(k, "--eot")) {
@@ -232,7 +237,7 @@ static long long encode_file(const gptx_tokenizer *tok, const tokenize_args *a, 
         int rc = gptx_tokenizer_encode(tok, (const char *)buf, cut, a->special, v->ids + v->n,
                                        v->cap - v->n, &n);
         if (rc != GPTX_OK) {
-            fprintf(stderr, "gptx-tokenize: encoding failed: %s\n", gptx_last_error());
+            fprintf(stderr, "gptx-tokenize: encoding failed: %s\n", prog_error_text());
             goto fail;
         }
         v->n += n;
@@ -258,7 +263,7 @@ static int write_shard(const char *dir, const char *prefix, const char *split, c
     if (!path) return -1;
     snprintf(path, len, "%s/%s_%s.bin", dir, prefix, split);
     int rc = gptx_shard_write(path, ids, n);
-    if (rc != GPTX_OK) fprintf(stderr, "gptx-tokenize: %s\n", gptx_last_error());
+    if (rc != GPTX_OK) fprintf(stderr, "gptx-tokenize: %s\n", prog_error_text());
     else printf("wrote %s: %zu tokens\n", path, n);
     free(path);
     return rc == GPTX_OK ? 0 : -1;
@@ -269,7 +274,7 @@ int main(int argc, char **argv) {
     if (parse_args(argc, argv, &a) != 0) return 2;
     gptx_tokenizer *tok = NULL;
     if (gptx_tokenizer_load_gpt2(&tok, a.encoder, a.vocab) != GPTX_OK) {
-        fprintf(stderr, "gptx-tokenize: cannot load the GPT-2 tokenizer: %s\n", gptx_last_error());
+        fprintf(stderr, "gptx-tokenize: cannot load the GPT-2 tokenizer: %s\n", prog_error_text());
         return 1;
     }
     char *prefix = a.prefix ? NULL : default_prefix(a.input);

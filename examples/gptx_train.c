@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "gptx/gptx.h"
+#include "prog_error.h"
+#include "prog_model.h"
 #include "train/train_dp.h"
 #include "train/train_options.h"
 #include "train/train_report.h"
@@ -29,8 +31,8 @@ static char rank_label[48] = "";
     do {                                                                                     \
         int rc_ = (call);                                                                    \
         if (rc_ != GPTX_OK) {                                                                \
-            fprintf(stderr, "\ngptx-train%s: %s\n  (%s from %s)\n", rank_label,               \
-                    gptx_last_error(), gptx_status_name(rc_), #call);                        \
+            fprintf(stderr, "%sgptx-train%s: %s (%s)\n", prog_error_lead(), rank_label,      \
+                    prog_error_text(), gptx_status_name(rc_));                               \
             goto done;                                                                       \
         }                                                                                    \
     } while (0)
@@ -41,8 +43,8 @@ static char rank_label[48] = "";
     do {                                                                                     \
         int rc0_ = R == 0 ? (call) : GPTX_OK;                                                \
         if (rc0_ != GPTX_OK)                                                                 \
-            fprintf(stderr, "\ngptx-train%s: %s\n  (%s from %s)\n", rank_label,              \
-                    gptx_last_error(), gptx_status_name(rc0_), #call);                       \
+            fprintf(stderr, "%sgptx-train%s: %s while %s (%s)\n", prog_error_lead(),         \
+                    rank_label, prog_error_text(), what, gptx_status_name(rc0_));            \
         if (W > 1 ? dp_agree(comm, rc0_ == GPTX_OK, what) != GPTX_OK : rc0_ != GPTX_OK)      \
             goto done;                                                                       \
     } while (0)
@@ -176,6 +178,12 @@ int main(int argc, char **argv) {
     if (o.width) C = o.width;
     if (o.context) T = o.context;
 
+    if (o.resume && o.init_from) {
+        fprintf(stderr, "gptx-train: --resume and --init-from exclude each other (--resume "
+                        "continues a run, --init-from starts a new one from a model)\n");
+        return 2;
+    }
+
     /* the launcher (if any) decides rank, device and the default thread count */
     gptx_comm_launch_info launch;
     gptx_comm_launch_info_init(&launch);
@@ -225,6 +233,28 @@ int main(int argc, char **argv) {
     W = gptx_comm_world_size(comm);
     if (W > 1) snprintf(rank_label, sizeof rank_label, " (rank %d of %d)", R, W);
     TRY(gptx_tokenizer_load_gpt2(&tok, o.encoder, o.vocab));
+    if (o.init_from) { /* fine-tuning: the model, and so its shape, come from the file */
+        const char *format = "";
+        if (prog_model_open("gptx-train", &model, ctx, o.init_from, &format) != GPTX_OK) goto done;
+        gptx_model_config ic;
+        gptx_model_config_init(&ic);
+        TRY(gptx_model_get_config(model, &ic));
+        if (ic.vocab_size != o.vocab_size) {
+            fprintf(stderr, "gptx-train: --init-from %s has a vocabulary of %d; the data is GPT-2 "
+                            "BPE (%d ids)\n", o.init_from, ic.vocab_size, o.vocab_size);
+            goto done;
+        }
+        if (o.context > ic.context_length) {
+            fprintf(stderr, "gptx-train: --context %d is above the context length %d of "
+                            "--init-from %s\n", o.context, ic.context_length, o.init_from);
+            goto done;
+        }
+        T = o.context ? o.context : ic.context_length;
+        L = ic.n_layer, H = ic.n_head, C = ic.n_embd;
+        if (R == 0)
+            printf("fine-tuning %s (%s): %d layers, width %d, %d heads, context %d\n", o.init_from,
+                   format, L, C, H, ic.context_length);
+    }
 
     gptx_dataloader_options lo;
     gptx_dataloader_options_init(&lo);
@@ -283,8 +313,10 @@ int main(int argc, char **argv) {
     mc.n_layer = L;
     mc.n_head = H;
     mc.n_embd = C;
-    TRY(gptx_model_create(&model, ctx, &mc));
-    TRY(gptx_model_init_random(model, o.seed));
+    if (!model) {
+        TRY(gptx_model_create(&model, ctx, &mc));
+        TRY(gptx_model_init_random(model, o.seed));
+    }
     gptx_adamw_options ao;
     gptx_adamw_options_init(&ao);
     ao.lr = o.lr;
@@ -362,7 +394,7 @@ int main(int argc, char **argv) {
     for (;; step++) {
         int last = step == total_steps;
         TRY(gptx_timer_start(e2e_timer));
-        if (val && (step % o.eval_every == 0 || last)) {
+        if (val && ((o.eval_every > 0 && step % o.eval_every == 0) || last)) {
             /* --eval-batches counts global batches: W per-rank batches of --batch rows
              * each, the windows one process with the global batch evaluates */
             TRY(dp_evaluate(comm, model, val, o.eval_batches * W, T, &val_loss, &val_tokens));
@@ -379,8 +411,9 @@ int main(int argc, char **argv) {
             if (o.zero1) { /* collective: the moments are gathered, rank 0 writes */
                 int rcs = gptx_checkpoint_save(model, &ts, path);
                 if (rcs != GPTX_OK)
-                    fprintf(stderr, "\ngptx-train%s: %s\n  (%s from gptx_checkpoint_save)\n",
-                            rank_label, gptx_last_error(), gptx_status_name(rcs));
+                    fprintf(stderr, "%sgptx-train%s: %s while writing the checkpoint (%s)\n",
+                            prog_error_lead(), rank_label, prog_error_text(),
+                            gptx_status_name(rcs));
                 if (W > 1 ? dp_agree(comm, rcs == GPTX_OK, "writing the checkpoint") != GPTX_OK
                           : rcs != GPTX_OK)
                     goto done;

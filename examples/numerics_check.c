@@ -329,7 +329,22 @@ done:
     gptx_context_destroy(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: numerics_check [--version]\n"
+                   "Runs the classic reproducibility counterexamples (RNG replay, float\n"
+                   "non-associativity, padded logits, shard averaging) on the library and\n"
+                   "says whether each agrees with its expectation. Exit status 0: all agree.\n");
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("numerics_check %s\n", gptx_version());
+            return 0;
+        }
+        fprintf(stderr, "numerics_check: unknown argument %s (see --help)\n", argv[i]);
+        return 2;
+    }
     printf("numerics_check (gptx %s)\n\n", gptx_version());
     case_replay();
     case_associativity();

@@ -1,4 +1,5 @@
 /* prog_data.h: the bundled data's folder, found from the program's own place. */
+#define _DEFAULT_SOURCE /* realpath */
 #define _POSIX_C_SOURCE 200809L
 #include "prog_data.h"
 
@@ -47,7 +48,11 @@ const char *prog_data_dir(void) {
     exe_dir(bin, sizeof bin);
     if (bin[0]) {
         int n = snprintf(dir, sizeof dir, "%s/%s", bin, GPTX_DATA_FROM_BIN);
-        if (n > 0 && (size_t)n < sizeof dir && holds_tokenizer(dir)) return dir;
+        char canonical[PATH_MAX];
+        if (n > 0 && (size_t)n < sizeof dir && holds_tokenizer(dir)) {
+            if (realpath(dir, canonical)) snprintf(dir, sizeof dir, "%s", canonical); /* no "/.." */
+            return dir;
+        }
     }
     snprintf(dir, sizeof dir, "%s", GPTX_DATA_INSTALL_DIR);
     if (holds_tokenizer(dir)) return dir;

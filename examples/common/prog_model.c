@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "prog_error.h"
 #include "prog_files.h"
 
 #define LLMC_MAGIC 20240326
@@ -58,7 +59,7 @@ static int json_bool(const char *json, const char *key, int dflt) {
 }
 
 static int fail(const char *prog, const char *path, int rc) {
-    fprintf(stderr, "%s: %s: %s\n", prog, path, gptx_last_error());
+    fprintf(stderr, "%s: %s\n", prog, prog_error_text());
     return rc;
 }
 

@@ -44,7 +44,7 @@ static void usage(void) {
         "  --beta1 X --beta2 X    AdamW betas (default 0.9, 0.95)\n"
         "  --grad-clip X          global gradient-norm clip, 0 = off (default 1.0)\n"
         "evaluation and output:\n"
-        "  --eval-every N         validation interval in steps (default 50)\n"
+        "  --eval-every N         validation interval in steps, 0 = only after the last (default 50)\n"
         "  --eval-batches N       validation batches per evaluation (default 8; data parallel:\n"
         "                         global batches, each rank evaluating its share)\n"
         "  --sample-every N       sample interval in steps, 0 = only at the end (default 0)\n"
@@ -59,6 +59,10 @@ static void usage(void) {
         "  --checkpoint-every N   write DIR/checkpoint.safetensors every N steps, 0 = only at the end\n"
         "                         when N was set; -1 = never (default -1)\n"
         "  --resume FILE          continue from a training checkpoint\n"
+        "  --init-from PATH       fine-tune: start from this model (a gptx model or checkpoint,\n"
+        "                         a Hugging Face GPT-2 folder or an llm.c .bin); its shape\n"
+        "                         replaces --preset/--layers/--heads/--width, --context may\n"
+        "                         only shorten its context; fresh optimizer state\n"
         "machine:\n"
         "  --backend NAME         cpu (default), cuda or auto\n"
         "  --precision NAME       default (the backend's: cpu fp32, cuda bf16), fp32, tf32, bf16\n"
@@ -130,6 +134,10 @@ int train_options_parse(train_options *o, int argc, char **argv) {
             usage();
             return 1;
         }
+        if (!strcmp(k, "--version")) {
+            printf("gptx-train %s\n", gptx_version());
+            return 1;
+        }
         if (strncmp(k, "--", 2) != 0) return bad(k, "", "unexpected argument");
         if (i + 1 >= argc) return bad(k, "", "needs a value");
         const char *v = argv[++i];
@@ -164,7 +172,7 @@ int train_options_parse(train_options *o, int argc, char **argv) {
             else if (!strcmp(v, "constant")) o->schedule = SCHEDULE_CONSTANT;
             else rc = bad(k, v, "expected cosine, linear or constant");
         }
-        else if (!strcmp(k, "--eval-every")) rc = parse_int(k, v, 1, &o->eval_every);
+        else if (!strcmp(k, "--eval-every")) rc = parse_int(k, v, 0, &o->eval_every);
         else if (!strcmp(k, "--eval-batches")) rc = parse_int(k, v, 1, &o->eval_batches);
         else if (!strcmp(k, "--sample-every")) rc = parse_int(k, v, 0, &o->sample_every);
         else if (!strcmp(k, "--sample-tokens")) rc = parse_int(k, v, 0, &o->sample_tokens);
@@ -176,6 +184,7 @@ int train_options_parse(train_options *o, int argc, char **argv) {
         else if (!strcmp(k, "--out-dir")) o->out_dir = v;
         else if (!strcmp(k, "--checkpoint-every")) rc = parse_int(k, v, -1, &o->checkpoint_every);
         else if (!strcmp(k, "--resume")) o->resume = v;
+        else if (!strcmp(k, "--init-from")) o->init_from = v;
         else if (!strcmp(k, "--backend")) {
             if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto"))
                 rc = bad(k, v, "expected cpu, cuda or auto");

@@ -15,6 +15,7 @@ typedef struct train_options {
     const char *encoder, *vocab;
     /* model */
     const char *preset;
+    const char *init_from; /* --init-from: the model to fine-tune, NULL = a new one */
     int layers, heads, width, context, vocab_size, padded_vocab;
     /* optimization */
     int batch, grad_accum, steps, epochs, warmup;

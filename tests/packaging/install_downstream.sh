@@ -152,7 +152,7 @@ else
     for f in gpt2/encoder.json gpt2/vocab.bpe the-verdict.txt; do
         [ -s "$prefix/share/gptx/$f" ] || fail "data file share/gptx/$f was not installed"
     done
-    for p in gptx-train gptx-generate gptx-tokenize gptx-compare numerics_check; do
+    for p in gptx-train gptx-generate gptx-eval gptx-tokenize gptx-compare numerics_check; do
         rp=$(readelf -d "$prefix/bin/$p" | grep -E 'R(UN)?PATH' || true)
         [[ "$rp" == *'$ORIGIN'* ]] || fail "$p has no \$ORIGIN RUNPATH ($rp)"
         if [[ "$rp" == *"$build_dir"* ]]; then fail "$p has a RUNPATH into the build tree"; fi
@@ -171,6 +171,11 @@ grep -q 'model: out/model.safetensors' train.log
 [ -s out/model.safetensors ] && [ -s out/metrics.jsonl ]
 ../bin/gptx-generate --model out/model.safetensors --max-tokens 20 --threads 2 > gen.txt 2> gen.err
 grep -q '^Every effort moves you' gen.txt
+../bin/gptx-eval --model out/model.safetensors --text ../share/gptx/the-verdict.txt > eval.txt
+grep -q '^loss ' eval.txt
+for p in gptx-train gptx-generate gptx-eval gptx-tokenize gptx-compare numerics_check; do
+    ../bin/$p --version | grep -q "^$p [0-9]"
+done
 ../bin/gptx-tokenize --help > /dev/null
 ../bin/numerics_check > /dev/null
 WALK
