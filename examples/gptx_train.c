@@ -516,7 +516,7 @@ int main(int argc, char **argv) {
     TRY(gptx_context_memory(ctx, &ms));
     train_report_line(&rep,
         "timing, training steps only (forward+backward+%sAdamW, data ready%s): cold first step "
-        "%.3f s; steady %lld steps, median %.3f s, %.0f tokens/s\n",
+        "%.3f s; steady %lld steps, median step %.3f s, %.0f tokens/s on average\n",
         W > 1 ? "gradient average+" : "", glabel, tr.cold_seconds,
         (long long)(tr.intervals > 0 ? tr.intervals - 1 : 0), tr.steady_median_seconds,
         tr.steady_tokens_per_second);

@@ -5,8 +5,19 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The terminal's width: $COLUMNS if set (what a user or a test asks for),
+ * else the window size of stdout, else 80. */
+static int terminal_columns(void) {
+    const char *env = getenv("COLUMNS");
+    if (env && atoi(env) > 0) return atoi(env);
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    return 80;
+}
 
 int train_report_open(train_report *r, const char *out_dir, int log_every, int rank,
                       int world_size) {
@@ -80,15 +91,32 @@ void train_report_step(train_report *r, int64_t step, int64_t total, float loss,
     const char *g = r->world_size > 1 ? " (global)" : "";
     const char *gt = r->world_size > 1 ? "global, " : "";
     if (r->tty) {
-        printf("\r\033[Kstep %lld/%lld | loss%s %.4f | lr %.2e | %.0f tok/s (%straining steps) | "
-               "ETA %s",
-               (long long)step, (long long)total, g, (double)loss, (double)lr, steady_tps, gt,
-               eta_s);
+        /* the longest form that fits the terminal: a line that wraps is
+         * redrawn as a new line every step */
+        char forms[4][160];
+        snprintf(forms[0], sizeof forms[0],
+                 "step %lld/%lld | loss%s %.4f | lr %.2e | %.0f tok/s (%savg of training steps) | "
+                 "ETA %s",
+                 (long long)step, (long long)total, g, (double)loss, (double)lr, steady_tps, gt,
+                 eta_s);
+        snprintf(forms[1], sizeof forms[1],
+                 "step %lld/%lld | loss%s %.4f | lr %.2e | %.0f tok/s avg | ETA %s", (long long)step, (long long)total, g, (double)loss, (double)lr, steady_tps, eta_s);
+        snprintf(forms[2], sizeof forms[2], "%lld/%lld | loss %.4f | %.0f tok/s | ETA %s",
+                 (long long)step, (long long)total, (double)loss, steady_tps, eta_s);
+        snprintf(forms[3], sizeof forms[3], "%lld/%lld %.3f %s", (long long)step, (long long)total,
+                 (double)loss, eta_s);
+        int cols = terminal_columns(), pick = 3;
+        for (int f = 0; f < 3; f++)
+            if ((int)strlen(forms[f]) < cols) {
+                pick = f;
+                break;
+            }
+        printf("\r\033[K%.*s", cols > 1 ? cols - 1 : 1, forms[pick]);
         fflush(stdout);
         r->line_open = 1;
     } else if (step % r->log_every == 0 || step == total || step == 1) {
-        printf("step %lld/%lld | loss%s %.4f | lr %.2e | grad norm%s %.3f | %.0f tok/s (%straining "
-               "steps) | ETA %s\n",
+        printf("step %lld/%lld | loss%s %.4f | lr %.2e | grad norm%s %.3f | %.0f tok/s (%savg of "
+               "training steps) | ETA %s\n",
                (long long)step, (long long)total, g, (double)loss, (double)lr, g,
                (double)grad_norm, steady_tps, gt, eta_s);
         fflush(stdout);
