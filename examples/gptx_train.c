@@ -360,6 +360,25 @@ int main(int argc, char **argv) {
     }
     TRY(gptx_timer_create(&step_timer, ctx, GPTX_TIMER_TRAINING_STEPS));
     TRY(gptx_timer_create(&e2e_timer, ctx, GPTX_TIMER_END_TO_END));
+    {
+        const char *sched = o.schedule == SCHEDULE_COSINE   ? "cosine"
+                            : o.schedule == SCHEDULE_LINEAR ? "linear"
+                                                            : "constant";
+        train_config_record cr = {
+            .version = gptx_version(), .backend = gptx_context_backend_name(ctx),
+            .precision = gptx_precision_name(gptx_context_precision(ctx)), .data = data_name,
+            .init_from = o.init_from, .resume = o.resume, .schedule = sched,
+            .threads = gptx_context_num_threads(ctx), .n_layer = L, .n_head = H, .n_embd = C,
+            .context = T, .vocab = o.vocab_size, .padded_vocab = o.padded_vocab, .batch = o.batch,
+            .grad_accum = o.grad_accum, .world_size = W, .warmup = o.warmup,
+            .parameters = gptx_model_num_parameters(model),
+            .train_tokens = (long long)ti.total_tokens,
+            .tokens_per_step = (long long)W * o.batch * T * o.grad_accum,
+            .steps = (long long)total_steps, .lr = o.lr, .min_lr_frac = o.min_lr_frac,
+            .weight_decay = o.weight_decay, .grad_clip = o.grad_clip, .beta1 = o.beta1,
+            .beta2 = o.beta2, .seed = (unsigned long long)o.seed};
+        train_report_config(&rep, &cr);
+    }
     if (R == 0) {
         printf("gptx-train %s | backend %s, %d threads, precision %s\n", gptx_version(),
                gptx_context_backend_name(ctx), gptx_context_num_threads(ctx),

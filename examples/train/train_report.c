@@ -80,9 +80,9 @@ void train_report_step(train_report *r, int64_t step, int64_t total, float loss,
     if (r->silent) return;
     push(&r->train, &r->n_train, &r->cap_train, (train_point){step, tokens_seen, loss});
     fprintf(r->metrics,
-            "{\"step\": %lld, \"train_loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6g, "
-            "\"tokens_seen\": %lld, \"step_seconds\": %.6f, \"tokens_per_second\": %.1f, "
-            "\"memory_peak_bytes\": %llu}\n",
+            "{\"type\": \"train\", \"step\": %lld, \"train_loss\": %.6f, \"lr\": %.6g, "
+            "\"grad_norm\": %.6g, \"tokens_seen\": %lld, \"step_seconds\": %.6f, "
+            "\"tokens_per_second\": %.1f, \"memory_peak_bytes\": %llu}\n",
             (long long)step, (double)loss, (double)lr, (double)grad_norm, (long long)tokens_seen,
             step_seconds, steady_tps, (unsigned long long)mem_peak);
     char eta_s[32];
@@ -136,12 +136,59 @@ void train_report_line(train_report *r, const char *fmt, ...) {
     fflush(stdout);
 }
 
+/* s as a JSON string (quotes, backslashes and control bytes escaped) */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+void train_report_config(train_report *r, const train_config_record *c) {
+    if (r->silent) return;
+    FILE *f = r->metrics;
+    fprintf(f, "{\"type\": \"config\", \"gptx_version\": ");
+    json_string(f, c->version);
+    fprintf(f, ", \"backend\": ");
+    json_string(f, c->backend);
+    fprintf(f, ", \"threads\": %d, \"precision\": ", c->threads);
+    json_string(f, c->precision);
+    fprintf(f, ", \"data\": ");
+    json_string(f, c->data);
+    fprintf(f, ", \"train_tokens\": %lld, \"init_from\": ", (long long)c->train_tokens);
+    if (c->init_from) json_string(f, c->init_from);
+    else fprintf(f, "null");
+    fprintf(f, ", \"resume\": ");
+    if (c->resume) json_string(f, c->resume);
+    else fprintf(f, "null");
+    fprintf(f,
+            ", \"n_layer\": %d, \"n_head\": %d, \"n_embd\": %d, \"context\": %d, "
+            "\"vocab\": %d, \"padded_vocab\": %d, \"parameters\": %zu, \"batch\": %d, "
+            "\"grad_accum\": %d, \"world_size\": %d, \"tokens_per_step\": %lld, \"steps\": %lld, "
+            "\"lr\": %.6g, \"schedule\": ",
+            c->n_layer, c->n_head, c->n_embd, c->context, c->vocab, c->padded_vocab, c->parameters,
+            c->batch, c->grad_accum, c->world_size, (long long)c->tokens_per_step,
+            (long long)c->steps, c->lr);
+    json_string(f, c->schedule);
+    fprintf(f,
+            ", \"warmup\": %d, \"min_lr_frac\": %.6g, \"weight_decay\": %.6g, "
+            "\"grad_clip\": %.6g, \"beta1\": %.6g, \"beta2\": %.6g, \"seed\": %llu}\n",
+            c->warmup, c->min_lr_frac, c->weight_decay, c->grad_clip, c->beta1, c->beta2,
+            (unsigned long long)c->seed);
+    fflush(f);
+}
+
 void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double val_loss,
                       int64_t val_tokens) {
     if (r->silent) return;
     push(&r->val, &r->n_val, &r->cap_val, (train_point){step, tokens_seen, val_loss});
     fprintf(r->metrics,
-            "{\"step\": %lld, \"val_loss\": %.6f, \"val_tokens\": %lld, \"tokens_seen\": %lld}\n",
+            "{\"type\": \"val\", \"step\": %lld, \"val_loss\": %.6f, \"val_tokens\": %lld, "
+            "\"tokens_seen\": %lld}\n",
             (long long)step, val_loss, (long long)val_tokens, (long long)tokens_seen);
     fflush(r->metrics);
     if (r->world_size > 1)

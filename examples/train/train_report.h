@@ -35,6 +35,18 @@ void train_report_step(train_report *r, int64_t step, int64_t total_steps, float
                        float lr, float grad_norm, int64_t tokens_seen, double step_seconds,
                        double steady_tokens_per_second, double eta_seconds, uint64_t mem_peak);
 /* A validation result (printed on its own line). */
+/* What the run is: the first record of metrics.jsonl ("type": "config"). */
+typedef struct {
+    const char *version, *backend, *precision, *data, *init_from, *resume, *schedule;
+    int threads, n_layer, n_head, n_embd, context, vocab, padded_vocab, batch, grad_accum,
+        world_size, warmup;
+    size_t parameters;
+    long long train_tokens, tokens_per_step, steps;
+    double lr, min_lr_frac, weight_decay, grad_clip, beta1, beta2;
+    unsigned long long seed;
+} train_config_record;
+void train_report_config(train_report *r, const train_config_record *c);
+
 void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double val_loss,
                       int64_t val_tokens);
 /* Any other line: closes an open progress line first. */

@@ -21,7 +21,8 @@ done
 loss() { sed -n 's/.*"loss": \([0-9.]*\).*/\1/p' "$1"; }
 # the fine-tune starts from the trained model, not from a fresh one (whose
 # loss is about ln 50257 = 10.8): its first validation shows it
-start=$(sed -n 's/^{"step": 0, "val_loss": \([0-9.]*\).*/\1/p' tuned/metrics.jsonl)
+start=$(sed -n 's/^{"type": "val", "step": 0, "val_loss": \([0-9.]*\).*/\1/p' tuned/metrics.jsonl)
+grep -q '^{"type": "config", .*"init_from": "run/model.safetensors"' tuned/metrics.jsonl
 awk -v v="$start" 'BEGIN { if (!(v != "" && v < 10.0)) { print "fine-tune step-0 val loss " v ": not the trained model"; exit 1 } }'
 
 awk -v s="$(loss base_story.json)" -v n="$(loss base_novel.json)" -v t="$(loss tuned_novel.json)" 'BEGIN {

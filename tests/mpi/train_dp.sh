@@ -41,7 +41,7 @@ for run in np2 np3 zero2 ovl3; do
   grep -q "^data parallel: $np ranks (mpi engine" "$log"
   grep -q 'step 4/4 | loss (global) ' "$log"
   grep -q 'val loss (global) ' "$log"
-  grep -q 'tok/s (global, training steps)' "$log"
+  grep -q 'tok/s (global, avg of training steps)' "$log"
   [ "$(grep -c 'sample: ' "$log")" -eq 1 ] || { echo "np$np: sample not printed once"; exit 1; }
   echo "ok: $run matches one process"
 done
