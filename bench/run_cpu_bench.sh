@@ -28,17 +28,11 @@
 # summary gives every round and the median.
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(dirname "$here")"
-BUILD_DIR="${BUILD_DIR:-$root/build-bench}"
-THREADS="${THREADS:-2}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
-OUT_DIR="${OUT_DIR:-$(mktemp -d /tmp/gptx-bench.XXXXXX)}"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_env.sh" gptx-bench
 SMALL_WARMUP="${SMALL_WARMUP:-2}" SMALL_STEPS="${SMALL_STEPS:-10}"
 BIG_WARMUP="${BIG_WARMUP:-1}" BIG_STEPS="${BIG_STEPS:-5}"
 ROUNDS="${ROUNDS:-3}"
 PRECISIONS="${PRECISIONS:-fp32 bf16 bf16_pure}"
-mkdir -p "$OUT_DIR"
 
 train="$BUILD_DIR/bench/gptx-bench-train"
 sgemm="$BUILD_DIR/bench/gptx-bench-sgemm"
@@ -57,9 +51,6 @@ if [[ ! -x "$bf16gemm" ]]; then
   echo "run_cpu_bench.sh: $bf16gemm not found (built without oneDNN): fp32 only" >&2
   PRECISIONS="fp32"
 fi
-
-# the same thread count for every library on both sides
-export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
 
 flags="$(lscpu | sed -n 's/^Flags: *//p')"
 isa=""

@@ -15,18 +15,11 @@
 # PRECISIONS ("fp32 bf16"), SKIP_TORCH=1, TORCH_COMPILE=1 adds torch.compile.
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(dirname "$here")"
-BUILD_DIR="${BUILD_DIR:-$root/build-bench}"
-THREADS="${THREADS:-2}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
-OUT_DIR="${OUT_DIR:-$(mktemp -d /tmp/gptx-generate-bench.XXXXXX)}"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_env.sh" gptx-generate-bench
 UNCACHED="${UNCACHED:-8}" NEW="${NEW:-256}"
 PROMPTS="${PROMPTS:-64 512}" PRECISIONS="${PRECISIONS:-fp32 bf16}"
 bench="$BUILD_DIR/bench/gptx-bench-generate"
 [[ -x "$bench" ]] || { echo "run_generate_bench.sh: $bench not found; build $BUILD_DIR first" >&2; exit 1; }
-mkdir -p "$OUT_DIR"
-export OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
 
 model="$(lscpu | sed -n 's/^Model name: *//p')"
 echo "== machine: $model, $(nproc) online CPUs; flags: $(lscpu | grep -o -w -E 'avx512f|avx512_bf16|amx_bf16' | tr '\n' ' ')"
