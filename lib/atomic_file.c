@@ -51,9 +51,20 @@ int gptx_afile_open(gptx_afile *f, const char *path) {
     f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (f->fd < 0) {
         int e = errno;
+        /* say it in terms of what the caller asked for: the folder, or the file */
+        char *slash = strrchr(f->path, '/');
+        struct stat st;
+        if (slash && slash != f->path) *slash = '\0';
+        const char *dir = slash ? (slash == f->path ? "/" : f->path) : ".";
+        int rc;
+        if (e == ENOENT || e == ENOTDIR || (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)))
+            rc = GPTX_FAIL(GPTX_ERR_IO, "cannot write '%s': the folder '%s' %s", path, dir,
+                           e == ENOENT ? "does not exist" : "is not a folder");
+        else
+            rc = GPTX_FAIL(GPTX_ERR_IO, "cannot write '%s' (its temporary file in '%s'): %s", path,
+                           dir, strerror(e));
         release(f);
-        return GPTX_FAIL(GPTX_ERR_IO, "cannot create '%s.tmp.%ld': %s", path, (long)getpid(),
-                         strerror(e));
+        return rc;
     }
     return GPTX_OK;
 }

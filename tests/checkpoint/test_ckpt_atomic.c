@@ -91,7 +91,12 @@ static void test_failing_saves(gptx_context *ctx, const scratch_dir *dir) {
 
     /* a directory that does not exist */
     CHECK_STATUS(gptx_model_save(m, scratch_file(dir, "no/such/dir/x.safetensors")), GPTX_ERR_IO);
-    CHECK_MSG("no/such/dir");
+    CHECK_MSG("no/such/dir' does not exist"); /* the folder, not the temporary file */
+    CHECK(strstr(gptx_last_error(), ".tmp.") == NULL);
+    /* a "folder" that is a file */
+    CHECK_STATUS(gptx_model_save(m, scratch_file(dir, "ckpt.safetensors/x.safetensors")),
+                 GPTX_ERR_IO);
+    CHECK_MSG("ckpt.safetensors' is not a folder");
     /* the target is a directory: rename fails after the data was written */
     const char *sub = scratch_file(dir, "subdir");
     CHECK(mkdir(sub, 0755) == 0);
