@@ -227,6 +227,21 @@ static void polyline(FILE *out, const plot_frame *f, const train_point *p, size_
                     px(f, (double)p[i].step), py(f, p[i].loss), color);
 }
 
+/* The round step (1, 2 or 5 x 10^k) that cuts range into at most ~max_ticks parts. */
+static double nice_step(double range, int max_ticks) {
+    if (!(range > 0)) return 1;
+    double raw = range / max_ticks, mag = pow(10, floor(log10(raw))), norm = raw / mag;
+    return (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * mag;
+}
+
+/* 950, 30k, 1.2M, 3G */
+static void format_count(char *buf, size_t n, double v) {
+    if (v >= 1e9) snprintf(buf, n, "%gG", v / 1e9);
+    else if (v >= 1e6) snprintf(buf, n, "%gM", v / 1e6);
+    else if (v >= 1e3) snprintf(buf, n, "%gk", v / 1e3);
+    else snprintf(buf, n, "%g", v);
+}
+
 int train_report_write_svg(const train_report *r, const char *path) {
     if (r->silent) return 0;
     FILE *out = fopen(path, "w");
@@ -256,16 +271,27 @@ int train_report_write_svg(const train_report *r, const char *path) {
                  "<rect width=\"680\" height=\"410\" fill=\"white\"/>\n");
     fprintf(out, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
                  "stroke=\"#888\"/>\n", f.left, f.top, f.width, f.height);
-    for (int i = 0; i <= 5; i++) {
-        double x = f.x0 + (f.x1 - f.x0) * i / 5, y = f.y0 + (f.y1 - f.y0) * i / 5;
+    /* ticks on round values: 1, 2 or 5 x 10^k apart */
+    double xs = nice_step(f.x1 - f.x0, 6), ys = nice_step(f.y1 - f.y0, 6);
+    for (double x = ceil(f.x0 / xs) * xs; x <= f.x1 + 1e-9 * xs; x += xs)
         fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0f</text>\n", px(&f, x),
                 f.top + f.height + 15, x);
-        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%.3g</text>\n",
-                px(&f, x), f.top - 6, (double)max_tokens * i / 5);
-        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", f.left - 5,
-                py(&f, y) + 4, y);
+    int ydec = ys >= 1 ? 0 : (int)ceil(-log10(ys) - 1e-9);
+    for (double y = ceil(f.y0 / ys) * ys; y <= f.y1 + 1e-9 * ys; y += ys) {
+        fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n", f.left - 5,
+                py(&f, y) + 4, ydec, y);
         fprintf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n",
                 f.left, f.left + f.width, py(&f, y), py(&f, y));
+    }
+    /* tokens seen on top, at the steps where they are reached (tokens per step is constant) */
+    if (max_tokens > 0 && f.x1 > 0) {
+        double per_step = (double)max_tokens / f.x1, ts = nice_step((double)max_tokens, 6);
+        for (double t = 0; t <= (double)max_tokens * (1 + 1e-9); t += ts) {
+            char label[32];
+            format_count(label, sizeof label, t);
+            fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#555\">%s</text>\n",
+                    px(&f, t / per_step), f.top - 6, label);
+        }
     }
     fprintf(out, "<text x=\"350\" y=\"395\" text-anchor=\"middle\">optimizer step</text>\n"
                  "<text x=\"350\" y=\"25\" text-anchor=\"middle\" fill=\"#555\">tokens seen</text>\n"

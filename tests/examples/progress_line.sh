@@ -22,3 +22,27 @@ for cols in 80 60 40; do
   fi
   echo "ok: $cols columns, longest progress line $longest: $(tail -n 1 "lines$cols.txt")"
 done
+
+# loss.svg: the axes' ticks on round values, 1, 2 or 5 x 10^k apart
+# (tokens as 5k, 1.2M)
+svg=run/loss.svg
+[ -s "$svg" ] || { echo "no $svg"; exit 1; }
+check_ticks() { # <what> <labels, one per line>
+  awk -v what="$1" '
+    function val(s) { m = 1; if (s ~ /k$/) m = 1e3; if (s ~ /M$/) m = 1e6; if (s ~ /G$/) m = 1e9
+                      sub(/[kMG]$/, "", s); return s * m }
+    { v[NR] = val($0) }
+    END {
+      if (NR < 2) { print what ": fewer than 2 ticks"; exit 1 }
+      d = v[2] - v[1]; e = log(d) / log(10); k = int(e + 100) - 100; n = d / (10 ^ k)
+      if (!(n > 0.999 && n < 1.001 || n > 1.999 && n < 2.001 || n > 4.999 && n < 5.001)) {
+        print what ": ticks " d " apart, not 1, 2 or 5 x 10^k"; exit 1 }
+      for (i = 2; i <= NR; i++) {
+        dd = v[i] - v[i - 1]; if (dd - d > 1e-6 * d || d - dd > 1e-6 * d) { print what ": uneven ticks"; exit 1 }
+        r = v[i] / d; if (r - int(r + 0.5) > 1e-6 || int(r + 0.5) - r > 1e-6) { print what ": tick " v[i] " not a multiple of " d; exit 1 } }
+      printf "ok: %s ticks every %g (%d of them)\n", what, d, NR
+    }'
+}
+grep -o 'text-anchor="middle">[0-9.]*</text>' "$svg" | sed 's/.*">//; s/<.*//' | check_ticks "optimizer-step axis"
+grep -o 'text-anchor="end">[0-9.]*</text>' "$svg" | sed 's/.*">//; s/<.*//' | check_ticks "loss axis"
+grep -o 'fill="#555">[0-9.]*[kMG]*</text>' "$svg" | sed 's/.*">//; s/<.*//' | check_ticks "tokens axis"
