@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,23 @@
 #include "train/train_dp.h"
 #include "train/train_options.h"
 #include "train/train_report.h"
+
+/* Ctrl-C: the run ends after the step in progress, as if it were the last
+ * (validation, checkpoint, model, plot), and exits with status 130. */
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+/* Whether to stop now: every rank must agree, or their collectives would
+ * part ways (mpirun forwards the signal, but not at the same step). */
+static int stop_requested(gptx_comm *comm, int W) {
+    if (W <= 1) return interrupted;
+    double flag = interrupted;
+    if (gptx_comm_allreduce_f64(comm, &flag, 1, GPTX_COMM_MAX) != GPTX_OK) return 1;
+    return flag > 0;
+}
 
 /* "" with one process, " (rank R of W)" in a data-parallel run */
 static char rank_label[48] = "";
@@ -410,8 +428,22 @@ int main(int argc, char **argv) {
     double val_loss = NAN;
     int64_t val_tokens = 0;
     float loss = NAN;
+    {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills at once */
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+    }
     for (;; step++) {
-        int last = step == total_steps;
+        int stop = step < total_steps && stop_requested(comm, W);
+        int last = step == total_steps || stop;
+        if (stop) {
+            train_report_line(&rep, "step %lld | interrupted: validating, writing the checkpoint, "
+                              "the model and the plot\n", (long long)step);
+            total_steps = step;
+        }
         TRY(gptx_timer_start(e2e_timer));
         if (val && ((o.eval_every > 0 && step % o.eval_every == 0) || last)) {
             /* --eval-batches counts global batches: W per-rank batches of --batch rows
@@ -421,7 +453,7 @@ int main(int argc, char **argv) {
         }
         if (o.sample_every > 0 && step > 0 && step % o.sample_every == 0 && !last)
             ON_RANK0(sample(model, sampler, tok, &o, &rep, step), "sampling");
-        if (o.checkpoint_every >= 0 && step > 0 &&
+        if ((o.checkpoint_every >= 0 || stop) && step > 0 &&
             ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || last)) {
             char path[4096];
             snprintf(path, sizeof path, "%s/checkpoint.safetensors", o.out_dir);
@@ -507,7 +539,8 @@ int main(int argc, char **argv) {
                           step_s * (double)(total_steps - step - 1), ms.peak);
         TRY(gptx_timer_stop(e2e_timer, local_tokens));
     }
-    if (o.sample_tokens > 0) ON_RANK0(sample(model, sampler, tok, &o, &rep, step), "sampling");
+    if (o.sample_tokens > 0 && !interrupted)
+        ON_RANK0(sample(model, sampler, tok, &o, &rep, step), "sampling");
 
     /* the trained model, weights only (gptx-generate reads it), always */
     char model_path[4096];
@@ -552,7 +585,7 @@ int main(int argc, char **argv) {
         ms.peak / 1048576.0);
     train_report_line(&rep, "final: train loss%s %.4f, val loss%s %.4f\n", W > 1 ? " (global)" : "",
                       (double)loss, W > 1 ? " (global)" : "", val_loss);
-    status = 0;
+    status = interrupted ? 130 : 0;
 done:
     train_report_close(&rep);
     gptx_timer_destroy(step_timer);

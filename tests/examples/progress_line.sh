@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gptx-train's live progress line on a terminal (a pseudo-terminal from
 # script(1)) fits the width it is given (a longer line wraps, and every
-# redraw then leaves a line behind), in one of its forms, never cut short.
+# redraw then leaves a line behind), in one of its forms, never cut short;
+# and loss.svg's axes carry round ticks.
 set -euo pipefail
 train=$1 work=$2
 command -v script > /dev/null || { echo "script(1) not found: skipped"; exit 77; }
