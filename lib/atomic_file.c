@@ -58,8 +58,8 @@ int gptx_afile_open(gptx_afile *f, const char *path) {
         const char *dir = slash ? (slash == f->path ? "/" : f->path) : ".";
         int rc;
         if (e == ENOENT || e == ENOTDIR || (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)))
-            rc = GPTX_FAIL(GPTX_ERR_IO, "cannot write '%s': the folder '%s' %s", path, dir,
-                           e == ENOENT ? "does not exist" : "is not a folder");
+            rc = GPTX_FAIL(GPTX_ERR_IO, "cannot write '%s': the folder '%s' %s (%s)", path, dir,
+                           e == ENOENT ? "does not exist" : "is not a folder", strerror(e));
         else
             rc = GPTX_FAIL(GPTX_ERR_IO, "cannot write '%s' (its temporary file in '%s'): %s", path,
                            dir, strerror(e));
