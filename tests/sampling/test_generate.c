@@ -12,21 +12,6 @@
 #include "model.h"
 #include "test_util.h"
 
-static gptx_sampler *make_sampler(float temperature, int top_k, float top_p, uint64_t seed) {
-    gptx_sampler_options o;
-    gptx_sampler_options_init(&o);
-    o.temperature = temperature;
-    o.top_k = top_k;
-    o.top_p = top_p;
-    o.seed = seed;
-    gptx_sampler *s = NULL;
-    if (gptx_sampler_create(&s, &o) != GPTX_OK) {
-        fprintf(stderr, "gptx_sampler_create: %s\n", gptx_last_error());
-        check_failures++;
-    }
-    return s;
-}
-
 /* The window of the generator options: a token arriving at a full window
  * (the context length L) first leaves only the last `keep` tokens. */
 static void window_append(int32_t *win, int *len, int L, int keep, int32_t tok) {

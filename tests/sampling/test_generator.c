@@ -15,17 +15,6 @@
 
 enum { V = 50, VP = 64, CTX = 16, C = 16 };
 
-static gptx_sampler *make_sampler(float temperature, int top_k, uint64_t seed) {
-    gptx_sampler_options o;
-    gptx_sampler_options_init(&o);
-    o.temperature = temperature;
-    o.top_k = top_k;
-    o.seed = seed;
-    gptx_sampler *s = NULL;
-    if (gptx_sampler_create(&s, &o) != GPTX_OK) check_failures++;
-    return s;
-}
-
 static gptx_generator *make_generator(gptx_model *m, int window, int keep, int use_cache) {
     gptx_generator_options o;
     gptx_generator_options_init(&o);
@@ -74,7 +63,7 @@ static double logits_error(const float *a, const float *b, int masked) {
 static double check_every_position(gptx_model *m, int window, int keep, float temperature,
                                    double tol, const char *label) {
     gptx_generator *g = make_generator(m, window, keep, 1);
-    gptx_sampler *s = make_sampler(temperature, 0, 99);
+    gptx_sampler *s = make_sampler(temperature, 0, 1.0f, 99);
     int32_t prompt[5], tok;
     fill_tokens(prompt, 5, V, 11);
     float got[VP], want[VP];
@@ -108,7 +97,7 @@ static void check_cache_vs_none(gptx_model *m, int keep, float temperature, int 
     fill_tokens(prompt, 7, V, 5);
     for (int use_cache = 0; use_cache < 2; use_cache++) {
         gptx_generator *g = make_generator(m, 0, keep, use_cache);
-        gptx_sampler *s = make_sampler(temperature, top_k, 1234);
+        gptx_sampler *s = make_sampler(temperature, top_k, 1.0f, 1234);
         CHECK_OK(gptx_generator_feed(g, prompt, 7));
         for (int i = 0; i < N; i++) CHECK_OK(gptx_generator_next(g, s, use_cache ? &b[i] : &a[i]));
         gptx_sampler_destroy(s);
@@ -154,7 +143,7 @@ static void check_feeding(gptx_model *m) {
 /* The window option below the context length, and keep 0. */
 static void check_window_option(gptx_model *m) {
     gptx_generator *g = make_generator(m, 6, 0, 1);
-    gptx_sampler *s = make_sampler(1.0f, 0, 3);
+    gptx_sampler *s = make_sampler(1.0f, 0, 1.0f, 3);
     int32_t prompt[3] = {1, 2, 3}, tok, win[CTX];
     float got[VP], want[VP];
     int len = 0, maxlen = 0;
@@ -219,7 +208,7 @@ static void check_stats_memory_reset(gptx_context *ctx, gptx_model *m) {
            expect, (unsigned long long)m0.allocated, (unsigned long long)m1.allocated);
     CHECK(st.cache_bytes == expect && m1.allocated - m0.allocated == expect);
     CHECK(st.window == CTX && st.keep == CTX / 2 && st.use_cache == 1);
-    gptx_sampler *s = make_sampler(0.0f, 0, 1);
+    gptx_sampler *s = make_sampler(0.0f, 0, 1.0f, 1);
     int32_t prompt[4] = {4, 5, 6, 7}, tok;
     CHECK_OK(gptx_generator_feed(g, prompt, 4));
     for (int i = 0; i < 6; i++) CHECK_OK(gptx_generator_next(g, s, &tok));
@@ -272,7 +261,7 @@ static void check_errors(gptx_model *m) {
     CHECK_STATUS(gptx_generator_create(&g, m, &o), GPTX_ERR_UNSUPPORTED);
     CHECK(g == NULL);
     CHECK_OK(gptx_generator_create(&g, m, NULL));
-    gptx_sampler *s = make_sampler(1.0f, 0, 2);
+    gptx_sampler *s = make_sampler(1.0f, 0, 1.0f, 2);
     int32_t toks[3] = {1, 2, 3}, tok = -7;
     float logits[VP];
     CHECK_STATUS(gptx_generator_logits(g, logits, VP), GPTX_ERR_STATE);

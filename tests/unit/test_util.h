@@ -3,8 +3,10 @@
 #define GPTX_TEST_UTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
 #include "gptx/gptx.h"
 
 static inline int make_cpu_context(gptx_context **ctx, int threads) {
@@ -14,6 +16,23 @@ static inline int make_cpu_context(gptx_context **ctx, int threads) {
     o.num_threads = threads;
     o.deterministic = 1;
     return gptx_context_create(ctx, &o);
+}
+
+/* A sampler with these options; a failure to create it counts as a failed check. */
+static inline gptx_sampler *make_sampler(float temperature, int top_k, float top_p,
+                                         uint64_t seed) {
+    gptx_sampler_options o;
+    gptx_sampler_options_init(&o);
+    o.temperature = temperature;
+    o.top_k = top_k;
+    o.top_p = top_p;
+    o.seed = seed;
+    gptx_sampler *s = NULL;
+    if (gptx_sampler_create(&s, &o) != GPTX_OK) {
+        fprintf(stderr, "gptx_sampler_create: %s\n", gptx_last_error());
+        check_failures++;
+    }
+    return s;
 }
 
 /* vocab 50 padded to 64, context 16, 2 layers, 2 heads, width 16. */
