@@ -378,8 +378,9 @@ static int read_train_meta(const gptx_st_file *f, train_meta *tm) {
     const char *L = f->src.label;
     tm->has_schedule = meta_has(f, "lr_schedule_step");
     if (tm->has_schedule) {
-        GPTX_TRY(meta_i64(f, "lr_schedule_step", INT64_MIN, INT64_MAX, &tm->lr_schedule_step));
-        GPTX_TRY(meta_i64(f, "tokens_seen", INT64_MIN, INT64_MAX, &tm->tokens_seen));
+        /* counts: a negative one is a damaged or hand-edited file */
+        GPTX_TRY(meta_i64(f, "lr_schedule_step", 0, INT64_MAX, &tm->lr_schedule_step));
+        GPTX_TRY(meta_i64(f, "tokens_seen", 0, INT64_MAX, &tm->tokens_seen));
     }
     const char *opt = gptx_st_meta(f, "optimizer");
     if (opt) {
@@ -462,7 +463,33 @@ typedef struct train_view {
     gptx_sampler *sampler;
     gptx_dataloader *loader[2];
     int64_t lr_schedule_step, tokens_seen;
+    const char *user_metadata; /* checked by check_user_metadata, or NULL */
 } train_view;
+
+#define USER_KEY "user"
+
+/* The application's string must fit the format: JSON strings are UTF-8. */
+static int check_user_metadata(const char *s) {
+    if (!s) return GPTX_OK;
+    size_t n = strnlen(s, (size_t)GPTX_USER_METADATA_MAX + 1);
+    if (n > GPTX_USER_METADATA_MAX)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "st->user_metadata is longer than "
+                         "GPTX_USER_METADATA_MAX (%u bytes)", (unsigned)GPTX_USER_METADATA_MAX);
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) { /* UTF-8: a lead byte, then its continuation bytes */
+        int more = *p < 0x80 ? 0 : (*p & 0xE0) == 0xC0 ? 1 : (*p & 0xF0) == 0xE0 ? 2
+                   : (*p & 0xF8) == 0xF0 ? 3 : -1;
+        if (more < 0 || (more == 1 && *p < 0xC2) || end - p <= more)
+            return GPTX_FAIL(GPTX_ERR_INVALID, "st->user_metadata is not valid UTF-8 (byte %zu)",
+                             (size_t)(p - (const unsigned char *)s));
+        for (int k = 1; k <= more; k++)
+            if ((p[k] & 0xC0) != 0x80)
+                return GPTX_FAIL(GPTX_ERR_INVALID, "st->user_metadata is not valid UTF-8 "
+                                 "(byte %zu)", (size_t)(p + k - (const unsigned char *)s));
+        p += more + 1;
+    }
+    return GPTX_OK;
+}
 
 static int save_file(const gptx_model *m, const train_view *tv, const char *path) {
     const gptx_layout *L = &m->layout;
@@ -524,6 +551,15 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
             meta_add(meta, k, "%" PRId64, s.batch);
             snprintf(k, sizeof k, "%s.seed", loader_key[i]);
             meta_add(meta, k, "%" PRIu64, s.seed);
+        }
+        if (tv->user_metadata) { /* verbatim: no copy into a slot */
+            if (meta->n >= META_MAX) { /* cannot happen: the key set is fixed and small */
+                rc = GPTX_FAIL(GPTX_ERR_STATE, "too many metadata keys for user_metadata");
+                goto done;
+            }
+            meta->kv[2 * meta->n] = USER_KEY;
+            meta->kv[2 * meta->n + 1] = tv->user_metadata;
+            meta->n++;
         }
     }
     const char *prefixes[3] = {"", PREFIX_M, PREFIX_V};
@@ -596,8 +632,13 @@ int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st, co
     GPTX_TRY(read_train_state(st, &s, "gptx_checkpoint_save"));
     if (s.optimizer && s.optimizer->model != model)
         return GPTX_FAIL(GPTX_ERR_MISMATCH, "st->optimizer was created for another model");
+    if (s.lr_schedule_step < 0 || s.tokens_seen < 0)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "st->lr_schedule_step (%" PRId64 ") and st->tokens_seen "
+                         "(%" PRId64 ") are counts; neither may be negative",
+                         s.lr_schedule_step, s.tokens_seen);
+    GPTX_TRY(check_user_metadata(s.user_metadata));
     train_view tv = {s.optimizer, {NULL, NULL}, s.sampler, {s.train_loader, s.val_loader},
-                     s.lr_schedule_step, s.tokens_seen};
+                     s.lr_schedule_step, s.tokens_seen, s.user_metadata};
     if (!s.optimizer || !s.optimizer->comm) return save_file(model, &tv, path);
     /* sharded (ZeRO-1): collective gather, then rank 0 alone writes the same
      * file an unsharded optimizer would */
@@ -782,6 +823,31 @@ int gptx_ckpt_load_st(gptx_model *m, gptx_train_state *st_io, const gptx_st_file
     free(params);
     free(mom[0]);
     free(mom[1]);
+    return rc;
+}
+
+int gptx_checkpoint_user_metadata(const char *path, char *buf, size_t cap, size_t *len) {
+    GPTX_CHECK_NULL(path);
+    GPTX_CHECK_NULL(len);
+    if (!buf && cap > 0) return GPTX_FAIL(GPTX_ERR_NULL, "buf is NULL but cap is %zu", cap);
+    gptx_st_file f;
+    GPTX_TRY(gptx_st_open(&f, path));
+    int is_training = 0;
+    int rc = check_identity(&f, &is_training);
+    const char *s = rc == GPTX_OK ? gptx_st_meta(&f, USER_KEY) : NULL;
+    if (rc == GPTX_OK && !s)
+        rc = GPTX_FAIL(GPTX_ERR_NOT_FOUND, "'%s' holds no user metadata (%s)", f.src.label,
+                       is_training ? "saved without st->user_metadata" : "a model file");
+    if (rc == GPTX_OK) {
+        size_t n = strlen(s);
+        *len = n;
+        if (cap <= n)
+            rc = GPTX_FAIL(GPTX_ERR_SHAPE, "the user metadata of '%s' takes %zu bytes and its "
+                           "NUL; buf has %zu", f.src.label, n, cap);
+        else
+            memcpy(buf, s, n + 1);
+    }
+    gptx_st_close(&f);
     return rc;
 }
 

@@ -35,17 +35,17 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define GPTX_VERSION_MAJOR 0
-#define GPTX_VERSION_MINOR 2
+#define GPTX_VERSION_MINOR 3
 #define GPTX_VERSION_PATCH 0
-#define GPTX_VERSION_STRING "0.2.0"
-/* Monotonic integer for compile-time comparisons: 0.2.0 -> 200. */
+#define GPTX_VERSION_STRING "0.3.0"
+/* Monotonic integer for compile-time comparisons: 0.3.0 -> 300. */
 #define GPTX_VERSION_NUMBER \
     (GPTX_VERSION_MAJOR * 10000 + GPTX_VERSION_MINOR * 100 + GPTX_VERSION_PATCH)
 /* The ABI generation: the N of the SONAME libgptx.so.N. It changes only when
  * a program built against an older header of this library could break. */
 #define GPTX_ABI_VERSION 1
 
-/* Runtime version of the loaded library ("0.2.0"). */
+/* Runtime version of the loaded library ("0.3.0"). */
 GPTX_API const char *gptx_version(void);
 /* Runtime version as (major, minor, patch); any pointer may be NULL. */
 GPTX_API void gptx_version_numbers(int *major, int *minor, int *patch);
@@ -695,7 +695,11 @@ GPTX_API int gptx_model_import_llmc(gptx_model **out, gptx_context *ctx, const c
 
 /* Everything needed to resume training exactly. Any pointer except model
  * may be NULL; what is NULL is not saved (or not restored). lr_schedule_step
- * is the trainer's schedule position. */
+ * is the trainer's schedule position. user_metadata (since 0.3.0) is the
+ * application's own record, such as its run configuration: a UTF-8 string
+ * of at most GPTX_USER_METADATA_MAX bytes, stored verbatim in the file
+ * (__metadata__ "user") by gptx_checkpoint_save and read back with
+ * gptx_checkpoint_user_metadata; gptx_checkpoint_load leaves it as it is. */
 typedef struct gptx_train_state {
     size_t struct_size;
     gptx_optimizer *optimizer;
@@ -704,8 +708,10 @@ typedef struct gptx_train_state {
     gptx_dataloader *val_loader;
     int64_t lr_schedule_step;
     int64_t tokens_seen;
+    const char *user_metadata; /* NULL (the default): none */
 } gptx_train_state;
-#define GPTX_TRAIN_STATE_SIZE GPTX_STRUCT_END(gptx_train_state, tokens_seen)
+#define GPTX_TRAIN_STATE_SIZE GPTX_STRUCT_END(gptx_train_state, user_metadata)
+#define GPTX_USER_METADATA_MAX (1u << 20)
 
 GPTX_API int gptx_train_state_init_sized(gptx_train_state *st, size_t size);
 #define gptx_train_state_init(st) gptx_train_state_init_sized((st), GPTX_TRAIN_STATE_SIZE)
@@ -718,6 +724,12 @@ GPTX_API int gptx_checkpoint_load(gptx_model *model, gptx_train_state *st, const
  * (its metadata "precision"; files from before it was recorded are fp32).
  * Files load under any policy: the values are converted. */
 GPTX_API int gptx_checkpoint_precision(const char *path, int *precision);
+/* The user_metadata a training file was saved with. *len gets its length
+ * in bytes (without the terminating NUL); buf gets it NUL-terminated when
+ * cap > *len, else GPTX_ERR_SHAPE (buf may be NULL with cap 0 to ask the
+ * length). A file saved without it (or a model file) is GPTX_ERR_NOT_FOUND. */
+GPTX_API int gptx_checkpoint_user_metadata(const char *path, char *buf, size_t cap,
+                                           size_t *len);
 
 /* ------------------------------------------------------------------------ */
 /* Numerics: layered comparison of two runs                                 */

@@ -417,20 +417,30 @@ static void run(void) {
     slot_free(&sr);
     gptx_timer_destroy(timer);
 
+#if GPTX_FROZEN_VERSION_NUMBER >= 300
+    /* train state: last field user_metadata (0.3.0; default NULL: none saved) */
+#define TS_PREV tokens_seen
+#else
     /* train state: last field tokens_seen (default 0, in and out) */
+#define TS_PREV lr_schedule_step
+#endif
     char path[512];
     snprintf(path, sizeof path, "%s/train_%d.safetensors", dir, older);
     slot sv;
     gptx_train_state *ts = slot_new(&sv, "gptx_train_state",
-                                    DECLARED(gptx_train_state, GPTX_TRAIN_STATE_SIZE,
-                                             lr_schedule_step),
+                                    DECLARED(gptx_train_state, GPTX_TRAIN_STATE_SIZE, TS_PREV),
                                     sizeof *ts);
     INIT_SLOT(&sv, gptx_train_state, gptx_train_state_init_sized, GPTX_TRAIN_STATE_SIZE);
     ts->optimizer = opt;
     ts->sampler = sampler;
     ts->train_loader = dl;
     ts->lr_schedule_step = 3;
+#if GPTX_FROZEN_VERSION_NUMBER >= 300
+    ts->tokens_seen = 96;
+    if (!older) ts->user_metadata = "run record";
+#else
     if (!older) ts->tokens_seen = 96;
+#endif
     exact = slot_exact(&sv);
     EXPECT_OK(gptx_checkpoint_save(model, exact, path));
     free(exact);
@@ -443,7 +453,19 @@ static void run(void) {
     gptx_train_state full_ts;
     gptx_train_state_init(&full_ts);
     EXPECT_OK(gptx_checkpoint_load(model, &full_ts, path));
+#if GPTX_FROZEN_VERSION_NUMBER >= 300
+    EXPECT(full_ts.lr_schedule_step == 3 && full_ts.tokens_seen == 96);
+    { /* the older struct's missing field reads as NULL: nothing saved */
+        char meta[32];
+        size_t mlen = 0;
+        int mrc = gptx_checkpoint_user_metadata(path, meta, sizeof meta, &mlen);
+        EXPECT(older ? mrc == GPTX_ERR_NOT_FOUND
+                     : mrc == GPTX_OK && strcmp(meta, "run record") == 0);
+    }
+#else
     EXPECT(full_ts.lr_schedule_step == 3 && full_ts.tokens_seen == (older ? 0 : 96));
+#endif
+#undef TS_PREV
     unlink(path);
     slot_free(&sv);
 
