@@ -32,16 +32,17 @@
 #include <time.h>
 
 #include "bench_common.h"
+#include "prog_presets.h"
 
 typedef struct {
     const char *name;
     int B, T, L, C, Vp;
 } model_shape;
 
-static const model_shape shapes[] = {
-    {"small", 4, 256, 4, 256, 50304},
-    {"gpt2-124M-short", 2, 256, 12, 768, 50304},
-};
+/* from a preset of every gptx program (examples/common/prog_presets.c) */
+static model_shape shape_of(const prog_preset *p) {
+    return (model_shape){p->name, p->batch, p->context, p->n_layer, p->n_embd, 50304};
+}
 
 static int split_threads = 0; /* > 0: cut each product into this many parts */
 
@@ -129,13 +130,14 @@ static float *filled(size_t n, unsigned seed) {
 }
 
 int main(int argc, char **argv) {
-    const model_shape *s = &shapes[0];
+    model_shape chosen = shape_of(prog_preset_find("small"));
+    const model_shape *s = &chosen;
     int threads = 0, warmup = 1, reps = 5;
     const char *json = NULL;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            printf("usage: gptx-bench-gemm-ceiling [--config small|gpt2-124M-short] [--threads N]"
+            printf("usage: gptx-bench-gemm-ceiling [--config PRESET (small, gpt2-124M-short, ...)] [--threads N]"
                    " [--warmup N] [--reps N] [--json FILE]\n");
             return 0;
         }
@@ -146,13 +148,13 @@ int main(int argc, char **argv) {
         const char *v = argv[++i];
         char *end = NULL;
         if (strcmp(f, "--config") == 0) {
-            s = NULL;
-            for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-                if (strcmp(v, shapes[k].name) == 0) s = &shapes[k];
-            if (!s) {
-                fprintf(stderr, "gptx-bench-gemm-ceiling: unknown --config '%s'\n", v);
+            const prog_preset *p = prog_preset_find(v);
+            if (!p) {
+                fprintf(stderr, "gptx-bench-gemm-ceiling: unknown --config '%s' (%s)\n", v,
+                        prog_preset_names());
                 return 2;
             }
+            chosen = shape_of(p);
             continue;
         }
         if (strcmp(f, "--json") == 0) {

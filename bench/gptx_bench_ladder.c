@@ -28,6 +28,7 @@
 
 #include "gptx/gptx.h"
 #include "prog_data.h"
+#include "prog_presets.h"
 #include "ladder/ladder.h"
 #include "ladder/ladder_data.h"
 #include "ladder/ladder_report.h"
@@ -47,21 +48,22 @@ typedef struct {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: gptx-bench [--config tiny|small|gpt2-124M-short] [--mode cumulative|isolated]\n"
+            "usage: gptx-bench [--config micro|small|gpt2-124M-short] [--mode cumulative|isolated]\n"
             "                  [--steps S] [--warmup W] [--repeats R] [--threads N] [--seed S]\n"
             "                  [--out-prefix P] [--text FILE] [--tokenizer-dir DIR]\n"
             "                  [--tolerance-scale X]\n"
             "\n"
-            "  --config      tiny:            V 50257, T 32,  L 2,  H 2,  C 64,  B 4 (smoke test)\n"
+            "  --config      a preset of every gptx program (gptx-train --help lists them):\n"
+            "                micro:           V 50257, T 32,  L 2,  H 2,  C 64,  B 4 (smoke test)\n"
             "                small:           V 50257, T 256, L 4,  H 4,  C 256, B 4 (default)\n"
             "                gpt2-124M-short: V 50257, T 256, L 12, H 12, C 768, B 2\n"
             "                (the padded-vocab rows use 50304)\n"
             "  --mode        cumulative: each row adds one change to the previous row (default)\n"
             "                isolated:   each change alone against the baseline\n"
-            "  --steps       timed training steps per repeat (default: tiny 5, small 1, gpt2 1)\n"
+            "  --steps       timed training steps per repeat (default: micro 5, small 1, gpt2 1)\n"
             "  --warmup      untimed steps after the cold first step (default: 1, gpt2 0)\n"
             "  --repeats     repeats of the timed steps; tokens/s median and min-max over them\n"
-            "                (default: tiny 3, small 7, gpt2 3)\n"
+            "                (default: micro 3, small 7, gpt2 3)\n"
             "  --threads     context num_threads, BLAS included (0 = all online cores; default 0)\n"
             "  --seed        parameter initialisation seed, the same for every row (default 42)\n"
             "  --out-prefix  writes P.csv, P.json, P.svg, P.tokens.bin\n"
@@ -76,21 +78,22 @@ static void usage(FILE *f) {
 
 static int apply_config(bench_args *a, const char *name) {
     ladder_shape *s = &a->p.shape;
+    const prog_preset *p = prog_preset_find(name);
     /* step counts sized so that both modes of small and gpt2-124M-short, and
      * bench/torch_ladder.py beside them, take about 15 minutes on 2 cores */
-    if (strcmp(name, "tiny") == 0) {
-        *s = (ladder_shape){"tiny", 50257, 50304, 32, 2, 2, 64, 4};
+    if (p && strcmp(name, "micro") == 0) {
         a->p.warmup = 1, a->p.steps = 5, a->p.repeats = 3;
-    } else if (strcmp(name, "small") == 0) {
-        *s = (ladder_shape){"small", 50257, 50304, 256, 4, 4, 256, 4};
+    } else if (p && strcmp(name, "small") == 0) {
         a->p.warmup = 1, a->p.steps = 1, a->p.repeats = 7;
-    } else if (strcmp(name, "gpt2-124M-short") == 0) {
-        *s = (ladder_shape){"gpt2-124M-short", 50257, 50304, 256, 12, 12, 768, 2};
+    } else if (p && strcmp(name, "gpt2-124M-short") == 0) {
         a->p.warmup = 0, a->p.steps = 1, a->p.repeats = 3;
     } else {
-        fprintf(stderr, "gptx-bench: unknown --config '%s' (tiny, small, gpt2-124M-short)\n", name);
+        fprintf(stderr, "gptx-bench: unknown --config '%s' (micro, small, gpt2-124M-short: the "
+                        "presets the ladder is sized for)\n", name);
         return -1;
     }
+    *s = (ladder_shape){p->name, 50257, 50304, p->context, p->n_layer, p->n_head, p->n_embd,
+                        p->batch};
     return 0;
 }
 

@@ -38,6 +38,8 @@
 #include "gptx/gptx.h"
 
 #include "bench_common.h"
+#include "prog_presets.h"
+#include "prog_presets.h"
 
 typedef struct {
     const char *config;
@@ -52,14 +54,14 @@ typedef struct {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: gptx-bench-train [--config small|gpt2-124M-short] [--threads N]\n"
+            "usage: gptx-bench-train [--config PRESET] [--threads N]\n"
             "                        [--warmup N] [--steps N] [--batch B] [--seq T]\n"
             "                        [--layers L] [--heads H] [--width C] [--vocab V]\n"
             "                        [--padded-vocab Vp] [--seed S] [--json FILE]\n"
             "                        [--separate 0|1] [--precision P] [--stochastic-rounding 0|1]\n"
             "\n"
-            "  --config   small:           V 50257 (Vp 50304), T 256, L 4,  H 4,  C 256, B 4 (default)\n"
-            "             gpt2-124M-short: V 50257 (Vp 50304), T 256, L 12, H 12, C 768, B 2\n"
+            "  --config   a preset of every gptx program (below): its model, T and batch B;\n"
+            "             default small (the benchmark of docs/benchmarks.md)\n"
             "  --threads  context num_threads (0 = all online cores; default 0)\n"
             "  --warmup   untimed steps before timing, the cold first step included (default 2, min 1)\n"
             "  --steps    timed steps (default 10)\n"
@@ -68,21 +70,21 @@ static void usage(FILE *f) {
             "             timed apart); 0 = gptx_model_forward_backward, the cross-entropy and its\n"
             "             gradient in one pass (default 0; same numbers bit for bit)\n"
             "  --precision fp32 (default), bf16 or bf16_pure (docs/precision.md)\n"
-            "  --stochastic-rounding 1 = bf16_pure's AdamW rounds stochastically (default 0)\n");
+            "  --stochastic-rounding 1 = bf16_pure's AdamW rounds stochastically (default 0)\n"
+            "presets (the time is gptx-train's recipe, not this benchmark):\n");
+    prog_presets_print(f, "  ");
 }
 
+/* A preset of examples/common/prog_presets.c: the model and its batch. */
 static int apply_config(bench_args *a, const char *name) {
-    if (strcmp(name, "small") == 0) {
-        a->vocab = 50257, a->padded_vocab = 50304, a->seq = 256;
-        a->layers = 4, a->heads = 4, a->width = 256, a->batch = 4;
-    } else if (strcmp(name, "gpt2-124M-short") == 0) {
-        a->vocab = 50257, a->padded_vocab = 50304, a->seq = 256;
-        a->layers = 12, a->heads = 12, a->width = 768, a->batch = 2;
-    } else {
-        fprintf(stderr, "gptx-bench-train: unknown --config '%s' (small, gpt2-124M-short)\n", name);
+    const prog_preset *p = prog_preset_find(name);
+    if (!p) {
+        fprintf(stderr, "gptx-bench-train: unknown --config '%s' (%s)\n", name, prog_preset_names());
         return -1;
     }
-    a->config = name;
+    a->vocab = 50257, a->padded_vocab = 50304, a->seq = p->context;
+    a->layers = p->n_layer, a->heads = p->n_head, a->width = p->n_embd, a->batch = p->batch;
+    a->config = p->name;
     return 0;
 }
 
@@ -109,7 +111,7 @@ static int parse_int(const char *flag, const char *s, int min, int *out) {
 static int parse_args(bench_args *a, int argc, char **argv) {
     /* the preset first, so explicit overrides win whatever their position */
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0) {
+        if (strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--preset") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "gptx-bench-train: --config needs a value\n");
                 return -1;
@@ -130,7 +132,7 @@ static int parse_args(bench_args *a, int argc, char **argv) {
         }
         const char *v = argv[++i];
         int rc = 0;
-        if (strcmp(f, "--config") == 0) continue; /* handled above */
+        if (strcmp(f, "--config") == 0 || strcmp(f, "--preset") == 0) continue; /* above */
         else if (strcmp(f, "--threads") == 0) rc = parse_int(f, v, 0, &a->threads);
         else if (strcmp(f, "--warmup") == 0) rc = parse_int(f, v, 0, &a->warmup);
         else if (strcmp(f, "--steps") == 0) rc = parse_int(f, v, 1, &a->steps);

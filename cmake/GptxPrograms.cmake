@@ -19,7 +19,9 @@ file(COPY "${PROJECT_SOURCE_DIR}/data/" DESTINATION "${GPTX_BUILD_DATA_DIR}")
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/data/" DESTINATION "${CMAKE_INSTALL_DATADIR}/gptx"
         COMPONENT Runtime)
 
-add_library(gptx_prog_data STATIC "${PROJECT_SOURCE_DIR}/examples/common/prog_data.c")
+# the data lookup and the presets every program shares (no libgptx needed)
+add_library(gptx_prog_data STATIC "${PROJECT_SOURCE_DIR}/examples/common/prog_data.c"
+                                  "${PROJECT_SOURCE_DIR}/examples/common/prog_presets.c")
 target_include_directories(gptx_prog_data PUBLIC "${PROJECT_SOURCE_DIR}/examples/common")
 target_compile_definitions(gptx_prog_data PRIVATE
   GPTX_DATA_FROM_BIN="${GPTX_DATA_FROM_BIN}"

@@ -11,6 +11,7 @@
 #include <gptx/gptx_experimental.h>
 
 #include "prog_error.h"
+#include "prog_presets.h"
 
 /* One side: context options and the kernel variants set on the context. */
 typedef struct side_spec {
@@ -35,9 +36,9 @@ static void usage(void) {
         "  --deterministic 0|1    the contexts' deterministic option (default 1)\n"
         "model:\n"
         "  --model FILE           load a gptx safetensors model in both contexts\n"
-        "  --preset NAME          without --model: tiny (4 layers, 4 heads, width 128;\n"
-        "                         default), small (6, 6, 384), gpt2-124M (12, 12, 768)\n"
-        "  --layers N --heads N --width N --context N   override the preset (context 64)\n"
+        "  --preset NAME          without --model: a preset of every gptx program (default\n"
+        "                         tiny; gptx-train --help lists them): its shape and context\n"
+        "  --layers N --heads N --width N --context N   override the preset\n"
         "  --vocab-size N         real vocabulary (default 50257)\n"
         "  --padded-vocab N       rows of wte (default 50304)\n"
         "  --no-mask              padded logits take part in the softmax\n"
@@ -161,11 +162,16 @@ typedef struct cli {
     long max_tok, max_arg;
 } cli;
 
+/* A preset of every gptx program (examples/common/prog_presets.c). */
 static int apply_preset(gptx_model_config *c, const char *name) {
-    if (!strcmp(name, "tiny")) c->n_layer = 4, c->n_head = 4, c->n_embd = 128;
-    else if (!strcmp(name, "small")) c->n_layer = 6, c->n_head = 6, c->n_embd = 384;
-    else if (!strcmp(name, "gpt2-124M")) c->n_layer = 12, c->n_head = 12, c->n_embd = 768;
-    else return bad("--preset", name, "expected tiny, small or gpt2-124M");
+    const prog_preset *p = prog_preset_find(name);
+    if (!p) {
+        char why[160];
+        snprintf(why, sizeof why, "expected %s", prog_preset_names());
+        return bad("--preset", name, why);
+    }
+    c->n_layer = p->n_layer, c->n_head = p->n_head, c->n_embd = p->n_embd;
+    c->context_length = p->context;
     return 0;
 }
 
@@ -350,7 +356,6 @@ int main(int argc, char **argv) {
     o.spec_b = "cpu:2";
     gptx_model_config_init(&o.cfg);
     apply_preset(&o.cfg, "tiny");
-    o.cfg.context_length = 64;
     o.init_seed = 1337;
     o.data_seed = 1;
     o.B = 4;

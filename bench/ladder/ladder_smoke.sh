@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke test of gptx-bench (ctest bench_ladder_smoke): the tiny config in
+# Smoke test of gptx-bench (ctest bench_ladder_smoke): the micro preset in
 # both modes must pass and write its CSV/JSON/SVG; with every tolerance
 # scaled to 0 it must report FAIL and exit 1.
 #   ladder_smoke.sh GPTX_BENCH OUT_DIR
@@ -12,8 +12,8 @@ fail=0
 err() { echo "ladder_smoke: $*" >&2; fail=1; }
 
 for mode in cumulative isolated; do
-  prefix="$out/tiny-$mode"
-  "$bench" --config tiny --mode "$mode" --steps 3 --warmup 1 --repeats 1 --threads 2 \
+  prefix="$out/micro-$mode"
+  "$bench" --config micro --mode "$mode" --steps 3 --warmup 1 --repeats 1 --threads 2 \
     --out-prefix "$prefix" > "$prefix.md"
   rc=$?
   [[ $rc -eq 0 ]] || err "$mode: exit status $rc, expected 0"
@@ -39,8 +39,8 @@ for mode in cumulative isolated; do
 done
 
 # the FAIL path: exact equality demanded, flash attention reorders sums
-prefix="$out/tiny-exact"
-"$bench" --config tiny --mode isolated --steps 1 --warmup 0 --repeats 1 --threads 2 \
+prefix="$out/micro-exact"
+"$bench" --config micro --mode isolated --steps 1 --warmup 0 --repeats 1 --threads 2 \
   --tolerance-scale 0 --out-prefix "$prefix" > "$prefix.md"
 rc=$?
 [[ $rc -eq 1 ]] || err "tolerance 0: exit status $rc, expected 1"

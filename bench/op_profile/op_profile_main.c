@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "gptx/gptx.h"
+#include "prog_presets.h"
 
 void prof_reset(void);
 void prof_print(int steps, double step_time, double zero_grad_time);
@@ -41,19 +42,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--precision")) precision = argv[i + 1];
         else {
-            fprintf(stderr, "usage: gptx-op-profile [--config small|gpt2-124M-short] "
+            fprintf(stderr, "usage: gptx-op-profile [--config PRESET (small, gpt2-124M-short, ...)] "
                             "[--threads N] [--warmup N] [--steps N] [--precision fp32|bf16|bf16_pure]\n");
             return 2;
         }
     }
-    int big = !strcmp(config, "gpt2-124M-short");
-    if (!big && strcmp(config, "small")) {
-        fprintf(stderr, "unknown --config %s\n", config);
+    const prog_preset *p = prog_preset_find(config); /* the presets of every program */
+    if (!p) {
+        fprintf(stderr, "unknown --config %s (%s)\n", config, prog_preset_names());
         return 2;
     }
     if (warmup < 1) warmup = 1;
     if (steps < 1) steps = 1;
-    int B = big ? 2 : 4, T = 256, L = big ? 12 : 4, NH = big ? 12 : 4, C = big ? 768 : 256;
+    int B = p->batch, T = p->context, L = p->n_layer, NH = p->n_head, C = p->n_embd;
 
     gptx_context_options co;
     gptx_context_options_init(&co);
