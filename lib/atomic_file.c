@@ -1,8 +1,10 @@
 /* Temp file + fsync + rename + directory fsync (see atomic_file.h). */
 #include "atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,20 +36,62 @@ void gptx_afile_abort(gptx_afile *f) {
     release(f);
 }
 
+/* This host's name, for temp names: on a shared folder, only this host can
+ * tell whether a pid is alive. */
+static void host_name(char *buf, size_t cap) {
+    if (gethostname(buf, cap) != 0 || !buf[0]) snprintf(buf, cap, "localhost");
+    buf[cap - 1] = '\0';
+    for (char *c = buf; *c; c++)
+        if (*c == '/' || *c == '.') *c = '_'; /* one path component, no extra dots */
+}
+
+/* Removes "<path>.tmp.<this host>.<pid>" files whose writer is dead (a
+ * process killed in the middle of a save leaves one, up to the size of the
+ * file): the next save of the same path cleans up after it. */
+static void remove_stale_temps(const char *path, const char *host) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (size_t)(slash - path) : 0;
+    char dir[4096], prefix[4096], victim[8192];
+    if (dlen >= sizeof dir) return;
+    if (slash) memcpy(dir, path, dlen);
+    snprintf(dir + dlen, sizeof dir - dlen, "%s", slash ? (dlen ? "" : "/") : ".");
+    int plen = snprintf(prefix, sizeof prefix, "%s.tmp.%s.", base, host);
+    if (plen <= 0 || (size_t)plen >= sizeof prefix) return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0) continue;
+        char *end = NULL;
+        errno = 0;
+        long pid = strtol(e->d_name + plen, &end, 10);
+        if (errno || !end || *end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to know */
+        snprintf(victim, sizeof victim, "%s/%s", dir, e->d_name);
+        unlink(victim);
+    }
+    closedir(d);
+}
+
 int gptx_afile_open(gptx_afile *f, const char *path) {
     memset(f, 0, sizeof *f);
     f->fd = -1;
     if (!path || !path[0]) return GPTX_FAIL(GPTX_ERR_INVALID, "path is empty");
     size_t n = strlen(path);
     f->path = malloc(n + 1);
-    f->tmp_path = malloc(n + 32);
+    char host[72];
+    host_name(host, sizeof host);
+    size_t tcap = n + strlen(host) + 40;
+    f->tmp_path = malloc(tcap);
     if (!f->path || !f->tmp_path) {
         release(f);
         return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     }
     memcpy(f->path, path, n + 1);
     /* same directory as the target, so rename() never crosses file systems */
-    snprintf(f->tmp_path, n + 32, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(f->tmp_path, tcap, "%s.tmp.%s.%ld", path, host, (long)getpid());
+    remove_stale_temps(path, host);
     f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (f->fd < 0) {
         int e = errno;

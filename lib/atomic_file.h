@@ -1,7 +1,9 @@
-/* Atomic file replacement: the data goes to "<path>.tmp.<pid>" in the same
- * directory, is fsync'ed, then renamed over <path> and the directory is
+/* Atomic file replacement: the data goes to "<path>.tmp.<host>.<pid>" in the
+ * same directory, is fsync'ed, then renamed over <path> and the directory is
  * fsync'ed. A reader sees either the old file or the complete new one; a
- * failure at any point removes the temp file and keeps the old file. */
+ * failure at any point removes the temp file and keeps the old file. A temp
+ * file of a writer that died (kill -9 mid-save) is removed by the next save
+ * of the same path on the same host. */
 #ifndef GPTX_ATOMIC_FILE_H
 #define GPTX_ATOMIC_FILE_H
 
@@ -11,7 +13,7 @@
 typedef struct gptx_afile {
     int fd;         /* temp file, -1 when closed */
     char *path;     /* final name */
-    char *tmp_path; /* "<path>.tmp.<pid>" */
+    char *tmp_path; /* "<path>.tmp.<host>.<pid>" */
     uint64_t written;
 } gptx_afile;
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "atomic_file.h"
 #include "check.h"
@@ -124,6 +125,54 @@ done:
     gptx_model_destroy(check);
 }
 
+/* Temp files of writers killed mid-save: the next save of the same path on
+ * this host removes those whose pid is dead, and only those (a live
+ * writer's, another host's, another file's stay). */
+static void touch(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("half a checkpoint", f);
+        fclose(f);
+    }
+}
+
+static void test_stale_temps(gptx_context *ctx, const scratch_dir *dir) {
+    gptx_model_config c = small_config();
+    gptx_model *m = NULL;
+    if (gptx_model_create(&m, ctx, &c) != GPTX_OK) {
+        check_failures++;
+        return;
+    }
+    char host[72];
+    if (gethostname(host, sizeof host) != 0 || !host[0]) snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    for (char *ch = host; *ch; ch++)
+        if (*ch == '/' || *ch == '.') *ch = '_';
+    pid_t child = fork(); /* a pid that is certainly dead once reaped */
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    const char *path = scratch_file(dir, "stale.safetensors");
+    char dead[512], alive[512], other_host[512], other_file[512];
+    snprintf(dead, sizeof dead, "%s.tmp.%s.%ld", path, host, (long)child);
+    snprintf(alive, sizeof alive, "%s.tmp.%s.%ld", path, host, (long)getppid());
+    snprintf(other_host, sizeof other_host, "%s.tmp.otherhost%s.%ld", path, host, (long)child);
+    snprintf(other_file, sizeof other_file, "%s.tmp.%s.%ld", scratch_file(dir, "else.safetensors"),
+             host, (long)child);
+    touch(dead);
+    touch(alive);
+    touch(other_host);
+    touch(other_file);
+    CHECK_OK(gptx_model_save(m, path));
+    CHECK(access(dead, F_OK) != 0);
+    CHECK(access(alive, F_OK) == 0 && access(other_host, F_OK) == 0 &&
+          access(other_file, F_OK) == 0);
+    unlink(alive);
+    unlink(other_host);
+    unlink(other_file);
+    unlink(path);
+    gptx_model_destroy(m);
+}
+
 int main(void) {
     gptx_context *ctx = NULL;
     REQUIRE_OK(make_cpu_context(&ctx, 1));
@@ -131,6 +180,7 @@ int main(void) {
     if (scratch_make(&dir, "atomic") != 0) return 1;
     test_afile_basics(&dir);
     test_failing_saves(ctx, &dir);
+    test_stale_temps(ctx, &dir);
     scratch_remove(&dir);
     gptx_context_destroy(ctx);
     return check_exit("test_ckpt_atomic");

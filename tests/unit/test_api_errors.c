@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "test_util.h"
@@ -43,6 +44,22 @@ static void test_context_errors(void) {
     o.num_threads = -3;
     CHECK_STATUS(gptx_context_create(&ctx, &o), GPTX_ERR_INVALID);
     check_message_mentions("-3");
+    /* a thread count far past the cores is refused at once, not spawned: the
+     * ceiling is 1024 or 8 per core; one above it (spawnable, so that without
+     * the check this would succeed) and a typo-sized one */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int over = cores * 8 >= 1024 ? (int)cores * 8 + 1 : 1025;
+    int counts[2] = {over, 1000000000};
+    for (int i = 0; i < 2; i++) {
+        gptx_context_options_init(&o);
+        o.backend = GPTX_BACKEND_CPU;
+        o.num_threads = counts[i];
+        CHECK_STATUS(gptx_context_create(&ctx, &o), GPTX_ERR_INVALID);
+        CHECK(ctx == NULL);
+        check_message_mentions("at most");
+        if (ctx) gptx_context_destroy(ctx);
+        ctx = NULL;
+    }
     gptx_context_options_init(&o);
     o.struct_size = 0;
     CHECK_STATUS(gptx_context_create(&ctx, &o), GPTX_ERR_INVALID);
