@@ -20,6 +20,7 @@
 
 #include "gptx/gptx.h"
 #include "prog_error.h"
+#include "prog_files.h"
 #include "prog_model.h"
 #include "train/train_dp.h"
 #include "train/train_options.h"
@@ -33,11 +34,12 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-/* Whether to stop now: every rank must agree, or their collectives would
+/* Whether to stop now, after Ctrl-C or when rank 0 could not write its
+ * metrics (local_failure): every rank must agree, or their collectives would
  * part ways (mpirun forwards the signal, but not at the same step). */
-static int stop_requested(gptx_comm *comm, int W) {
-    if (W <= 1) return interrupted;
-    double flag = interrupted;
+static int stop_requested(gptx_comm *comm, int W, int local_failure) {
+    if (W <= 1) return interrupted || local_failure;
+    double flag = interrupted || local_failure;
     if (gptx_comm_allreduce_f64(comm, &flag, 1, GPTX_COMM_MAX) != GPTX_OK) return 1;
     return flag > 0;
 }
@@ -104,29 +106,6 @@ static float lr_at(const train_options *o, int64_t step, int64_t total) {
     return (float)(min_lr + (o->lr - min_lr) * frac);
 }
 
-/* Reads a whole file; NULL with a message on failure. */
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "gptx-train: cannot open --text %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0, got;
-    do {
-        if (n == cap) {
-            char *nb = realloc(buf, cap = cap ? cap * 2 : 1 << 16);
-            if (!nb) { free(buf); fclose(f); return NULL; }
-            buf = nb;
-        }
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-    } while (got > 0);
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 /* Splits "a,b,c" into an array of strings (one allocation each). */
 static int split_paths(const char *list, char ***out) {
     int n = 1;
@@ -146,6 +125,119 @@ static int split_paths(const char *list, char ***out) {
 static void free_paths(char **paths, int n) {
     for (int i = 0; paths && i < n; i++) free(paths[i]);
     free(paths);
+}
+
+/* The first line of the run configuration gptx-train stores in its
+ * checkpoints (user metadata): its format, in case it ever changes. */
+#define SAVED_MAGIC "gptx-train run configuration 1"
+
+/* FNV-1a, 64 bits: tells the data a run trained on from other data. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define HASH_START 0xcbf29ce484222325ull
+
+/* Hash of every byte of the files, in order: 0, or -1 after a message. */
+static int hash_files(char **paths, int n, uint64_t *out) {
+    uint64_t h = HASH_START;
+    static unsigned char buf[1 << 16];
+    for (int i = 0; i < n; i++) {
+        FILE *f = fopen(paths[i], "rb");
+        if (!f) {
+            fprintf(stderr, "gptx-train: cannot open %s: %s\n", paths[i], strerror(errno));
+            return -1;
+        }
+        size_t got;
+        while ((got = fread(buf, 1, sizeof buf, f)) > 0) h = hash_bytes(h, buf, got);
+        int err = ferror(f);
+        fclose(f);
+        if (err) {
+            fprintf(stderr, "gptx-train: cannot read %s\n", paths[i]);
+            return -1;
+        }
+        h = hash_bytes(h, "\0", 1); /* file boundaries count */
+    }
+    *out = h;
+    return 0;
+}
+
+/* Cross-entropy on the validation tokens of predicting each with its
+ * frequency among the training tokens (add-one smoothed over the real
+ * vocabulary): the loss a model that ignores the context gets; a trained
+ * model should be well below it. */
+static double unigram_baseline(const int32_t *train, size_t n_train, const int32_t *val,
+                               size_t n_val, int vocab) {
+    double *count = calloc((size_t)vocab, sizeof *count);
+    if (!count || n_val < 2) {
+        free(count);
+        return NAN;
+    }
+    for (size_t i = 0; i < n_train; i++)
+        if (train[i] >= 0 && train[i] < vocab) count[train[i]] += 1;
+    double total = (double)n_train + vocab, nll = 0;
+    for (size_t i = 1; i < n_val; i++) /* targets: every token after the first */
+        nll -= log((val[i] >= 0 && val[i] < vocab ? count[val[i]] + 1 : 1) / total);
+    free(count);
+    return nll / (double)(n_val - 1);
+}
+
+/* The run configuration for the checkpoint: the flags, then what identifies
+ * the run's data and its progress. NULL when out of memory. */
+static char *run_record(const train_options *o, uint64_t data_hash, int W, double best_val) {
+    size_t n = train_options_format(o, NULL, 0);
+    size_t cap = n + strlen(SAVED_MAGIC) + 160;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    int k = snprintf(s, cap, "%s\n", SAVED_MAGIC);
+    train_options_format(o, s + k, cap - (size_t)k);
+    size_t at = strlen(s);
+    snprintf(s + at, cap - at, "data_hash %016llx\nworld_size %d\nbest_val_loss %.9g\n",
+             (unsigned long long)data_hash, W, best_val);
+    return s;
+}
+
+/* --resume: o becomes the configuration saved in the checkpoint, with the
+ * flags of the command line a resumed run may change. *saved gets the whole
+ * record (for data_hash, world_size, best_val_loss), *flags the copy o's
+ * strings point into; both stay allocated until the end. 0, or -1 after a
+ * message. */
+static int resume_config(train_options *o, char **saved, char **flags) {
+    const train_options cli = *o;
+    if (o->init_from) {
+        fprintf(stderr, "gptx-train: --resume and --init-from exclude each other (--resume "
+                        "continues a run, --init-from starts a new one from a model)\n");
+        return -1;
+    }
+    size_t n = 0;
+    int rc = gptx_checkpoint_user_metadata(o->resume, NULL, 0, &n);
+    if (rc == GPTX_ERR_SHAPE) {
+        *saved = malloc(n + 1);
+        *flags = malloc(n + 1);
+        rc = *saved && *flags ? gptx_checkpoint_user_metadata(o->resume, *saved, n + 1, &n)
+                              : GPTX_ERR_NO_MEMORY;
+    }
+    if (rc == GPTX_ERR_NOT_FOUND) {
+        fprintf(stderr, "gptx-train: --resume %s: %s; --resume takes the checkpoint.safetensors "
+                        "of a gptx-train 0.3 (or later) run, which holds its configuration "
+                        "(--init-from starts a new run from any model's weights)\n", o->resume,
+                prog_error_text());
+        return -1;
+    }
+    if (rc != GPTX_OK) {
+        fprintf(stderr, "gptx-train: --resume %s: %s (%s)\n", o->resume,
+                rc == GPTX_ERR_NO_MEMORY ? "out of memory" : prog_error_text(),
+                gptx_status_name(rc));
+        return -1;
+    }
+    if (strncmp(*saved, SAVED_MAGIC "\n", strlen(SAVED_MAGIC) + 1) != 0) {
+        fprintf(stderr, "gptx-train: --resume %s: its metadata is not a gptx-train run "
+                        "configuration (no \"" SAVED_MAGIC "\" line)\n", o->resume);
+        return -1;
+    }
+    memcpy(*flags, *saved, n + 1);
+    return train_options_resume(o, &cli, *flags, cli.resume);
 }
 
 static int sample(gptx_model *model, gptx_sampler *sampler, gptx_tokenizer *tok,
@@ -183,24 +275,14 @@ int main(int argc, char **argv) {
     int prc = train_options_parse(&o, argc, argv);
     if (prc) return prc > 0 ? 0 : 2;
 
-    int L = 4, H = 4, C = 128, T = 64;
-    if (!strcmp(o.preset, "small")) { L = 6; H = 6; C = 384; T = 256; }
-    else if (!strcmp(o.preset, "gpt2-124M")) { L = 12; H = 12; C = 768; T = 1024; }
-    else if (strcmp(o.preset, "tiny")) {
-        fprintf(stderr, "gptx-train: --preset %s: expected tiny, small or gpt2-124M\n", o.preset);
+    /* --resume: the run's own configuration, from its checkpoint */
+    char *saved = NULL, *saved_flags = NULL;
+    if (o.resume && resume_config(&o, &saved, &saved_flags) != 0) {
+        free(saved);
+        free(saved_flags);
         return 2;
     }
-    if (!strcmp(o.preset, "tiny")) T = 64;
-    if (o.layers) L = o.layers;
-    if (o.heads) H = o.heads;
-    if (o.width) C = o.width;
-    if (o.context) T = o.context;
-
-    if (o.resume && o.init_from) {
-        fprintf(stderr, "gptx-train: --resume and --init-from exclude each other (--resume "
-                        "continues a run, --init-from starts a new one from a model)\n");
-        return 2;
-    }
+    int L = o.layers, H = o.heads, C = o.width, T = o.context;
 
     /* the launcher (if any) decides rank, device and the default thread count */
     gptx_comm_launch_info launch;
@@ -220,8 +302,9 @@ int main(int argc, char **argv) {
     gptx_optimizer *opt = NULL;
     gptx_sampler *sampler = NULL;
     gptx_timer *step_timer = NULL, *e2e_timer = NULL;
-    train_report rep = {0};
+    train_report rep = {.lock_fd = -1}; /* closable before it is opened */
     char *text = NULL;
+    char *record = NULL; /* the run configuration in the last checkpoint written */
     int32_t *tokens = NULL;
     char **train_paths = NULL, **val_paths = NULL;
     int n_train_paths = 0, n_val_paths = 0;
@@ -262,13 +345,14 @@ int main(int argc, char **argv) {
                             "BPE (%d ids)\n", o.init_from, ic.vocab_size, o.vocab_size);
             goto done;
         }
-        if (o.context > ic.context_length) {
+        if (train_options_given(&o, "--context") && o.context > ic.context_length) {
             fprintf(stderr, "gptx-train: --context %d is above the context length %d of "
                             "--init-from %s\n", o.context, ic.context_length, o.init_from);
             goto done;
         }
-        T = o.context ? o.context : ic.context_length;
-        L = ic.n_layer, H = ic.n_head, C = ic.n_embd;
+        T = train_options_given(&o, "--context") ? o.context : ic.context_length;
+        o.context = T; /* what the run uses, for its saved configuration */
+        L = o.layers = ic.n_layer, H = o.heads = ic.n_head, C = o.width = ic.n_embd;
         if (R == 0)
             printf("fine-tuning %s (%s): %d layers, width %d, %d heads, context %d\n", o.init_from,
                    format, L, C, H, ic.context_length);
@@ -291,20 +375,27 @@ int main(int argc, char **argv) {
     vo.drop_last = 0;
     vo.prefetch = 0;
     const char *data_name;
+    uint64_t data_hash = HASH_START;
+    double unigram = NAN;
     if (o.train_shards) {
         data_name = o.train_shards;
         n_train_paths = split_paths(o.train_shards, &train_paths);
+        if (hash_files(train_paths, n_train_paths, &data_hash)) goto done;
         TRY(gptx_dataloader_create_from_files(&train, ctx, (const char *const *)train_paths,
                                               n_train_paths, &lo));
         if (o.val_shards) {
             n_val_paths = split_paths(o.val_shards, &val_paths);
+            uint64_t vh = 0;
+            if (hash_files(val_paths, n_val_paths, &vh)) goto done;
+            data_hash = hash_bytes(data_hash, &vh, sizeof vh);
             TRY(gptx_dataloader_create_from_files(&val, ctx, (const char *const *)val_paths,
                                                   n_val_paths, &vo));
         }
     } else {
         data_name = o.text;
         size_t len = 0, n = 0;
-        if (!(text = read_text(o.text, &len))) goto done;
+        /* a regular file, read to the end without error (not a folder or a device) */
+        if (!(text = prog_read_file("gptx-train", "--text", o.text, &len))) goto done;
         if (!(tokens = malloc((len + 1) * sizeof *tokens))) goto done;
         TRY(gptx_tokenizer_encode(tok, text, len, 1, tokens, len + 1, &n));
         size_t split = (size_t)((double)n * (1.0 - o.val_fraction));
@@ -314,6 +405,10 @@ int main(int argc, char **argv) {
                     o.text, n, T, (double)o.val_fraction, T + 1);
             goto done;
         }
+        /* the tokens (so the tokenizer files count too) and where validation starts */
+        data_hash = hash_bytes(hash_bytes(data_hash, tokens, n * sizeof *tokens), &split,
+                               sizeof split);
+        unigram = unigram_baseline(tokens, split, tokens + split, n - split, o.vocab_size);
         TRY(gptx_dataloader_create_from_tokens(&train, ctx, tokens, split, &lo));
         TRY(gptx_dataloader_create_from_tokens(&val, ctx, tokens + split, n - split, &vo));
     }
@@ -361,6 +456,28 @@ int main(int argc, char **argv) {
     ts.train_loader = train;
     ts.val_loader = NULL; /* validation always restarts from its first window */
     int64_t step = 0, tokens_seen = 0;
+    double best_val = INFINITY;
+    if (saved) { /* the same data and the same number of ranks, or not the same run */
+        char want[64] = "", got[32];
+        snprintf(got, sizeof got, "%016llx", (unsigned long long)data_hash);
+        if (train_saved_get(saved, "data_hash", want, sizeof want) == 0 && strcmp(want, got)) {
+            fprintf(stderr, "gptx-train: --resume %s: the data (%s) is not what the run trained "
+                            "on (hash %s, the run's %s): the files or the tokenizer changed, or "
+                            "they are other files; resume with the run's data, or start a new "
+                            "run from this model with --init-from %s\n",
+                    o.resume, data_name, got, want, o.resume);
+            goto done;
+        }
+        char ws[32] = "";
+        if (train_saved_get(saved, "world_size", ws, sizeof ws) == 0 && atoi(ws) != W) {
+            fprintf(stderr, "gptx-train: --resume %s: the run had %s process(es), this one %d: "
+                            "the global batch and each rank's share of the data would change; "
+                            "resume with %s\n", o.resume, ws, W, ws);
+            goto done;
+        }
+        char bv[64] = "";
+        if (train_saved_get(saved, "best_val_loss", bv, sizeof bv) == 0) best_val = strtod(bv, NULL);
+    }
     if (o.resume) {
         TRY(gptx_checkpoint_load(model, &ts, o.resume));
         step = ts.lr_schedule_step;
@@ -373,7 +490,7 @@ int main(int argc, char **argv) {
     }
 
     {
-        int opened = train_report_open(&rep, o.out_dir, o.log_every, R, W) == 0;
+        int opened = train_report_open(&rep, o.out_dir, o.log_every, R, W, o.resume ? step : -1) == 0;
         if (W > 1 ? dp_agree(comm, opened, "opening --out-dir") != GPTX_OK : !opened) goto done;
     }
     TRY(gptx_timer_create(&step_timer, ctx, GPTX_TIMER_TRAINING_STEPS));
@@ -394,8 +511,16 @@ int main(int argc, char **argv) {
             .tokens_per_step = (long long)W * o.batch * T * o.grad_accum,
             .steps = (long long)total_steps, .lr = o.lr, .min_lr_frac = o.min_lr_frac,
             .weight_decay = o.weight_decay, .grad_clip = o.grad_clip, .beta1 = o.beta1,
-            .beta2 = o.beta2, .seed = (unsigned long long)o.seed};
+            .beta2 = o.beta2, .seed = (unsigned long long)o.seed, .unigram_val_loss = unigram,
+            .data_hash = (unsigned long long)data_hash};
+        size_t fl = train_options_format(&o, NULL, 0);
+        char *flags_text = malloc(fl + 1);
+        if (flags_text) train_options_format(&o, flags_text, fl + 1);
+        cr.flags = flags_text;
         train_report_config(&rep, &cr);
+        free(flags_text);
+        int ok = train_report_ok(&rep) == 0; /* rank 0 writes; the others agree */
+        if (W > 1 ? dp_agree(comm, ok, "writing metrics.jsonl") != GPTX_OK : !ok) goto done;
     }
     if (R == 0) {
         printf("gptx-train %s | backend %s, %d threads, precision %s\n", gptx_version(),
@@ -404,22 +529,25 @@ int main(int argc, char **argv) {
         printf("data %s: %lld training tokens, %lld windows of %d+1, %lld batches/epoch%s\n", data_name,
                (long long)ti.total_tokens, (long long)ti.total_windows, T,
                (long long)ti.batches_per_epoch, val ? "" : " (no validation data)");
+        if (isfinite(unigram))
+            printf("unigram baseline on the validation text: loss %.4f (training-token "
+                   "frequencies, no context)\n", unigram);
         printf("model: %d layers, %d heads, width %d, context %d, vocab %d padded to %d, %zu parameters\n",
                L, H, C, T, o.vocab_size, o.padded_vocab, gptx_model_num_parameters(model));
         printf("optimizer: AdamW lr %g (%s after %d warm-up steps, to %g x), wd %g, clip %g | "
-               "%d x %d tokens x %d accumulation = %d tokens/step%s, %lld steps%s\n",
+               "%d x %d tokens x %d accumulation = %lld tokens/step%s, %lld steps%s\n",
                (double)o.lr, o.schedule == SCHEDULE_COSINE ? "cosine" : o.schedule == SCHEDULE_LINEAR ? "linear" : "constant",
                o.warmup, (double)o.min_lr_frac, (double)o.weight_decay, (double)o.grad_clip, o.batch, T,
-               o.grad_accum, o.batch * T * o.grad_accum, W > 1 ? " per rank" : "",
+               o.grad_accum, (long long)o.batch * T * o.grad_accum, W > 1 ? " per rank" : "",
                (long long)total_steps, o.resume ? " (resumed)" : "");
         if (o.resume) printf("resumed from %s at step %lld\n", o.resume, (long long)step);
         if (W > 1)
             printf("data parallel: %d ranks (%s engine, %d on this node), each with its own "
-                   "share of the windows: global batch %d rows = %d tokens/step; batch, "
+                   "share of the windows: global batch %lld rows = %lld tokens/step; batch, "
                    "batches/epoch and threads above are per rank, loss, grad norm, tokens and "
                    "tokens/s are global%s%s\n",
                    W, gptx_comm_engine_name(comm), gptx_comm_local_world_size(comm),
-                   W * o.batch * o.grad_accum, W * o.batch * T * o.grad_accum,
+                   (long long)W * o.batch * o.grad_accum, (long long)W * o.batch * T * o.grad_accum,
                    o.zero1 ? "; ZeRO-1: optimizer state sharded" : "",
                    o.overlap_mib > 0 ? "; gradient buckets overlapped with backward" : "");
         fflush(stdout);
@@ -436,12 +564,14 @@ int main(int argc, char **argv) {
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, NULL);
     }
+    const int64_t start_step = step; /* a resumed run's checkpoint is already on disk */
     for (;; step++) {
-        int stop = step < total_steps && stop_requested(comm, W);
+        int stop = step < total_steps && stop_requested(comm, W, train_report_ok(&rep) != 0);
         int last = step == total_steps || stop;
         if (stop) {
-            train_report_line(&rep, "step %lld | interrupted: validating, writing the checkpoint, "
-                              "the model and the plot\n", (long long)step);
+            train_report_line(&rep, "step %lld | %s: validating, writing the checkpoint, "
+                              "the model and the plot\n", (long long)step,
+                              interrupted ? "interrupted" : "stopping");
             total_steps = step;
         }
         TRY(gptx_timer_start(e2e_timer));
@@ -450,15 +580,28 @@ int main(int argc, char **argv) {
              * each, the windows one process with the global batch evaluates */
             TRY(dp_evaluate(comm, model, val, o.eval_batches * W, T, &val_loss, &val_tokens));
             train_report_val(&rep, step, tokens_seen, val_loss, val_tokens);
+            if (val_loss < best_val) {
+                best_val = val_loss; /* the same on every rank: dp_evaluate is global */
+                if (o.save_best && step > 0) {
+                    char best[4096];
+                    snprintf(best, sizeof best, "%s/best.safetensors", o.out_dir);
+                    ON_RANK0(gptx_model_save(model, best), "writing the best model");
+                    train_report_line(&rep, "step %lld | best validation loss so far: model %s\n",
+                                      (long long)step, best);
+                }
+            }
         }
         if (o.sample_every > 0 && step > 0 && step % o.sample_every == 0 && !last)
             ON_RANK0(sample(model, sampler, tok, &o, &rep, step), "sampling");
-        if ((o.checkpoint_every >= 0 || stop) && step > 0 &&
+        if ((o.checkpoint_every >= 0 || stop) && step > start_step &&
             ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || last)) {
             char path[4096];
             snprintf(path, sizeof path, "%s/checkpoint.safetensors", o.out_dir);
             ts.lr_schedule_step = step;
             ts.tokens_seen = tokens_seen;
+            free(record);
+            if (!(record = run_record(&o, data_hash, W, best_val))) TRY(GPTX_ERR_NO_MEMORY);
+            ts.user_metadata = record;
             if (o.zero1) { /* collective: the moments are gathered, rank 0 writes */
                 int rcs = gptx_checkpoint_save(model, &ts, path);
                 if (rcs != GPTX_OK)
@@ -471,7 +614,8 @@ int main(int argc, char **argv) {
             } else {
                 ON_RANK0(gptx_checkpoint_save(model, &ts, path), "writing the checkpoint");
             }
-            train_report_line(&rep, "step %lld | checkpoint %s\n", (long long)step, path);
+            train_report_line(&rep, "step %lld | checkpoint %s (gptx-train --resume %s continues "
+                              "the run)\n", (long long)step, path, path);
         }
         if (last) {
             TRY(gptx_timer_stop(e2e_timer, 0));
@@ -550,7 +694,8 @@ int main(int argc, char **argv) {
 
     char svg[4096];
     snprintf(svg, sizeof svg, "%s/loss.svg", o.out_dir);
-    if (train_report_write_svg(&rep, svg) == 0)
+    int svg_failed = train_report_write_svg(&rep, svg) != 0;
+    if (!svg_failed)
         train_report_line(&rep, "loss curve: %s, metrics: %s/metrics.jsonl\n", svg, o.out_dir);
 
     gptx_timer_report tr, er;
@@ -583,11 +728,14 @@ int main(int argc, char **argv) {
         "memory (library buffers%s): allocated %.1f MiB, reserved %.1f MiB, peak %.1f MiB\n",
         W > 1 ? ", local: rank 0's" : "", ms.allocated / 1048576.0, ms.reserved / 1048576.0,
         ms.peak / 1048576.0);
-    train_report_line(&rep, "final: train loss%s %.4f, val loss%s %.4f\n", W > 1 ? " (global)" : "",
-                      (double)loss, W > 1 ? " (global)" : "", val_loss);
-    status = interrupted ? 130 : 0;
+    char base[64] = "";
+    if (isfinite(unigram)) snprintf(base, sizeof base, " (unigram baseline %.4f)", unigram);
+    train_report_line(&rep, "final: train loss%s %.4f, val loss%s %.4f%s\n",
+                      W > 1 ? " (global)" : "", (double)loss, W > 1 ? " (global)" : "", val_loss,
+                      base);
+    status = svg_failed ? 1 : interrupted ? 130 : 0;
 done:
-    train_report_close(&rep);
+    if (train_report_close(&rep) != 0 && (status == 0 || status == 130)) status = 1;
     gptx_timer_destroy(step_timer);
     gptx_timer_destroy(e2e_timer);
     gptx_sampler_destroy(sampler);
@@ -602,5 +750,8 @@ done:
     free_paths(val_paths, n_val_paths);
     free(tokens);
     free(text);
+    free(saved);
+    free(saved_flags);
+    free(record);
     return status;
 }

@@ -2,6 +2,7 @@
 #ifndef GPTX_TRAIN_OPTIONS_H
 #define GPTX_TRAIN_OPTIONS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } lr_schedule;
@@ -27,6 +28,7 @@ typedef struct train_options {
     const char *prompt;
     const char *out_dir;
     int checkpoint_every;
+    int save_best;             /* 1: DIR/best.safetensors at each new best validation loss */
     const char *resume;        /* checkpoint path to resume from */
     /* machine */
     const char *backend, *precision;
@@ -36,10 +38,39 @@ typedef struct train_options {
     float comm_timeout;        /* data parallel: seconds a collective may wait */
     int zero1;                 /* 1: optimizer state sharded over the ranks (ZeRO-1) */
     float overlap_mib;         /* > 0: backward overlapped with buckets of this many MiB */
+    /* which flags the command line gave (directly or through --preset),
+     * by their index in the table of train_options.c */
+    unsigned char given[64];
 } train_options;
 
-/* Parses argv into opts. Returns 0 on success, 1 after --help (exit 0),
+/* Parses argv into opts, then fills what was not given from the preset
+ * (default tiny). Returns 0 on success, 1 after --help or --version (exit 0),
  * -1 after printing one clear message about a bad flag (exit 2). */
 int train_options_parse(train_options *opts, int argc, char **argv);
+
+/* Whether the command line gave this flag ("--context"), directly or
+ * through --preset. */
+int train_options_given(const train_options *opts, const char *flag);
+
+/* The run's configuration as a command line, one "--flag value" per line
+ * (values escaped: \\ and \n), every flag a resumed run must keep or may
+ * want back: what gptx-train stores in its checkpoints. Returns the length
+ * written (as snprintf: the length needed if cap is too small). */
+size_t train_options_format(const train_options *opts, char *buf, size_t cap);
+
+/* --resume: run = the configuration saved in the checkpoint (saved, which
+ * this parses in place and which must outlive run), then the flags of cli
+ * that a resumed run may change (steps, intervals, output, threads, data
+ * paths: the data is checked by its hash instead). A flag of cli that would
+ * change what is computed (model, batch, optimizer, seed, precision, ...)
+ * and differs from the saved value is refused with one message naming it.
+ * Returns 0 or -1 after that message. */
+int train_options_resume(train_options *run, const train_options *cli, char *saved,
+                         const char *file);
+
+/* The value of a line "key value" of a saved configuration that is not a
+ * flag (data_hash, world_size, best_val_loss), unescaped into out; 0 if
+ * found, -1 if not. */
+int train_saved_get(const char *saved, const char *key, char *out, size_t cap);
 
 #endif

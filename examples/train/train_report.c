@@ -3,8 +3,11 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,9 +22,102 @@ static int terminal_columns(void) {
     return 80;
 }
 
+/* Reads the numbers of one metrics row; 0 if it is a train or val row. */
+static int parse_row(const char *line, int *is_val, train_point *p) {
+    const char *type = strstr(line, "\"type\": \"");
+    const char *step = strstr(line, "\"step\": "), *tok = strstr(line, "\"tokens_seen\": ");
+    if (!type || !step || !tok) return -1;
+    type += strlen("\"type\": \"");
+    *is_val = !strncmp(type, "val\"", 4);
+    if (!*is_val && strncmp(type, "train\"", 6)) return -1;
+    const char *loss = strstr(line, *is_val ? "\"val_loss\": " : "\"train_loss\": ");
+    if (!loss) return -1;
+    p->step = strtoll(step + 8, NULL, 10);
+    p->tokens_seen = strtoll(tok + 15, NULL, 10);
+    p->loss = strtod(strchr(loss, ':') + 1, NULL);
+    return 0;
+}
+
+static void push(train_point **a, size_t *n, size_t *cap, train_point p);
+
+/* A resumed run in the same folder: the rows of the run up to the step it
+ * resumes at stay (and feed the plot), later ones (written after that
+ * checkpoint by the run that then stopped) go, so no step appears twice;
+ * the file is replaced atomically. 0, or -1 after a message. */
+static int keep_history(train_report *r, const char *path, int64_t resume_step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return errno == ENOENT ? 0 : (fprintf(stderr, "gptx-train: cannot read %s: %s\n",
+                                                    path, strerror(errno)), -1);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fprintf(stderr, "gptx-train: cannot write %s: %s\n", tmp, strerror(errno));
+        fclose(in);
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, in)) > 0) {
+        if (line[len - 1] != '\n') break; /* a row cut short by a crash */
+        int is_val = 0;
+        train_point p;
+        int row = parse_row(line, &is_val, &p) == 0;
+        if (row && (is_val ? p.step >= resume_step : p.step > resume_step)) continue;
+        if (row) {
+            if (is_val) push(&r->val, &r->n_val, &r->cap_val, p);
+            else push(&r->train, &r->n_train, &r->cap_train, p);
+        }
+        fputs(line, out);
+    }
+    free(line);
+    int bad_in = ferror(in);
+    fclose(in);
+    int bad_out = ferror(out) | (fclose(out) != 0);
+    if (bad_in || bad_out || rename(tmp, path) != 0) {
+        fprintf(stderr, "gptx-train: cannot rewrite %s for the resumed run: %s\n", path,
+                strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* One run per folder: two would interleave their metrics and replace each
+ * other's checkpoint. An advisory lock held until the run ends (the kernel
+ * drops it when the process dies, so a crash never leaves the folder
+ * locked); the file holds the owner's pid for the message. */
+static int lock_out_dir(train_report *r, const char *out_dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.gptx-train.lock", out_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "gptx-train: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char owner[32] = "";
+        ssize_t n = pread(fd, owner, sizeof owner - 1, 0);
+        owner[n > 0 ? n : 0] = '\0';
+        owner[strcspn(owner, "\n")] = '\0';
+        fprintf(stderr, "gptx-train: --out-dir %s is in use by another gptx-train (pid %s); "
+                        "wait for it to finish or give another --out-dir\n", out_dir,
+                owner[0] ? owner : "unknown");
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) { /* only for messages */ }
+    r->lock_fd = fd;
+    return 0;
+}
+
 int train_report_open(train_report *r, const char *out_dir, int log_every, int rank,
-                      int world_size) {
+                      int world_size, int64_t resume_step) {
     memset(r, 0, sizeof *r);
+    r->lock_fd = -1;
     r->world_size = world_size;
     if (rank > 0) {
         r->silent = 1; /* rank 0 reports for everyone */
@@ -35,22 +131,48 @@ int train_report_open(train_report *r, const char *out_dir, int log_every, int r
         fprintf(stderr, "gptx-train: cannot create %s: %s\n", out_dir, strerror(errno));
         return -1;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", out_dir);
-    r->metrics = fopen(path, "w");
+    if (lock_out_dir(r, out_dir) != 0) return -1;
+    snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", out_dir);
+    if (resume_step >= 0 && keep_history(r, r->metrics_path, resume_step) != 0) return -1;
+    r->metrics = fopen(r->metrics_path, resume_step >= 0 ? "a" : "w");
     if (!r->metrics) {
-        fprintf(stderr, "gptx-train: cannot write %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "gptx-train: cannot write %s: %s\n", r->metrics_path, strerror(errno));
         return -1;
     }
     return 0;
 }
 
-void train_report_close(train_report *r) {
+/* Every row is flushed as it is written, so a crash loses at most the row
+ * being written; the first failure (a full disk) is kept for train_report_ok. */
+static void row_done(train_report *r) {
+    if (r->write_errno) return;
+    if (ferror(r->metrics) || fflush(r->metrics) != 0) r->write_errno = errno ? errno : EIO;
+}
+
+int train_report_ok(train_report *r) {
+    if (r->silent || !r->write_errno) return 0;
+    if (!r->write_reported) {
+        if (r->line_open) putchar('\n');
+        r->line_open = 0;
+        fprintf(stderr, "gptx-train: cannot write %s: %s\n", r->metrics_path,
+                strerror(r->write_errno));
+        r->write_reported = 1;
+    }
+    return -1;
+}
+
+int train_report_close(train_report *r) {
     if (r->line_open) putchar('\n');
-    if (r->metrics) fclose(r->metrics);
+    r->line_open = 0;
+    if (r->metrics && fclose(r->metrics) != 0 && !r->write_errno) r->write_errno = errno;
+    r->metrics = NULL;
+    int rc = train_report_ok(r);
+    if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
     free(r->train);
     free(r->val);
     memset(r, 0, sizeof *r);
+    r->lock_fd = -1;
+    return rc;
 }
 
 static void push(train_point **a, size_t *n, size_t *cap, train_point p) {
@@ -85,6 +207,7 @@ void train_report_step(train_report *r, int64_t step, int64_t total, float loss,
             "\"tokens_per_second\": %.1f, \"memory_peak_bytes\": %llu}\n",
             (long long)step, (double)loss, (double)lr, (double)grad_norm, (long long)tokens_seen,
             step_seconds, steady_tps, (unsigned long long)mem_peak);
+    row_done(r);
     char eta_s[32];
     format_duration(eta_s, sizeof eta_s, eta);
     /* data parallel: loss, grad norm and throughput are over all ranks */
@@ -176,10 +299,16 @@ void train_report_config(train_report *r, const train_config_record *c) {
     json_string(f, c->schedule);
     fprintf(f,
             ", \"warmup\": %d, \"min_lr_frac\": %.6g, \"weight_decay\": %.6g, "
-            "\"grad_clip\": %.6g, \"beta1\": %.6g, \"beta2\": %.6g, \"seed\": %llu}\n",
+            "\"grad_clip\": %.6g, \"beta1\": %.6g, \"beta2\": %.6g, \"seed\": %llu, "
+            "\"data_hash\": \"%016llx\", \"unigram_val_loss\": ",
             c->warmup, c->min_lr_frac, c->weight_decay, c->grad_clip, c->beta1, c->beta2,
-            (unsigned long long)c->seed);
-    fflush(f);
+            (unsigned long long)c->seed, c->data_hash);
+    if (isfinite(c->unigram_val_loss)) fprintf(f, "%.6g", c->unigram_val_loss);
+    else fprintf(f, "null");
+    fprintf(f, ", \"flags\": ");
+    json_string(f, c->flags ? c->flags : "");
+    fprintf(f, "}\n");
+    row_done(r);
 }
 
 void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double val_loss,
@@ -190,7 +319,7 @@ void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double
             "{\"type\": \"val\", \"step\": %lld, \"val_loss\": %.6f, \"val_tokens\": %lld, "
             "\"tokens_seen\": %lld}\n",
             (long long)step, val_loss, (long long)val_tokens, (long long)tokens_seen);
-    fflush(r->metrics);
+    row_done(r);
     if (r->world_size > 1)
         train_report_line(r, "step %lld | val loss (global) %.4f (%lld tokens, all ranks) | tokens "
                           "seen (global) %lld\n",
@@ -244,9 +373,11 @@ static void format_count(char *buf, size_t n, double v) {
 
 int train_report_write_svg(const train_report *r, const char *path) {
     if (r->silent) return 0;
-    FILE *out = fopen(path, "w");
+    char tmp[4200]; /* written beside it, then renamed: the last plot survives a crash */
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
     if (!out) {
-        fprintf(stderr, "gptx-train: cannot write %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "gptx-train: cannot write %s: %s\n", tmp, strerror(errno));
         return -1;
     }
     plot_frame f = {0, 1, INFINITY, -INFINITY, 70, 50, 560, 300};
@@ -302,7 +433,13 @@ int train_report_write_svg(const train_report *r, const char *path) {
     fprintf(out, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#1f77b4\">train loss</text>\n"
                  "<text x=\"%.0f\" y=\"%.0f\" fill=\"#d62728\">val loss</text>\n</svg>\n",
             f.left + f.width - 90, f.top + 15, f.left + f.width - 90, f.top + 30);
-    int rc = ferror(out) ? -1 : 0;
-    if (fclose(out) != 0) rc = -1;
-    return rc;
+    int err = ferror(out) ? (errno ? errno : EIO) : 0;
+    if (fclose(out) != 0 && !err) err = errno;
+    if (!err && rename(tmp, path) != 0) err = errno;
+    if (err) {
+        fprintf(stderr, "gptx-train: cannot write %s: %s\n", path, strerror(err));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
 }

@@ -19,16 +19,26 @@ typedef struct train_report {
     int log_every;    /* plain lines otherwise */
     int line_open;    /* a progress line is on screen without a newline */
     FILE *metrics;    /* JSON lines */
+    char metrics_path[4096];
+    int write_errno;    /* the first failed write of metrics (0: none) */
+    int write_reported; /* its message was printed */
+    int lock_fd;        /* the out-dir lock (rank 0), -1: none */
     train_point *train, *val;
     size_t n_train, n_val, cap_train, cap_val;
 } train_report;
 
-/* Opens out_dir/metrics.jsonl (creating out_dir). Returns 0 or -1 with a message.
+/* Opens out_dir/metrics.jsonl (creating out_dir). resume_step >= 0: a run
+ * resumed at that step, which keeps the file's rows up to it (they also feed
+ * the plot) and appends; -1: a new file. Returns 0 or -1 with a message.
  * rank > 0 makes a silent report (every call below does nothing); world_size > 1
  * labels the printed numbers global. */
 int train_report_open(train_report *r, const char *out_dir, int log_every, int rank,
-                      int world_size);
-void train_report_close(train_report *r);
+                      int world_size, int64_t resume_step);
+/* Closes the file; -1 (after a message) if any write of it failed. */
+int train_report_close(train_report *r);
+/* 0 while every metrics row was written and flushed; -1 after printing,
+ * once, which file failed and why (a full disk). */
+int train_report_ok(train_report *r);
 
 /* One optimizer step: progress line (terminal) or a plain line every log_every steps. */
 void train_report_step(train_report *r, int64_t step, int64_t total_steps, float loss,
@@ -43,7 +53,9 @@ typedef struct {
     size_t parameters;
     long long train_tokens, tokens_per_step, steps;
     double lr, min_lr_frac, weight_decay, grad_clip, beta1, beta2;
-    unsigned long long seed;
+    unsigned long long seed, data_hash;
+    double unigram_val_loss; /* NAN: not computed (shards) */
+    const char *flags;       /* the run configuration, as saved in checkpoints */
 } train_config_record;
 void train_report_config(train_report *r, const train_config_record *c);
 

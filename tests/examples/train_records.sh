@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# What gptx-train writes for the user is never lost or torn:
+#   - a resumed run in the same folder keeps the rows up to its step, drops
+#     the later ones of the run that stopped, appends, and plots the whole run;
+#   - every metrics row is flushed: after kill -9 the file has every step the
+#     run printed and ends in a whole line;
+#   - a full disk (metrics.jsonl on /dev/full) or an unwritable plot is an
+#     error naming the file, exit status 1;
+#   - a second trainer on a folder in use is refused, naming the owner;
+#   - --text must be a regular file; integer flags say their range; an unknown
+#     flag given last is "unknown"; tokens/step does not overflow.
+set -euo pipefail
+train=$1 work=$2
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+micro=(--preset micro --threads 2 --sample-tokens 0)
+
+# ---- resume in the same folder ----------------------------------------------------
+# (warm-up past the last step: the lr of a step does not depend on --steps)
+w=(--warmup 20 --eval-every 4)
+"$train" "${micro[@]}" "${w[@]}" --steps 6 --checkpoint-every 6 --out-dir run > a.log
+cp run/checkpoint.safetensors ckpt6.safetensors
+"$train" --resume run/checkpoint.safetensors --steps 12 > b.log # on to 12, appending
+"$train" "${micro[@]}" "${w[@]}" --steps 12 --out-dir ref > /dev/null
+# the run then "lost" its last 6 steps (only the step-6 checkpoint is left): resuming it again in
+# the same folder must drop the rows past step 6 before appending the new ones
+"$train" --resume ckpt6.safetensors --steps 12 --out-dir run > c.log
+rows() { grep -c "\"type\": \"$1\"" "$2" || true; }
+[ "$(rows train run/metrics.jsonl)" -eq 12 ] || { echo "train rows after resume: $(rows train run/metrics.jsonl), want 12"; exit 1; }
+[ "$(rows config run/metrics.jsonl)" -eq 3 ] || { echo "want 3 config records (run, 2 resumes)"; exit 1; }
+# steps 1..12 once each, in order, and the same losses as the uninterrupted run
+steps=$(grep '"type": "train"' run/metrics.jsonl | sed 's/.*"step": \([0-9]*\),.*/\1/' | tr '\n' ' ')
+[ "$steps" = "1 2 3 4 5 6 7 8 9 10 11 12 " ] || { echo "steps after resume: $steps"; exit 1; }
+losses() { grep -o '"train_loss": [0-9.]*' "$1"; }
+[ "$(losses run/metrics.jsonl)" = "$(losses ref/metrics.jsonl)" ] || { echo "resumed losses differ"; exit 1; }
+vals=$(grep '"type": "val"' run/metrics.jsonl | sed 's/.*"step": \([0-9]*\),.*/\1/' | tr '\n' ' ')
+[ "$vals" = "0 4 8 12 " ] || { echo "val steps after resume: $vals"; exit 1; }
+# the plot shows the whole run: 12 train points from step 1, the 4 val dots
+grep -q '<svg' run/loss.svg
+[ "$(grep -c '<circle' run/loss.svg)" -eq 4 ] || { echo "val dots in the plot: $(grep -c '<circle' run/loss.svg)"; exit 1; }
+pts=$(grep -m1 -o 'points="[^"]*"' run/loss.svg | tr -cd , | wc -c)
+[ "$pts" -eq 12 ] || { echo "train points in the plot: $pts, want 12"; exit 1; }
+echo "ok: resume in the same folder: 12 train rows once each, vals 0 4 8 12, plot of the whole run"
+
+# ---- flushed rows survive kill -9 --------------------------------------------------
+"$train" "${micro[@]}" --steps 100000 --eval-every 0 --log-every 1 --out-dir killed > k.log 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  [ "$(grep -c '^step [0-9]*/' k.log 2>/dev/null || true)" -ge 8 ] && break
+  sleep 0.1
+done
+kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+printed=$(grep -c '^step [0-9]*/' k.log)
+have=$(rows train killed/metrics.jsonl)
+[ "$have" -ge "$printed" ] || { echo "kill -9: $have rows for $printed printed steps"; exit 1; }
+[ -z "$(tail -c 1 killed/metrics.jsonl)" ] || { echo "kill -9 left a torn last row"; exit 1; }
+echo "ok: kill -9 after $printed printed steps: $have whole rows"
+
+# ---- a full disk, an unwritable plot ------------------------------------------------
+if [ -w /dev/full ]; then
+  mkdir -p full && ln -sf /dev/full full/metrics.jsonl
+  set +e; "$train" "${micro[@]}" --steps 3 --out-dir full > full.log 2> full.err; rc=$?; set -e
+  [ "$rc" -eq 1 ] && grep -q "cannot write full/metrics.jsonl: No space left on device" full.err ||
+    { echo "full disk: rc $rc"; cat full.err; exit 1; }
+  echo "ok: full disk -> rc 1: $(head -n 1 full.err)"
+fi
+mkdir -p plot/loss.svg.tmp # the plot's temp name taken by a folder
+set +e; "$train" "${micro[@]}" --steps 2 --out-dir plot > plot.log 2> plot.err; rc=$?; set -e
+[ "$rc" -eq 1 ] && grep -q "cannot write plot/loss.svg.tmp" plot.err || { echo "plot: rc $rc"; cat plot.err; exit 1; }
+[ -s plot/model.safetensors ] || { echo "the model must still be saved"; exit 1; }
+echo "ok: unwritable plot -> rc 1: $(head -n 1 plot.err)"
+
+# ---- one run per folder ----------------------------------------------------------------
+"$train" "${micro[@]}" --steps 100000 --eval-every 0 --out-dir busy > busy.log 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -s busy/metrics.jsonl ] && break; sleep 0.1; done
+set +e; msg=$("$train" "${micro[@]}" --steps 2 --out-dir busy 2>&1 >/dev/null); rc=$?; set -e
+kill -INT "$pid"; wait "$pid" 2>/dev/null || true
+[ "$rc" -ne 0 ] && case "$msg" in *"in use by another gptx-train (pid $pid)"*) true;; *) false;; esac ||
+  { echo "second trainer on busy/: rc $rc: $msg"; exit 1; }
+"$train" "${micro[@]}" --steps 2 --out-dir busy > /dev/null # free again once it ended
+echo "ok: second trainer refused: ${msg:0:120}"
+
+# ---- flags and inputs ------------------------------------------------------------------
+fails() { # expected-message args...
+  local want=$1; shift
+  set +e; msg=$("$train" "$@" --out-dir bad 2>&1 >/dev/null); rc=$?; set -e
+  [ "$rc" -ne 0 ] && case "$msg" in *"$want"*) true;; *) false;; esac ||
+    { echo "'$*': rc $rc, expected '$want' in: $msg"; exit 1; }
+  echo "ok: '$*' -> rc $rc: ${msg:0:110}"
+}
+mkdir -p adir
+fails "not a regular file" --text adir
+fails "not a regular file" --text /dev/zero
+fails "expected an integer from 1 to 1000000000" --batch 2000000000
+fails "unknown option" --steps 3 --nope
+out=$(timeout 20 "$train" "${micro[@]}" --grad-accum 50000000 --steps 1 --eval-every 0 --out-dir big 2>&1 | head -n 5 || true)
+echo "$out" | grep -q "= 6400000000 tokens/step" || { echo "tokens/step: $out"; exit 1; }
+echo "ok: --grad-accum 50000000 -> 6400000000 tokens/step"
+echo "train_records: all checks passed"
