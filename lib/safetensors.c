@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "checksum.h"
 #include "errors.h"
 
 /* ---- byte source ------------------------------------------------------------ */
@@ -413,6 +414,26 @@ const char *gptx_st_meta(const gptx_st_file *f, const char *key) {
     json_t *meta = json_object_get((json_t *)f->json, "__metadata__");
     json_t *v = meta ? json_object_get(meta, key) : NULL;
     return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+int gptx_st_meta_checksum(const gptx_st_file *f, const char *skip_key, uint64_t *out) {
+    json_t *meta = json_object_get((json_t *)f->json, "__metadata__");
+    size_t n = meta ? json_object_size(meta) : 0;
+    const char **kv = malloc((2 * n + 1) * sizeof *kv);
+    if (!kv) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    size_t i = 0;
+    const char *k;
+    json_t *v;
+    if (meta)
+        json_object_foreach(meta, k, v) { /* the open checked that every value is a string */
+            kv[2 * i] = k;
+            kv[2 * i + 1] = json_string_value(v);
+            i++;
+        }
+    int ok = 0;
+    *out = gptx_checksum_pairs(kv, i, skip_key, &ok);
+    free(kv);
+    return ok ? GPTX_OK : GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
 }
 
 int gptx_st_read_f32(const gptx_st_file *f, const gptx_st_tensor *t, float *dst, size_t count) {

@@ -91,6 +91,8 @@ void gptx_st_close(gptx_st_file *f);
 const gptx_st_tensor *gptx_st_find(const gptx_st_file *f, const char *name);
 /* Value of a __metadata__ key, or NULL. */
 const char *gptx_st_meta(const gptx_st_file *f, const char *key);
+/* gptx_checksum_pairs of every __metadata__ entry but skip_key. */
+int gptx_st_meta_checksum(const gptx_st_file *f, const char *skip_key, uint64_t *out);
 /* A tensor's data as fp32 (F32, F16 or BF16 in the file); count == numel. */
 int gptx_st_read_f32(const gptx_st_file *f, const gptx_st_tensor *t, float *dst, size_t count);
 /* "[a, b, c]" */
