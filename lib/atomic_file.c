@@ -113,6 +113,29 @@ int gptx_afile_open(gptx_afile *f, const char *path) {
     return GPTX_OK;
 }
 
+int gptx_afile_pwrite(gptx_afile *f, uint64_t offset, const void *data, size_t n) {
+    if (f->fd < 0) return GPTX_FAIL(GPTX_ERR_STATE, "the file is not open");
+    if (offset + n > f->written)
+        return GPTX_FAIL(GPTX_ERR_STATE, "rewriting bytes %llu..%llu of '%s', which has %llu",
+                         (unsigned long long)offset, (unsigned long long)(offset + n), f->tmp_path,
+                         (unsigned long long)f->written);
+    const unsigned char *p = data;
+    while (n > 0) {
+        ssize_t w = pwrite(f->fd, p, n, (off_t)offset);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int rc = GPTX_FAIL(GPTX_ERR_IO, "rewriting '%s' at byte %llu failed: %s", f->tmp_path,
+                               (unsigned long long)offset, strerror(w < 0 ? errno : EIO));
+            gptx_afile_abort(f);
+            return rc;
+        }
+        p += w;
+        n -= (size_t)w;
+        offset += (uint64_t)w;
+    }
+    return GPTX_OK;
+}
+
 int gptx_afile_write(gptx_afile *f, const void *data, size_t n) {
     if (f->fd < 0) return GPTX_FAIL(GPTX_ERR_STATE, "the file is not open");
     const unsigned char *p = data;

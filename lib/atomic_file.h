@@ -21,6 +21,9 @@ typedef struct gptx_afile {
 int gptx_afile_open(gptx_afile *f, const char *path);
 /* Appends n bytes. On failure the temp file is removed (f is closed). */
 int gptx_afile_write(gptx_afile *f, const void *data, size_t n);
+/* Overwrites n bytes already written, at offset (a header filled in once
+ * the data after it is known). On failure the temp file is removed. */
+int gptx_afile_pwrite(gptx_afile *f, uint64_t offset, const void *data, size_t n);
 /* fsync, rename over the final name, fsync the directory. Always closes f;
  * on failure the temp file is removed and the previous file is untouched. */
 int gptx_afile_commit(gptx_afile *f);

@@ -29,8 +29,8 @@
 
 #define FORMAT_NAME "gptx"
 #define FORMAT_VERSION "1"
-#define CHECKSUM_PREFIX "checksum." /* + a tensor's name, or META_SUM_KEY */
-#define META_SUM_KEY "checksum.__metadata__"
+#define CHECKSUM_PREFIX GPTX_CHECKSUM_PREFIX
+#define META_SUM_KEY GPTX_CHECKSUM_META_KEY
 #define PREFIX_M "optimizer.m."
 #define PREFIX_V "optimizer.v."
 
@@ -139,7 +139,7 @@ static int read_precision(const gptx_st_file *f, int *precision);
 /* Files since 0.3 carry checksums (checksum.h): of the metadata, checked
  * here, and of every tensor, checked as it is read (read_group). */
 static int has_checksums(const gptx_st_file *f) {
-    return gptx_st_meta(f, "checksum_algorithm") != NULL && gptx_checksums_verified();
+    return gptx_st_meta(f, GPTX_CHECKSUM_ALG_KEY) != NULL && gptx_checksums_verified();
 }
 
 static int parse_sum(const char *s, uint64_t *out) {
@@ -151,7 +151,7 @@ static int parse_sum(const char *s, uint64_t *out) {
 }
 
 static int check_meta_checksum(const gptx_st_file *f) {
-    const char *alg = gptx_st_meta(f, "checksum_algorithm");
+    const char *alg = gptx_st_meta(f, GPTX_CHECKSUM_ALG_KEY);
     if (!alg) return GPTX_OK; /* written before checksums existed */
     if (strcmp(alg, GPTX_CHECKSUM_NAME) != 0)
         return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': checksum_algorithm is \"%.24s\"; this library "
@@ -547,10 +547,6 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
     size_t n = (size_t)ngroups * (size_t)L->ntensors;
     gptx_st_entry *e = calloc(n, sizeof *e);
     char(*names)[GPTX_NAME_MAX + 16] = calloc(n, sizeof *names);
-    const char **kv = NULL;            /* meta's pairs, then the checksums */
-    char(*sums)[17] = NULL;            /* per tensor, then the metadata's */
-    char(*sum_keys)[GPTX_NAME_MAX + 32] = NULL;
-    float *scratch = NULL;
     int rc = GPTX_OK;
     if (!meta || !e || !names) {
         rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
@@ -634,51 +630,12 @@ static int save_file(const gptx_model *m, const train_view *tv, const char *path
         }
     }
     save_ctx sc = {m->ctx, {tv ? tv->moments[0] : NULL, tv ? tv->moments[1] : NULL}, L->nparams};
-    meta_add(meta, "checksum_algorithm", GPTX_CHECKSUM_NAME);
-    /* one checksum per tensor (a first pass over the values), then one over
-     * all the metadata, which names them */
-    size_t nkv = meta->n + n + 1, maxnumel = 1;
-    kv = malloc(2 * nkv * sizeof *kv);
-    sums = calloc(n + 1, sizeof *sums);
-    sum_keys = calloc(n, sizeof *sum_keys);
-    for (size_t k = 0; k < n; k++)
-        if (e[k].numel > maxnumel) maxnumel = e[k].numel;
-    scratch = malloc(maxnumel * sizeof *scratch);
-    if (!kv || !sums || !sum_keys || !scratch) {
-        rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-        goto done;
-    }
-    memcpy(kv, meta->kv, 2 * meta->n * sizeof *kv);
-    size_t at = meta->n;
-    for (size_t k = 0; k < n; k++, at++) {
-        rc = fetch_device(&sc, &e[k], scratch);
-        if (rc != GPTX_OK) goto done;
-        snprintf(sum_keys[k], sizeof sum_keys[k], CHECKSUM_PREFIX "%s", e[k].name);
-        snprintf(sums[k], sizeof sums[k], "%016" PRIx64, gptx_checksum_f32(scratch, e[k].numel));
-        kv[2 * at] = sum_keys[k];
-        kv[2 * at + 1] = sums[k];
-    }
-    int ok = 0;
-    uint64_t msum = gptx_checksum_pairs(kv, at, NULL, &ok);
-    if (!ok) {
-        rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-        goto done;
-    }
-    snprintf(sums[n], sizeof sums[n], "%016" PRIx64, msum);
-    kv[2 * at] = META_SUM_KEY;
-    kv[2 * at + 1] = sums[n];
-    at++;
-    free(scratch); /* before gptx_st_write allocates its own */
-    scratch = NULL;
-    rc = gptx_st_write(path, e, n, kv, at, fetch_device, &sc);
+    /* checksums (checksum.h) summed while the values are written */
+    rc = gptx_st_write_summed(path, e, n, meta->kv, meta->n, fetch_device, &sc);
 done:
     free(meta);
     free(e);
     free(names);
-    free(kv);
-    free(sums);
-    free(sum_keys);
-    free(scratch);
     return rc;
 }
 

@@ -11,8 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The name stored in the file's metadata ("checksum_algorithm"). */
+/* The metadata of a file with checksums: GPTX_CHECKSUM_ALG_KEY names the
+ * algorithm, GPTX_CHECKSUM_PREFIX + a tensor's name holds its sum and
+ * GPTX_CHECKSUM_META_KEY the sum of every other metadata pair, each as 16
+ * hex digits. */
 #define GPTX_CHECKSUM_NAME "gptx-mix64-1"
+#define GPTX_CHECKSUM_ALG_KEY "checksum_algorithm"
+#define GPTX_CHECKSUM_PREFIX "checksum."
+#define GPTX_CHECKSUM_META_KEY "checksum.__metadata__"
 
 /* Over the bit patterns of n floats, two per word (even index low): the same
  * sum on any host byte order. */

@@ -515,8 +515,74 @@ static void encode(unsigned char *out, const float *src, size_t k, int dtype) {
     }
 }
 
-int gptx_st_write(const char *path, const gptx_st_entry *entries, size_t n,
-                  const char *const *meta_kv, size_t n_meta, gptx_st_fetch_fn fetch, void *ud) {
+/* The header's checksum fields: their keys and values, and where each value
+ * sits in the header, so the sums can be filled in after the data. */
+typedef struct sum_plan {
+    size_t n;                            /* entries; slot n is the metadata's */
+    const char **kv;                     /* the caller's pairs, then ours */
+    size_t nkv;
+    char **keys;                         /* "checksum.<name>" */
+    char (*vals)[17];                    /* 16 hex digits */
+    size_t *at;                          /* byte offset of each value in the header */
+} sum_plan;
+
+static void sum_plan_free(sum_plan *p) {
+    for (size_t i = 0; p->keys && i <= p->n; i++) free(p->keys[i]);
+    free(p->kv);
+    free(p->keys);
+    free(p->vals);
+    free(p->at);
+}
+
+static int sum_plan_make(sum_plan *p, const gptx_st_entry *e, size_t n, const char *const *meta_kv,
+                         size_t n_meta) {
+    memset(p, 0, sizeof *p);
+    p->n = n;
+    p->kv = malloc(2 * (n_meta + n + 2) * sizeof *p->kv);
+    p->keys = calloc(n + 1, sizeof *p->keys);
+    p->vals = calloc(n + 1, sizeof *p->vals);
+    p->at = calloc(n + 1, sizeof *p->at);
+    if (!p->kv || !p->keys || !p->vals || !p->at) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    memcpy(p->kv, meta_kv, 2 * n_meta * sizeof *p->kv);
+    size_t k = n_meta;
+    p->kv[2 * k] = GPTX_CHECKSUM_ALG_KEY;
+    p->kv[2 * k + 1] = GPTX_CHECKSUM_NAME;
+    k++;
+    for (size_t i = 0; i <= n; i++, k++) {
+        if (i < n && e[i].dtype != GPTX_ST_F32)
+            return GPTX_FAIL(GPTX_ERR_INVALID, "entry '%s' is not F32; checksums cover fp32 values",
+                             e[i].name);
+        const char *name = i < n ? e[i].name : "__metadata__";
+        size_t len = strlen(GPTX_CHECKSUM_PREFIX) + strlen(name) + 1;
+        if (!(p->keys[i] = malloc(len))) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        snprintf(p->keys[i], len, "%s%s", GPTX_CHECKSUM_PREFIX, name);
+        memset(p->vals[i], '0', 16); /* a placeholder as long as the sum */
+        p->kv[2 * k] = p->keys[i];
+        p->kv[2 * k + 1] = p->vals[i];
+    }
+    p->nkv = k;
+    return GPTX_OK;
+}
+
+/* Finds each placeholder in the dumped header (keys are unique and plain). */
+static int sum_plan_locate(sum_plan *p, const char *hdr) {
+    for (size_t i = 0; i <= p->n; i++) {
+        size_t len = strlen(p->keys[i]) + 8;
+        char *pat = malloc(len);
+        if (!pat) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        snprintf(pat, len, "\"%s\":\"", p->keys[i]);
+        const char *hit = strstr(hdr, pat);
+        size_t plen = strlen(pat);
+        free(pat);
+        if (!hit) return GPTX_FAIL(GPTX_ERR_STATE, "the header lost checksum field '%s'", p->keys[i]);
+        p->at[i] = (size_t)(hit - hdr) + plen;
+    }
+    return GPTX_OK;
+}
+
+static int write_file(const char *path, const gptx_st_entry *entries, size_t n,
+                      const char *const *meta_kv, size_t n_meta, gptx_st_fetch_fn fetch, void *ud,
+                      sum_plan *sums) {
     size_t maxn = 1;
     for (size_t i = 0; i < n; i++) {
         if (entries[i].dtype != GPTX_ST_F32 && entries[i].dtype != GPTX_ST_F16 &&
@@ -526,7 +592,8 @@ int gptx_st_write(const char *path, const gptx_st_entry *entries, size_t n,
         if (entries[i].numel > maxn) maxn = entries[i].numel;
     }
     size_t hlen = 0;
-    char *hdr = build_header(entries, n, meta_kv, n_meta, &hlen);
+    char *hdr = sums ? build_header(entries, n, sums->kv, sums->nkv, &hlen)
+                     : build_header(entries, n, meta_kv, n_meta, &hlen);
     float *scratch = malloc(maxn * sizeof *scratch);
     enum { CHUNK = 16384 };
     unsigned char *bytes = malloc(CHUNK * 4);
@@ -536,8 +603,9 @@ int gptx_st_write(const char *path, const gptx_st_entry *entries, size_t n,
         free(bytes);
         return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory writing '%s'", path);
     }
+    int rc = sums ? sum_plan_locate(sums, hdr) : GPTX_OK;
     gptx_afile af;
-    int rc = gptx_afile_open(&af, path);
+    if (rc == GPTX_OK) rc = gptx_afile_open(&af, path);
     if (rc == GPTX_OK) {
         unsigned char len8[8];
         for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
@@ -545,12 +613,24 @@ int gptx_st_write(const char *path, const gptx_st_entry *entries, size_t n,
         if (rc == GPTX_OK) rc = gptx_afile_write(&af, hdr, hlen);
         for (size_t i = 0; i < n && rc == GPTX_OK; i++) {
             rc = fetch(ud, &entries[i], scratch);
+            if (rc == GPTX_OK && sums) /* summed as written: one pass over the values */
+                snprintf(sums->vals[i], sizeof sums->vals[i], "%016llx",
+                         (unsigned long long)gptx_checksum_f32(scratch, entries[i].numel));
             size_t es = dtype_size(entries[i].dtype);
             for (size_t j = 0; j < entries[i].numel && rc == GPTX_OK; j += CHUNK) {
                 size_t k = entries[i].numel - j < CHUNK ? entries[i].numel - j : CHUNK;
                 encode(bytes, scratch + j, k, entries[i].dtype);
                 rc = gptx_afile_write(&af, bytes, k * es);
             }
+        }
+        if (rc == GPTX_OK && sums) {
+            /* the metadata's sum covers the tensors' sums, now known */
+            int ok = 0;
+            uint64_t msum = gptx_checksum_pairs(sums->kv, sums->nkv, GPTX_CHECKSUM_META_KEY, &ok);
+            if (!ok) rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+            snprintf(sums->vals[n], sizeof sums->vals[n], "%016llx", (unsigned long long)msum);
+            for (size_t i = 0; i <= n && rc == GPTX_OK; i++)
+                rc = gptx_afile_pwrite(&af, 8 + sums->at[i], sums->vals[i], 16);
         }
         if (rc == GPTX_OK) {
             rc = gptx_afile_commit(&af);
@@ -562,5 +642,20 @@ int gptx_st_write(const char *path, const gptx_st_entry *entries, size_t n,
     free(hdr);
     free(scratch);
     free(bytes);
+    return rc;
+}
+
+int gptx_st_write(const char *path, const gptx_st_entry *entries, size_t n,
+                  const char *const *meta_kv, size_t n_meta, gptx_st_fetch_fn fetch, void *ud) {
+    return write_file(path, entries, n, meta_kv, n_meta, fetch, ud, NULL);
+}
+
+int gptx_st_write_summed(const char *path, const gptx_st_entry *entries, size_t n,
+                         const char *const *meta_kv, size_t n_meta, gptx_st_fetch_fn fetch,
+                         void *ud) {
+    sum_plan p;
+    int rc = sum_plan_make(&p, entries, n, meta_kv, n_meta);
+    if (rc == GPTX_OK) rc = write_file(path, entries, n, meta_kv, n_meta, fetch, ud, &p);
+    sum_plan_free(&p);
     return rc;
 }

@@ -117,6 +117,12 @@ typedef int (*gptx_st_fetch_fn)(void *ud, const gptx_st_entry *e, float *dst);
  * spaces to a multiple of 8 bytes so the data section is aligned. */
 int gptx_st_write(const char *path, const gptx_st_entry *entries, size_t n,
                   const char *const *meta_kv, size_t n_meta, gptx_st_fetch_fn fetch, void *ud);
+/* The same, with checksums (checksum.h) in the metadata: every entry's, summed
+ * while it is written (entries must be F32), and the metadata's; the header
+ * is written with placeholders of the same length and filled in at the end. */
+int gptx_st_write_summed(const char *path, const gptx_st_entry *entries, size_t n,
+                         const char *const *meta_kv, size_t n_meta, gptx_st_fetch_fn fetch,
+                         void *ud);
 
 /* ---- loaders on an open source (checkpoint.c, import.c) ------------------ */
 
