@@ -264,7 +264,7 @@ static int set_flag(train_options *o, const flag *f, const char *v) {
 static const char *flag_value(const train_options *o, const flag *f, char *buf, size_t cap) {
     switch (f->kind) {
     case K_STR: case K_CHOICE: case K_PRECISION:
-        return *CFIELD(o, f, const char *);
+        return *CFIELD(o, f, char *);
     case K_SCHEDULE: {
         lr_schedule s = *CFIELD(o, f, lr_schedule);
         return s == SCHEDULE_COSINE ? "cosine" : s == SCHEDULE_LINEAR ? "linear" : "constant";
