@@ -29,8 +29,6 @@
 
 #define FORMAT_NAME "gptx"
 #define FORMAT_VERSION "1"
-#define CHECKSUM_PREFIX GPTX_CHECKSUM_PREFIX
-#define META_SUM_KEY GPTX_CHECKSUM_META_KEY
 #define PREFIX_M "optimizer.m."
 #define PREFIX_V "optimizer.v."
 
@@ -159,10 +157,10 @@ static int check_meta_checksum(const gptx_st_file *f) {
                          f->src.label, alg);
     if (!gptx_checksums_verified()) return GPTX_OK;
     uint64_t want = 0, got = 0;
-    if (!parse_sum(gptx_st_meta(f, META_SUM_KEY), &want))
-        return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': metadata " META_SUM_KEY " is missing or not 16 "
+    if (!parse_sum(gptx_st_meta(f, GPTX_CHECKSUM_META_KEY), &want))
+        return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': metadata " GPTX_CHECKSUM_META_KEY " is missing or not 16 "
                          "hex digits (the file is damaged)", f->src.label);
-    GPTX_TRY(gptx_st_meta_checksum(f, META_SUM_KEY, &got));
+    GPTX_TRY(gptx_st_meta_checksum(f, GPTX_CHECKSUM_META_KEY, &got));
     if (got != want)
         return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': the metadata does not match its checksum (the "
                          "file is damaged: a disk or transfer error, or an edit)", f->src.label);
@@ -369,7 +367,7 @@ static int read_group(const gptx_st_file *f, const gptx_layout *L, const tensor_
         GPTX_TRY(gptx_st_read_f32(f, t, dst, d->numel));
         if (has_checksums(f)) {
             char key[GPTX_NAME_MAX + 32];
-            snprintf(key, sizeof key, CHECKSUM_PREFIX "%s", name);
+            snprintf(key, sizeof key, GPTX_CHECKSUM_PREFIX "%s", name);
             uint64_t want = 0;
             if (!parse_sum(gptx_st_meta(f, key), &want))
                 return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': metadata %s is missing or not 16 hex "

@@ -208,13 +208,15 @@ static int set_flag(train_options *o, const flag *f, const char *v) {
     case K_STR:
         *FIELD(o, f, const char *) = v;
         return 0;
-    case K_CHOICE: {
+    case K_CHOICE:
+    case K_SCHEDULE: { /* one of the names; a schedule is stored as its index */
         int idx;
         if (!in_choices(f->choices, v, &idx)) {
             snprintf(why, sizeof why, "expected one of %s", f->choices);
             return bad(f->name, v, why);
         }
-        *FIELD(o, f, const char *) = v;
+        if (f->kind == K_SCHEDULE) *FIELD(o, f, lr_schedule) = (lr_schedule)idx;
+        else *FIELD(o, f, const char *) = v;
         return 0;
     }
     case K_PRECISION:
@@ -224,12 +226,6 @@ static int set_flag(train_options *o, const flag *f, const char *v) {
         }
         *FIELD(o, f, const char *) = v;
         return 0;
-    case K_SCHEDULE: {
-        int idx;
-        if (!in_choices(f->choices, v, &idx)) return bad(f->name, v, "expected cosine, linear or constant");
-        *FIELD(o, f, lr_schedule) = (lr_schedule)idx;
-        return 0;
-    }
     case K_INT: {
         long x = strtol(v, &end, 10);
         if (!end || end == v || *end || errno || x < f->lo || x > f->hi) {

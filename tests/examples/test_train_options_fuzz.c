@@ -97,6 +97,16 @@ int main(void) {
         }
         roundtrips++;
     }
+    /* each choice lands as itself (a round trip alone cannot tell) */
+    const char *names[3] = {"cosine", "linear", "constant"};
+    const lr_schedule want[3] = {SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT};
+    for (int k = 0; k < 3; k++) {
+        char *av[] = {"gptx-train", "--lr-schedule", (char *)names[k], "--backend", "auto"};
+        train_options o;
+        if (train_options_parse(&o, 5, av) != 0 || o.schedule != want[k] ||
+            strcmp(o.backend, "auto") != 0)
+            failures++;
+    }
     free(first);
     free(second);
     free(copy);
