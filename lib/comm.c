@@ -525,21 +525,32 @@ static double monotonic_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int gptx_comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double timeout_s,
-                              const char *where, const char *what, int rank, int world_size) {
+int gptx_comm_poll_until_done(comm_engine *e, int (*test)(void *arg, int *done), void *arg,
+                              double timeout_s, const char *where, const char *what) {
     double start = monotonic_seconds();
+    double probe_at = timeout_s > 0 && e->ops->probe_start ? timeout_s - COMM_PROBE_LEAD(timeout_s)
+                                                           : -1.0;
     long pause_ns = 1000;
     for (unsigned iter = 0;; iter++) {
         int done = 0;
         int rc = test(arg, &done);
         if (rc != GPTX_OK || done) return rc;
         if (iter < 256) continue;
-        if (timeout_s > 0 && monotonic_seconds() - start > timeout_s)
+        double waited = monotonic_seconds() - start;
+        if (probe_at >= 0 && waited > probe_at) {
+            e->ops->probe_start(e);
+            probe_at = -1.0;
+        }
+        if (timeout_s > 0 && waited > timeout_s) {
+            char peers[512] = "";
+            if (e->ops->probe_report) e->ops->probe_report(e, peers, sizeof peers);
             return gptx_fail(GPTX_ERR_BACKEND, where,
                              "%s: the other ranks did not complete it within %g s (rank %d of "
-                             "%d waited): a rank died, hangs, or called a different collective; "
-                             "this communicator cannot be used again",
-                             what, timeout_s, rank, world_size);
+                             "%d waited)%s%s; this communicator cannot be used again",
+                             what, timeout_s, e->rank, e->world_size, peers[0] ? "; " : "",
+                             peers[0] ? peers
+                                      : ": a rank died, hangs, or called a different collective");
+        }
         struct timespec ts = {0, pause_ns};
         nanosleep(&ts, NULL);
         if (pause_ns < 100000) pause_ns *= 2;

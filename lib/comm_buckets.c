@@ -121,10 +121,9 @@ int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_scale,
                        b.pending_lo);
     if (rc == GPTX_OK) rc = launch(&b);
     if (rc == GPTX_OK)
-        rc = gptx_comm_engine_result(comm, gptx_comm_poll_until_done(test_all, &b, comm->timeout_s,
-                                                           "gptx_comm_backward",
-                                                           "overlapped gradient buckets", e->rank,
-                                                           e->world_size));
+        rc = gptx_comm_engine_result(
+            comm, gptx_comm_poll_until_done(e, test_all, &b, comm->timeout_s, "gptx_comm_backward",
+                                            "overlapped gradient buckets"));
     if (rc != GPTX_OK && !comm->failed && b.ninflight > b.first_open) {
         /* buckets other ranks may still wait for: this communicator is done */
         comm->failed = 1;

@@ -57,6 +57,14 @@ struct comm_engine_ops {
                         void **handle);
     int (*bucket_test)(comm_engine *e, void *handle, int *done);
     void (*bucket_release)(comm_engine *e, void *handle);
+
+    /* Liveness check (optional, may be NULL): when a wait nears its
+     * deadline, probe_start asks every peer for a sign of life on a channel
+     * of its own (the engine's tests answer peers' checks while they poll);
+     * at the deadline probe_report writes which peers answered into buf,
+     * so the timeout message names the unreachable ones. */
+    void (*probe_start)(comm_engine *e);
+    void (*probe_report)(comm_engine *e, char *buf, size_t n);
 };
 
 /* Rank r's shard of a count-element vector: [lo, hi), the first count % W
@@ -129,9 +137,16 @@ int gptx_comm_nccl_create(comm_engine **out, const comm_setup *s,
  * waiter sleeps with a growing pause of at most 100 us so it leaves the core
  * to ranks still computing. A failing test is returned as it is; after
  * timeout_s (0 = no limit) it fails with GPTX_ERR_BACKEND naming `what`,
- * `where` and this rank. Shared by the MPI and NCCL engines. */
-int gptx_comm_poll_until_done(int (*test)(void *arg, int *done), void *arg, double timeout_s,
-                              const char *where, const char *what, int rank, int world_size);
+ * `where` and e's rank. With an engine that has a liveness check, the check
+ * starts COMM_PROBE_LEAD(timeout_s) before the deadline and the message
+ * names the peers that did not answer. Shared by every engine. */
+int gptx_comm_poll_until_done(comm_engine *e, int (*test)(void *arg, int *done), void *arg,
+                              double timeout_s, const char *where, const char *what);
+
+/* How long before a wait's deadline the liveness check starts: a quarter of
+ * the timeout, at most 2 s (a peer in a poll loop answers within
+ * milliseconds; one that is computing, hung or cut off does not). */
+#define COMM_PROBE_LEAD(timeout_s) ((timeout_s) / 4 < 2.0 ? (timeout_s) / 4 : 2.0)
 
 /* TCP rendezvous: an all-gather of one fixed-size blob per rank through rank
  * 0, which listens at addr:port. all receives world_size * len bytes, rank

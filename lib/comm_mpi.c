@@ -6,9 +6,12 @@
  * up on exactly one rank and then copied, so every rank holds the same bits
  * whatever algorithm the MPI library picks. ZeRO-1 uses the two halves on
  * their own; overlapped buckets run the pair non-blocking, progressed by
- * MPI_Test while backward goes on. */
+ * MPI_Test while backward goes on. A wait that nears its deadline pings every
+ * peer on a communicator of its own, so a timeout names the peers that are
+ * unreachable, stopped or hung, by rank and host. */
 #include <mpi.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +26,25 @@
  * MPI counts are int, and smaller rounds bound the per-rank chunk. */
 #define MPI_SEGMENT ((size_t)1 << 26)
 
+/* Probe message tags and the room for a host name in the timeout message. */
+#define PROBE_PING 1
+#define PROBE_PONG 2
+#define PROBE_HOST_BYTES 64
+
+/* The liveness check. Pings and answers are 1-int messages (the round) that
+ * any poll of this engine receives with MPI_Iprobe + MPI_Recv, so nothing is
+ * left posted; sends stay in flight per peer and a new one goes out only
+ * when the last one has left. */
+typedef struct mpi_probe {
+    MPI_Comm comm, starting; /* starting: comm until its duplication completes */
+    char (*host)[PROBE_HOST_BYTES]; /* every rank's processor name */
+    int round;                      /* of this rank's latest check */
+    double started;                 /* when it started (CLOCK_MONOTONIC s) */
+    int *ping_out, *pong_out;       /* per peer: the round in the message in flight */
+    MPI_Request *ping_req, *pong_req;
+    int *answered; /* per peer: answered this check */
+} mpi_probe;
+
 typedef struct mpi_engine {
     comm_engine base;
     MPI_Comm comm;
@@ -33,6 +55,7 @@ typedef struct mpi_engine {
     unsigned long buckets_started, ag_next;
     double timeout_s;
     int *counts, *displs; /* world_size each: this round's chunks */
+    mpi_probe probe;
 } mpi_engine;
 
 /* MPI is initialized once per process; the last engine finalizes it when
@@ -57,27 +80,163 @@ static int mpi_error(int err, const char *what) {
     } while (0)
 
 typedef struct {
+    mpi_engine *e;
     MPI_Request *req;
     const char *what;
 } request_poll;
 
+static double probe_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* 1 when no send is in flight in *req (it may start another). */
+static int send_idle(MPI_Request *req) {
+    int done = 1;
+    if (*req != MPI_REQUEST_NULL && MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return 0;
+    return done;
+}
+
+/* Receives every probe message of one tag that has arrived; 0 or an MPI error. */
+static int probe_receive(mpi_probe *p, int tag, int rank) {
+    for (;;) {
+        int flag = 0, round = 0;
+        MPI_Status st;
+        int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, p->comm, &flag, &st);
+        if (rc != MPI_SUCCESS || !flag) return rc;
+        int src = st.MPI_SOURCE;
+        rc = MPI_Recv(&round, 1, MPI_INT, src, tag, p->comm, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+        if (src == rank) continue;
+        if (tag == PROBE_PONG) {
+            /* the answer to the latest ping this peer was sent */
+            if (round >= p->ping_out[src] && p->round > 0) p->answered[src] = 1;
+        } else if (send_idle(&p->pong_req[src])) { /* else an answer is on its way */
+            p->pong_out[src] = round;
+            rc = MPI_Isend(&p->pong_out[src], 1, MPI_INT, src, PROBE_PONG, p->comm,
+                           &p->pong_req[src]);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+    }
+}
+
+/* Answers the peers' pings and collects the answers to ours: part of every
+ * poll of this engine. Best effort: a failure here never fails the wait. */
+static void probe_service(mpi_engine *e) {
+    if (e->probe.comm == MPI_COMM_NULL) return;
+    if (probe_receive(&e->probe, PROBE_PING, e->base.rank) == MPI_SUCCESS)
+        probe_receive(&e->probe, PROBE_PONG, e->base.rank);
+}
+
+static void mpi_probe_start(comm_engine *base) {
+    mpi_engine *e = (mpi_engine *)base;
+    mpi_probe *p = &e->probe;
+    if (p->comm == MPI_COMM_NULL) return;
+    p->round++;
+    p->started = probe_now();
+    for (int q = 0; q < e->base.world_size; q++) {
+        p->answered[q] = 0;
+        /* a ping still in flight from an earlier check stays the one to answer */
+        if (q == e->base.rank || !send_idle(&p->ping_req[q])) continue;
+        p->ping_out[q] = p->round;
+        if (MPI_Isend(&p->ping_out[q], 1, MPI_INT, q, PROBE_PING, p->comm, &p->ping_req[q]) !=
+            MPI_SUCCESS)
+            p->ping_req[q] = MPI_REQUEST_NULL;
+    }
+}
+
+/* Appends "rank R (host H)" for every peer with answered == want to buf. */
+static size_t probe_list(const mpi_engine *e, int want, char *buf, size_t n, size_t at) {
+    const mpi_probe *p = &e->probe;
+    int listed = 0;
+    for (int q = 0; q < e->base.world_size && at < n; q++) {
+        if (q == e->base.rank || p->answered[q] != want) continue;
+        int w = snprintf(buf + at, n - at, "%s%d (host %s)", listed++ ? ", " : "", q, p->host[q]);
+        at = w < 0 ? n : at + (size_t)w;
+    }
+    return at < n ? at : n;
+}
+
+static void mpi_probe_report(comm_engine *base, char *buf, size_t n) {
+    mpi_engine *e = (mpi_engine *)base;
+    mpi_probe *p = &e->probe;
+    if (p->comm == MPI_COMM_NULL || p->round == 0 || n == 0) return;
+    probe_service(e);
+    int silent = 0, peers = e->base.world_size - 1;
+    for (int q = 0; q < e->base.world_size; q++) silent += q != e->base.rank && !p->answered[q];
+    double secs = probe_now() - p->started;
+    if (silent == 0) {
+        snprintf(buf, n,
+                 "every other rank answered a liveness check within %.2f s, so all are running "
+                 "and reachable: one called a different collective, or is that much slower",
+                 secs);
+        return;
+    }
+    int w = snprintf(buf, n, "no answer to a liveness check within %.2f s from rank%s ", secs,
+                     silent > 1 ? "s" : "");
+    size_t at = w < 0 ? n : (size_t)w;
+    at = probe_list(e, 0, buf, n, at < n ? at : n);
+    w = at < n ? snprintf(buf + at, n - at, ": %s unreachable, stopped or hung",
+                          silent > 1 ? "they are" : "it is")
+               : 0;
+    at = w < 0 ? n : at + (size_t)w;
+    if (silent < peers && at < n) {
+        w = snprintf(buf + at, n - at, " (answered: rank%s ", peers - silent > 1 ? "s" : "");
+        at = w < 0 ? n : at + (size_t)w;
+        at = probe_list(e, 1, buf, n, at < n ? at : n);
+        if (at < n) snprintf(buf + at, n - at, ")");
+    }
+}
+
 static int test_request(void *arg, int *done) {
     request_poll *p = arg;
     int rc = MPI_Test(p->req, done, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && !*done) probe_service(p->e);
     return rc == MPI_SUCCESS ? GPTX_OK : mpi_error(rc, p->what);
 }
 
 /* Drives a request to completion, or fails once the deadline has passed. */
 static int wait_request(mpi_engine *e, MPI_Request *req, const char *what) {
-    request_poll p = {req, what};
-    return gptx_comm_poll_until_done(test_request, &p, e->timeout_s, ENGINE_WHERE, what,
-                                     e->base.rank, e->base.world_size);
+    request_poll p = {e, req, what};
+    return gptx_comm_poll_until_done(&e->base, test_request, &p, e->timeout_s, ENGINE_WHERE, what);
+}
+
+/* 1 when no probe message of ours is in flight any more; waits up to 1 s for
+ * them (the peers are alive when the engine is destroyed without failure). */
+static int probe_quiet(mpi_engine *e) {
+    mpi_probe *p = &e->probe;
+    if (!p->ping_req) return 1;
+    double until = probe_now() + 1.0;
+    for (;;) {
+        int busy = 0;
+        for (int q = 0; q < e->base.world_size; q++)
+            busy += !send_idle(&p->ping_req[q]) + !send_idle(&p->pong_req[q]);
+        if (!busy) return 1;
+        if (probe_now() > until) return 0;
+        probe_service(e);
+    }
+}
+
+static void probe_free(mpi_engine *e, int failed) {
+    mpi_probe *p = &e->probe;
+    /* a message still in flight keeps its buffer: then nothing is freed */
+    if (failed || !probe_quiet(e)) return;
+    if (p->comm != MPI_COMM_NULL) MPI_Comm_free(&p->comm);
+    free(p->host);
+    free(p->ping_out);
+    free(p->pong_out);
+    free(p->ping_req);
+    free(p->pong_req);
+    free(p->answered);
 }
 
 static void mpi_destroy(comm_engine *base, int failed) {
     mpi_engine *e = (mpi_engine *)base;
     /* after a failure the peers may be gone: freeing the communicator or
      * finalizing could wait for them, so the process leaves MPI as it is */
+    probe_free(e, failed);
     if (!failed && e->comm_ag != MPI_COMM_NULL) MPI_Comm_free(&e->comm_ag);
     if (!failed && e->comm != MPI_COMM_NULL) MPI_Comm_free(&e->comm);
     pthread_mutex_lock(&g_mpi_lock);
@@ -269,7 +428,10 @@ static int mpi_bucket_test(comm_engine *base, void *handle, int *done) {
     *done = 0;
     int finished = b->phase == 2;
     if (!finished) MPI_TRY(MPI_Test(&b->req, &finished, MPI_STATUS_IGNORE), "MPI_Test (bucket)");
-    if (!finished) return GPTX_OK;
+    if (!finished) {
+        probe_service(e);
+        return GPTX_OK;
+    }
     if (b->phase == 1) {
         mpi_bucket_release(base, b);
         *done = 1;
@@ -304,6 +466,8 @@ static const comm_engine_ops mpi_ops = {
     .bucket_start = mpi_bucket_start,
     .bucket_test = mpi_bucket_test,
     .bucket_release = mpi_bucket_release,
+    .probe_start = mpi_probe_start,
+    .probe_report = mpi_probe_report,
 };
 
 /* Initializes MPI for gptx when the program has not; counts the users. */
@@ -323,6 +487,38 @@ static int mpi_acquire(void) {
         g_mpi_owned = 1;
     }
     g_mpi_users++;
+    return GPTX_OK;
+}
+
+/* Every rank's host name, and the liveness check's own communicator. */
+static int probe_setup(mpi_engine *e) {
+    mpi_probe *p = &e->probe;
+    size_t W = (size_t)e->base.world_size;
+    p->host = calloc(W, sizeof *p->host);
+    p->ping_out = calloc(W, sizeof *p->ping_out);
+    p->pong_out = calloc(W, sizeof *p->pong_out);
+    p->ping_req = malloc(W * sizeof *p->ping_req);
+    p->pong_req = malloc(W * sizeof *p->pong_req);
+    p->answered = calloc(W, sizeof *p->answered);
+    if (!p->host || !p->ping_out || !p->pong_out || !p->ping_req || !p->pong_req || !p->answered)
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    for (size_t q = 0; q < W; q++) p->ping_req[q] = p->pong_req[q] = MPI_REQUEST_NULL;
+    char name[MPI_MAX_PROCESSOR_NAME + 1] = "";
+    int len = 0;
+    if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS || len <= 0) snprintf(name, 2, "?");
+    snprintf(p->host[e->base.rank], PROBE_HOST_BYTES, "%.*s", PROBE_HOST_BYTES - 1, name);
+    MPI_Request req;
+    MPI_TRY(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p->host, PROBE_HOST_BYTES, MPI_CHAR,
+                           e->comm, &req),
+            "MPI_Iallgather (host names)");
+    GPTX_TRY(wait_request(e, &req, "communicator start-up (host names)"));
+    for (size_t q = 0; q < W; q++) p->host[q][PROBE_HOST_BYTES - 1] = '\0';
+    /* the handle may not be used (by the polls' probe_service) before the
+     * duplication completes */
+    MPI_TRY(MPI_Comm_idup(e->comm, &p->starting, &req), "MPI_Comm_idup");
+    GPTX_TRY(wait_request(e, &req, "communicator start-up (MPI_Comm_idup)"));
+    MPI_TRY(MPI_Comm_set_errhandler(p->starting, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    p->comm = p->starting;
     return GPTX_OK;
 }
 
@@ -354,7 +550,7 @@ static int mpi_setup(mpi_engine *e, const comm_setup *s) {
     e->counts = calloc((size_t)e->base.world_size, sizeof *e->counts);
     e->displs = calloc((size_t)e->base.world_size, sizeof *e->displs);
     if (!e->counts || !e->displs) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    return GPTX_OK;
+    return probe_setup(e);
 }
 
 int gptx_comm_mpi_create(comm_engine **out, const comm_setup *s) {
@@ -364,6 +560,7 @@ int gptx_comm_mpi_create(comm_engine **out, const comm_setup *s) {
     e->base.device_buffers = 0;
     e->comm = MPI_COMM_NULL;
     e->comm_ag = MPI_COMM_NULL;
+    e->probe.comm = e->probe.starting = MPI_COMM_NULL;
     e->timeout_s = s->timeout_s;
     pthread_mutex_lock(&g_mpi_lock);
     int rc = mpi_acquire();

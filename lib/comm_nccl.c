@@ -80,8 +80,7 @@ static int test_done(void *arg, int *done) {
 
 static int wait_done(nccl_engine *e, int stream_too, const char *what) {
     done_poll p = {e, stream_too, what};
-    return gptx_comm_poll_until_done(test_done, &p, e->timeout_s, ENGINE_WHERE, what, e->base.rank,
-                                     e->base.world_size);
+    return gptx_comm_poll_until_done(&e->base, test_done, &p, e->timeout_s, ENGINE_WHERE, what);
 }
 
 /* An NCCL call on the non-blocking communicator: ncclInProgress means

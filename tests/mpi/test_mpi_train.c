@@ -11,8 +11,9 @@
  *     single-process batches;
  *   - validation spread over ranks (dp_evaluate) equals the single process.
  * Other modes:
- *   test_mpi_train --die kill|hang TIMEOUT  rank 1 dies (SIGKILL) or hangs
- *       after 2 steps; the other ranks must fail (exit 3) instead of waiting;
+ *   test_mpi_train --die kill|hang|other TIMEOUT  rank 1 dies (SIGKILL), hangs
+ *       or calls another collective after 2 steps; the other ranks must fail
+ *       (exit 3) instead of waiting;
  *   test_mpi_train (no launcher)  the explicit MPI engine as a singleton. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -357,7 +358,8 @@ static int test_validation(gptx_context *ctx) {
     return 0;
 }
 
-/* Rank 1 dies or hangs after 2 steps; the others must not wait forever. */
+/* Rank 1 dies, hangs or calls another collective after 2 steps; the others
+ * must not wait forever. */
 static int die_mode(gptx_context *ctx, const char *how) {
     gptx_model_config cfg = small_config();
     gptx_model *m = NULL;
@@ -365,7 +367,8 @@ static int die_mode(gptx_context *ctx, const char *how) {
     REQUIRE_OK(gptx_model_init_random(m, 1));
     int32_t in[B_GLOBAL * T_SEQ], tg[B_GLOBAL * T_SEQ];
     for (int s = 0; s < 100000; s++) {
-        if (s == 2 && R == 1) {
+        int other = s == 2 && R == 1 && !strcmp(how, "other");
+        if (s == 2 && R == 1 && !other) {
             fprintf(stderr, "rank 1: %s now\n", how);
             if (!strcmp(how, "kill")) raise(SIGKILL);
             for (;;) pause();
@@ -374,7 +377,10 @@ static int die_mode(gptx_context *ctx, const char *how) {
         float l;
         int rc = gptx_model_forward(m, in, tg, 1, T_SEQ, &l);
         if (rc == GPTX_OK) rc = gptx_model_backward(m, 1.0f);
-        if (rc == GPTX_OK) rc = gptx_comm_average_gradients(comm, m, T_SEQ);
+        /* "other": rank 1 waits in a barrier while the others average: a
+         * different collective, every rank alive and polling */
+        if (rc == GPTX_OK)
+            rc = other ? gptx_comm_barrier(comm) : gptx_comm_average_gradients(comm, m, T_SEQ);
         if (rc != GPTX_OK) {
             fprintf(stderr, "rank %d: step %d failed as expected: %s (%s)\n", R, s,
                     gptx_last_error(), gptx_status_name(rc));

@@ -1,7 +1,12 @@
 /* The TCP rendezvous with real local processes (fork) on 127.0.0.1: 2 and 3
  * ranks exchange blobs whatever order they start in; a missing rank, a
  * missing rank 0 and disagreeing ranks fail within the timeout with a
- * message that names the problem. */
+ * message that names the problem.
+ *
+ *   test_rendezvous --one ADDR PORT RANK WORLD TIMEOUT
+ * runs one rank against rank 0 at ADDR:PORT and prints "rank R: ok after S s"
+ * (exit 0, every blob as expected) or "rank R: failed after S s: MESSAGE"
+ * (exit 1): tests/mpi/netns_hosts.sh runs the ranks on separate hosts. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <netinet/in.h>
@@ -205,7 +210,43 @@ static void check_foreign_listener(void) {
 
 #define OK_RANK(r, w, delay) {(r), (w), BLOB, (delay), GPTX_OK, NULL}
 
-int main(void) {
+/* --one: a single rank, on whatever host the caller started it. */
+static int one_rank(char **argv) {
+    const char *addr = argv[0];
+    int port = atoi(argv[1]), rank = atoi(argv[2]), world = atoi(argv[3]);
+    double timeout = atof(argv[4]);
+    if (world < 1 || world > 8) {
+        fprintf(stderr, "test_rendezvous --one: WORLD must be 1..8\n");
+        return 2;
+    }
+    unsigned char mine[BLOB], all[8 * BLOB];
+    make_blob(mine, rank);
+    double t0 = now_s();
+    int rc = gptx_comm_rendezvous_allgather(addr, port, rank, world, mine, BLOB, all, timeout);
+    double secs = now_s() - t0;
+    if (rc != GPTX_OK) {
+        printf("rank %d: failed after %.2f s: %s (%s)\n", rank, secs, gptx_last_error(),
+               gptx_status_name(rc));
+        return 1;
+    }
+    for (int r = 0; r < world; r++) {
+        unsigned char want[BLOB];
+        make_blob(want, r);
+        if (memcmp(all + (size_t)r * BLOB, want, BLOB) != 0) {
+            printf("rank %d: failed after %.2f s: blob of rank %d differs\n", rank, secs, r);
+            return 1;
+        }
+    }
+    printf("rank %d: ok after %.2f s\n", rank, secs);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 7 && !strcmp(argv[1], "--one")) return one_rank(argv + 2);
+    if (argc != 1) {
+        fprintf(stderr, "usage: test_rendezvous [--one ADDR PORT RANK WORLD TIMEOUT]\n");
+        return 2;
+    }
     double s = 0;
     /* 2 and 3 ranks; rank 0 last, so the others must retry the connection */
     rank_plan two[] = {OK_RANK(0, 2, 0), OK_RANK(1, 2, 0)};
