@@ -96,7 +96,8 @@ rdv_round() { # TAG TIMEOUT: ranks 1 and 2 first, rank 0 a moment later
     local tag=$1 t=$2
     for r in 2 1 0; do
         [ "$r" -eq 0 ] && sleep 0.3
-        on_host "$r" "$rdv" --one "$(addr 0)" "$port" "$r" 3 "$t" > "$work/rdv-$tag-$r.txt" 2>&1 &
+        on_host "$r" timeout 20 "$rdv" --one "$(addr 0)" "$port" "$r" 3 "$t" \
+            > "$work/rdv-$tag-$r.txt" 2>&1 &
     done
     wait
     cat "$work"/rdv-"$tag"-*.txt
