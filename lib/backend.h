@@ -36,8 +36,28 @@
 #include <stdint.h>
 
 #include "gptx/gptx.h"
+#include "gptx/gptx_experimental.h"
 
 typedef struct gptx_backend gptx_backend; /* backend-private state */
+typedef struct gptx_backend_ops gptx_backend_ops;
+
+/* Kernel variants for ablation studies (the experimental
+ * gptx_context_set_variant): which implementation each op of a model or
+ * optimizer instance uses. The defaults are the production ops. */
+typedef struct gptx_kernel_variants {
+    int attention;       /* gptx_attention_impl */
+    int fused_qkv;       /* 0/1 */
+    int fused_norm_gelu; /* 0/1 */
+    int fused_adamw;     /* 0/1 */
+} gptx_kernel_variants;
+
+/* Device memory an instance's ops need besides the model's activations
+ * (backend_ops.op_buffers), in bytes, each a multiple of 64. */
+typedef struct gptx_op_buffers {
+    size_t attention_state; /* per layer, from attention_forward to its backward */
+    size_t attention_work;  /* scratch shared by the attention ops of every layer */
+    size_t qkv_work;        /* scratch shared by qkv_forward / qkv_backward */
+} gptx_op_buffers;
 
 /* A contiguous range of the flat parameter buffer with its own weight decay. */
 typedef struct gptx_param_range {
@@ -65,7 +85,7 @@ typedef struct gptx_backend_storage {
     size_t res_bytes;   /* bytes per element of [res] buffers; 0 = act_bytes */
 } gptx_backend_storage;
 
-typedef struct gptx_backend_ops {
+struct gptx_backend_ops {
     const char *name;
 
     /* lifetime */
@@ -107,13 +127,23 @@ typedef struct gptx_backend_ops {
     int (*matmul_backward)(gptx_backend *be, float *dinp, float *dw, float *dbias,
                            const float *dout, const float *inp, const float *w, int N, int C,
                            int OC);
+    /* QKV projection (the one product whose variants differ): qkv (N, 3C)
+     * = inp (N, C) @ w^T + bias (w (3C, C), bias (3C) or NULL). */
+    int (*qkv_forward)(gptx_backend *be, float *qkv, const float *inp, const float *w,
+                       const float *bias, void *work, int N, int C); /* work: qkv_work */
+    /* dinp (N, C) = dqkv @ w (overwrites), dw and dbias accumulate */
+    int (*qkv_backward)(gptx_backend *be, float *dinp, float *dw, float *dbias, const float *dqkv,
+                        const float *inp, const float *w, void *work, int N, int C);
     /* causal self-attention from fused qkv (B, T, 3C) into out (B, T, C);
-     * lse (B, NH, T) receives each row's softmax log-sum-exp for backward */
-    int (*attention_forward)(gptx_backend *be, float *out, float *lse, const float *qkv, int B,
-                             int T, int C, int NH);
-    /* dqkv (B, T, 3C) = gradient (overwrites), recomputing scores from qkv and lse */
+     * lse (B, NH, T) receives each row's softmax log-sum-exp for backward;
+     * state is this layer's attention_state (op_buffers), work the
+     * attention_work */
+    int (*attention_forward)(gptx_backend *be, float *out, float *lse, void *state, void *work,
+                             const float *qkv, int B, int T, int C, int NH);
+    /* dqkv (B, T, 3C) = gradient (overwrites), from qkv, lse and state */
     int (*attention_backward)(gptx_backend *be, float *dqkv, const float *dout, const float *qkv,
-                              const float *out, const float *lse, int B, int T, int C, int NH);
+                              const float *out, const float *lse, const void *state, void *work,
+                              int B, int T, int C, int NH);
     /* tanh-approximated GELU */
     int (*gelu_forward)(gptx_backend *be, float *out, const float *inp, size_t n);
     /* dinp = gelu'(inp) * dout (overwrites) */
@@ -172,64 +202,52 @@ typedef struct gptx_backend_ops {
     int (*host_alloc_pinned)(gptx_backend *be, size_t bytes, void **ptr);
     void (*host_free_pinned)(gptx_backend *be, void *ptr);
 
-    /* OPTIONAL fused residual-add + LayerNorm (NULL: lib/ calls
-     * residual_forward, then layernorm_forward): [res] residual (N, C) =
-     * [res] a + [act] b, then [act] out (N, C) = LayerNorm(residual) as layernorm_forward
-     * computes it from the stored residual, saving mean and rstd (N). The
-     * backward needs no entry: layernorm_backward accumulates into dinp, and
-     * that buffer is the gradient of the residual, of a and of b alike. */
+    /* [res] residual (N, C) = [res] a + [act] b, then [act] out (N, C) =
+     * LayerNorm(residual) as layernorm_forward computes it from the stored
+     * residual, saving mean and rstd (N): one op, fused or not as the
+     * backend decides. The backward needs no entry: layernorm_backward
+     * accumulates into dinp, and that buffer is the gradient of the
+     * residual, of a and of b alike. */
     int (*residual_layernorm_forward)(gptx_backend *be, float *residual, float *out, float *mean,
                                       float *rstd, const float *a, const float *b, const float *w,
                                       const float *bias, int N, int C, float eps);
 
-    /* OPTIONAL GELU fused into the products around it (NULL: lib/ calls
-     * matmul_forward + gelu_forward, and matmul_backward + gelu_backward).
-     * Forward: [act] pre (N, OC) = inp @ w^T + bias, out = gelu(pre).
-     * Backward of a product whose input was inp = gelu(pre) (N, C): as
-     * matmul_backward, but dinp (overwritten) = (dout @ w) * gelu'(pre). */
+    /* The MLP's product with its GELU, one op each way. Forward: [act] pre
+     * (N, OC) = inp @ w^T + bias, out = gelu(pre). Backward of a product
+     * whose input was inp = gelu(pre) (N, C): as matmul_backward, but dinp
+     * (overwritten) = (dout @ w) * gelu'(pre). */
     int (*matmul_gelu_forward)(gptx_backend *be, float *out, float *pre, const float *inp,
                                const float *w, const float *bias, int N, int C, int OC);
     int (*matmul_backward_dgelu)(gptx_backend *be, float *dinp, float *dw, float *dbias,
                                  const float *dout, const float *inp, const float *w,
                                  const float *pre, int N, int C, int OC);
 
-    /* OPTIONAL kernel variants for ablation studies (NULL = the backend does
-     * not offer the variant; asking for it fails with GPTX_ERR_UNSUPPORTED).
-     * Same shapes and semantics as the fused entries above. */
-    /* att (B, NH, T, T) softmax probabilities kept for backward; mask (T, T)
-     * additive float causal mask (0 on and below the diagonal, -inf above) */
-    int (*attention_naive_forward)(gptx_backend *be, float *out, float *att, const float *mask,
-                                   const float *qkv, int B, int T, int C, int NH);
-    /* datt: (B, NH, T, T) scratch */
-    int (*attention_naive_backward)(gptx_backend *be, float *dqkv, float *datt, const float *dout,
-                                    const float *qkv, const float *att, int B, int T, int C,
-                                    int NH);
-    int (*layernorm_forward_unfused)(gptx_backend *be, float *out, float *mean, float *rstd,
-                                     const float *inp, const float *w, const float *b, int N,
-                                     int C, float eps);
-    int (*layernorm_backward_unfused)(gptx_backend *be, float *dinp, float *dw, float *db,
-                                      const float *dout, const float *inp, const float *w,
-                                      const float *mean, const float *rstd, int N, int C);
-    int (*gelu_forward_unfused)(gptx_backend *be, float *out, const float *inp, size_t n);
-    int (*gelu_backward_unfused)(gptx_backend *be, float *dinp, const float *inp,
-                                 const float *dout, size_t n);
-    /* qkv (N, 3C) = [q | k | v] per row, from three (N, C) buffers, and back */
-    int (*qkv_interleave)(gptx_backend *be, float *qkv, const float *q, const float *k,
-                          const float *v, int N, int C);
-    int (*qkv_split)(gptx_backend *be, float *q, float *k, float *v, const float *qkv, int N,
-                     int C);
+    /* Cross-entropy forward and backward in one pass over the logits, with
+     * the same results bit for bit as crossentropy_forward, then
+     * crossentropy_backward; used by gptx_model_forward_backward, where
+     * nobody reads the logits. */
+    int (*crossentropy_fused)(gptx_backend *be, float *losses, float *lse, float *logits,
+                              const int32_t *targets, int N, int V, int Vp, int mask_padded,
+                              float dloss);
+
+    /* OPTIONAL kernel variants for ablation studies (NULL: the backend offers
+     * the defaults only). A model or optimizer runs on its own copy of the
+     * table: instance_ops replaces the entries of *ops (a copy of this table)
+     * that the variants change, or fails with GPTX_ERR_UNSUPPORTED naming
+     * what the backend does not offer. lib/ never looks at the variants. */
+    int (*instance_ops)(const gptx_backend *be, const gptx_kernel_variants *v,
+                        gptx_backend_ops *ops);
+    /* OPTIONAL (NULL: none): device memory the ops of an instance with
+     * variants v need for a batch (B, T), added to *out (zeroed by the
+     * caller). */
+    void (*op_buffers)(const gptx_backend *be, const gptx_kernel_variants *v, int B, int T, int C,
+                       int NH, gptx_op_buffers *out);
 
     /* OPTIONAL (NULL: the backend runs everything in order on the host):
      * the stream all ops are queued on (a cudaStream_t), so a communicator
      * can order its own stream after the work queued so far without
      * synchronizing the context (overlapped gradient buckets). */
     void *(*compute_stream)(gptx_backend *be);
-    /* OPTIONAL (NULL: crossentropy_forward, then crossentropy_backward):
-     * both in one pass over the logits, with the same results bit for bit;
-     * used by gptx_model_forward_backward, where nobody reads the logits. */
-    int (*crossentropy_fused)(gptx_backend *be, float *losses, float *lse, float *logits,
-                              const int32_t *targets, int N, int V, int Vp, int mask_padded,
-                              float dloss);
 
     /* OPTIONAL attention over a key/value cache, for generation (NULL:
      * generation runs the whole window for every token). qkv (n, 3C) [act]
@@ -266,7 +284,7 @@ typedef struct gptx_backend_ops {
     int (*graph_end)(gptx_backend *be, int segment, int status);
     /* counts of graphs captured and replayed so far (both 0 when off) */
     void (*graph_counts)(const gptx_backend *be, int64_t *captures, int64_t *replays);
-} gptx_backend_ops;
+};
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void);
 #ifdef GPTX_HAVE_CUDA

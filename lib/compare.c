@@ -264,7 +264,7 @@ static void describe_model(gptx_compare_side *s, const gptx_model *m, const char
     copy_text(s->blas, sizeof s->blas, info.products);
     copy_text(s->cuda, sizeof s->cuda, backend && strcmp(backend, "cuda") == 0 ? "unknown" : "none");
     copy_text(s->label, sizeof s->label, label);
-    gptx_kernel_variants_forward_text(&m->ctx->variants, s->kernels, sizeof s->kernels);
+    gptx_kernel_variants_forward_text(&m->variants, s->kernels, sizeof s->kernels);
     s->num_threads = gptx_context_num_threads(m->ctx);
     s->deterministic = m->ctx->opts.deterministic;
 }

@@ -244,6 +244,20 @@ int gptx_context_get_variant(const gptx_context *ctx, int variant, int *value) {
     return GPTX_OK;
 }
 
+int gptx_context_instance_ops(const gptx_context *ctx, gptx_backend_ops *ops,
+                              gptx_kernel_variants *v) {
+    *ops = *ctx->ops;
+    *v = ctx->variants;
+    if (!memcmp(v, &variant_defaults, sizeof *v)) return GPTX_OK;
+    if (!ctx->ops->instance_ops)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "backend '%s' offers no kernel variants (attention %d, fused_qkv %d, "
+                         "fused_norm_gelu %d, fused_adamw %d)",
+                         ctx->ops->name, v->attention, v->fused_qkv, v->fused_norm_gelu,
+                         v->fused_adamw);
+    return ctx->ops->instance_ops(ctx->be, v, ops);
+}
+
 void gptx_kernel_variants_forward_text(const gptx_kernel_variants *v, char *buf, size_t cap) {
     snprintf(buf, cap, "attention=%s qkv=%s norm_gelu=%s",
              v->attention == GPTX_ATTENTION_NAIVE ? "naive" : "flash",

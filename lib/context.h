@@ -5,14 +5,6 @@
 #define GPTX_CONTEXT_H
 
 #include "backend.h"
-#include "gptx/gptx_experimental.h"
-
-typedef struct gptx_kernel_variants {
-    int attention;       /* gptx_attention_impl */
-    int fused_qkv;       /* 0/1 */
-    int fused_norm_gelu; /* 0/1 */
-    int fused_adamw;     /* 0/1 */
-} gptx_kernel_variants;
 
 struct gptx_context {
     const gptx_backend_ops *ops;
@@ -27,6 +19,12 @@ struct gptx_context {
  * tests use it with their own table). */
 int gptx_context_create_on(gptx_context **out, const gptx_context_options *opts,
                            const gptx_backend_ops *ops);
+
+/* The table a model or optimizer created now runs on: a copy of the
+ * context's, with the entries the context's variants change replaced by the
+ * backend (backend.h instance_ops); *v receives the variants. */
+int gptx_context_instance_ops(const gptx_context *ctx, gptx_backend_ops *ops,
+                              gptx_kernel_variants *v);
 
 /* "attention=flash qkv=fused norm_gelu=fused" (the forward variants). */
 void gptx_kernel_variants_forward_text(const gptx_kernel_variants *v, char *buf, size_t cap);

@@ -1,5 +1,7 @@
 /* GPT-2 model: configuration, parameters, forward and backward passes.
- * Backend-independent: every computation goes through ctx->ops. */
+ * Backend-independent: every computation goes through the model's own copy
+ * of the context's backend table (m->ops, with the kernel variants the
+ * backend chose for it), one op per step of the layer loop. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,7 @@
 #include "param_storage.h"
 #include "philox.h"
 
-#define OPS(m) ((m)->ctx->ops)
+#define OPS(m) (&(m)->ops)
 #define BE(m) ((m)->ctx->be)
 
 /* ---- configuration -------------------------------------------------------- */
@@ -87,44 +89,21 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     GPTX_TRY(gptx_struct_read(&cfg, cfg_in, &gptx_desc_model_config, __func__, "cfg"));
     GPTX_TRY(validate_config(&cfg));
 
-    const gptx_backend_ops *ops = ctx->ops;
-    const gptx_kernel_variants *co = &ctx->variants;
-    if ((co->attention == GPTX_ATTENTION_NAIVE &&
-         (!ops->attention_naive_forward || !ops->attention_naive_backward)) ||
-        (!co->fused_qkv && (!ops->qkv_interleave || !ops->qkv_split)) ||
-        (!co->fused_norm_gelu &&
-         (!ops->layernorm_forward_unfused || !ops->layernorm_backward_unfused ||
-          !ops->gelu_forward_unfused || !ops->gelu_backward_unfused)))
-        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
-                         "backend '%s' does not offer the kernel variant set on the context "
-                         "(attention %d, fused_qkv %d, fused_norm_gelu %d)",
-                         ops->name, co->attention, co->fused_qkv, co->fused_norm_gelu);
+    gptx_backend_ops ops;
+    gptx_kernel_variants variants;
+    GPTX_TRY(gptx_context_instance_ops(ctx, &ops, &variants));
     {
-        /* the separate-QKV variant sums gradients with residual_forward, whose
-         * operands must then share one type */
         gptx_backend_storage st;
         gptx_context_storage(ctx, &st);
-        if (!co->fused_qkv && st.res_bytes != st.act_bytes)
-            return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
-                             "the separate Q, K, V variant needs the residual stream in the "
-                             "activation type; the context's %s policy keeps it wider",
-                             gptx_precision_name(ctx->precision));
-        if (st.res_bytes != st.act_bytes && !ops->act_from_res)
-            return GPTX_FAIL(GPTX_ERR_BACKEND, "backend '%s' lacks act_from_res", ops->name);
+        if (st.res_bytes != st.act_bytes && !ops.act_from_res)
+            return GPTX_FAIL(GPTX_ERR_BACKEND, "backend '%s' lacks act_from_res", ops.name);
     }
     gptx_model *m = calloc(1, sizeof *m);
     if (!m) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     m->ctx = ctx;
     m->cfg = cfg;
-    m->naive_attention = co->attention == GPTX_ATTENTION_NAIVE;
-    m->fused_qkv = co->fused_qkv;
-    m->ln_forward = co->fused_norm_gelu ? ops->layernorm_forward : ops->layernorm_forward_unfused;
-    m->ln_backward = co->fused_norm_gelu ? ops->layernorm_backward : ops->layernorm_backward_unfused;
-    m->gelu_fwd = co->fused_norm_gelu ? ops->gelu_forward : ops->gelu_forward_unfused;
-    m->gelu_bwd = co->fused_norm_gelu ? ops->gelu_backward : ops->gelu_backward_unfused;
-    m->res_ln_forward = co->fused_norm_gelu ? ops->residual_layernorm_forward : NULL;
-    m->mm_gelu_forward = co->fused_norm_gelu ? ops->matmul_gelu_forward : NULL;
-    m->mm_backward_dgelu = co->fused_norm_gelu ? ops->matmul_backward_dgelu : NULL;
+    m->ops = ops;
+    m->variants = variants;
     gptx_backend_storage st;
     gptx_context_storage(ctx, &st);
     m->act_bytes = st.act_bytes;
@@ -240,6 +219,8 @@ int gptx_model_zero_grad(gptx_model *m) {
 static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
     size_t BT = (size_t)B * T, C = (size_t)m->cfg.n_embd, NH = (size_t)m->cfg.n_head;
     size_t Vp = (size_t)m->cfg.padded_vocab_size, off = 0, A = m->act_bytes, R = m->res_bytes;
+    gptx_op_buffers ob = {0}; /* what the backend's ops need besides */
+    if (m->ops.op_buffers) m->ops.op_buffers(BE(m), &m->variants, B, T, (int)C, (int)NH, &ob);
 #define TAKE_BYTES(ptr, n, esz)                               \
     do {                                                      \
         if (base) (ptr) = (void *)(base + off);               \
@@ -266,18 +247,12 @@ static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
         TAKE(a->fch, 4 * BT * C);
         TAKE(a->fch_gelu, 4 * BT * C);
         TAKE_RES(a->residual3, BT * C);
-        if (m->naive_attention) TAKE(a->att, BT * NH * (size_t)T);
+        a->att_state = NULL;
+        if (ob.attention_state) TAKE_BYTES(a->att_state, ob.attention_state, 1);
     }
-    if (m->naive_attention) {
-        TAKE32(m->att_mask, (size_t)T * T);
-        TAKE(m->datt, BT * NH * (size_t)T);
-    }
-    if (!m->fused_qkv) {
-        TAKE(m->q, BT * C);
-        TAKE(m->k, BT * C);
-        TAKE(m->v, BT * C);
-        TAKE(m->dtmp, BT * C);
-    }
+    m->att_work = m->qkv_work = NULL;
+    if (ob.attention_work) TAKE_BYTES(m->att_work, ob.attention_work, 1);
+    if (ob.qkv_work) TAKE_BYTES(m->qkv_work, ob.qkv_work, 1);
     /* one projection output shared by every layer: only its sum with the
      * residual is needed later */
     float *proj = NULL;
@@ -306,7 +281,6 @@ static size_t carve_activations(gptx_model *m, char *base, int B, int T) {
 
 static int ensure_activations(gptx_model *m, int B, int T) {
     size_t n = carve_activations(m, NULL, B, T);
-    m->att_mask_T = 0; /* views move: the naive-attention mask is rebuilt */
     if (m->act_buf && n <= m->act_size) {
         /* a smaller batch fits: re-carve the views for (B, T) */
         carve_activations(m, m->act_buf, B, T);
@@ -328,20 +302,6 @@ static int ensure_activations(gptx_model *m, int B, int T) {
     return GPTX_OK;
 }
 
-/* The additive causal mask of naive attention: 0 on and below the diagonal,
- * -inf above, built on the host once per T. */
-static int ensure_attention_mask(gptx_model *m, int T) {
-    if (!m->naive_attention || m->att_mask_T == T) return GPTX_OK;
-    float *mask = malloc((size_t)T * T * sizeof *mask);
-    if (!mask) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    for (int i = 0; i < T; i++)
-        for (int j = 0; j < T; j++) mask[(size_t)i * T + j] = j <= i ? 0.0f : -INFINITY;
-    int rc = OPS(m)->upload_f32(BE(m), m->att_mask, mask, (size_t)T * T);
-    free(mask);
-    if (rc == GPTX_OK) m->att_mask_T = T;
-    return rc;
-}
-
 /* ---- forward ---------------------------------------------------------------- */
 
 /* The weights the ops read ([w] in lib/backend.h): the parameters, or the
@@ -359,10 +319,7 @@ static const float *weight_at(const gptx_model *m, size_t elems) {
     return (const float *)((const char *)m->wcopy + elems * m->wcopy_bytes);
 }
 
-/* `elems` elements past a weight view / a residual-stream view */
-static const float *w_offset(const gptx_model *m, const float *w, size_t elems) {
-    return (const float *)((const char *)w + elems * (m->wcopy ? m->wcopy_bytes : m->param_bytes));
-}
+/* `elems` elements past a residual-stream view */
 static const float *res_offset(const gptx_model *m, const float *a, size_t elems) {
     return (const float *)((const char *)a + elems * m->res_bytes);
 }
@@ -400,44 +357,6 @@ static int check_ids(const char *what, const int32_t *ids, size_t n, int vocab, 
     return GPTX_OK;
 }
 
-/* qkv (BT, 3C) = ln1 @ c_attn^T (+ bias): one product, or three products of
- * the weight's row blocks [Wq; Wk; Wv] plus a concat (the unfused variant). */
-static int qkv_forward(gptx_model *m, const gptx_layer_params *p, gptx_layer_acts *a, int N) {
-    const gptx_backend_ops *ops = OPS(m);
-    gptx_backend *be = BE(m);
-    int C = m->cfg.n_embd;
-    const float *w = PARAM(m, p->qkv_w), *bias = PARAM_OR_NULL(m, p->qkv_b);
-    if (m->fused_qkv) return ops->matmul_forward(be, a->qkv, a->ln1, w, bias, N, C, 3 * C);
-    float *dst[3] = {m->q, m->k, m->v};
-    for (int i = 0; i < 3; i++)
-        GPTX_TRY(ops->matmul_forward(be, dst[i], a->ln1, w_offset(m, w, (size_t)i * C * C),
-                                     bias ? w_offset(m, bias, (size_t)i * C) : NULL, N, C,
-                                     C)); // (BT, C)
-    return ops->qkv_interleave(be, a->qkv, m->q, m->k, m->v, N, C);
-}
-
-/* dln = dqkv @ c_attn (overwrites), weight and bias gradients accumulate. */
-static int qkv_backward(gptx_model *m, const gptx_layer_params *p, gptx_layer_acts *a, int N) {
-    const gptx_backend_ops *ops = OPS(m);
-    gptx_backend *be = BE(m);
-    int C = m->cfg.n_embd;
-    const float *w = PARAM(m, p->qkv_w);
-    float *dw = GRAD(m, p->qkv_w), *db = GRAD_OR_NULL(m, p->qkv_b);
-    if (m->fused_qkv)
-        return ops->matmul_backward(be, m->dln, dw, db, m->dqkv, a->ln1, w, N, C, 3 * C);
-    /* the forward q, k, v buffers are free again: reuse them for the gradients */
-    float *d[3] = {m->q, m->k, m->v};
-    GPTX_TRY(ops->qkv_split(be, d[0], d[1], d[2], m->dqkv, N, C));
-    for (int i = 0; i < 3; i++) {
-        float *dinp = i == 0 ? m->dln : m->dtmp;
-        GPTX_TRY(ops->matmul_backward(be, dinp, dw + (size_t)i * C * C,
-                                      db ? db + (size_t)i * C : NULL, d[i], a->ln1,
-                                      w_offset(m, w, (size_t)i * C * C), N, C, C));
-        if (i > 0) GPTX_TRY(ops->residual_forward(be, m->dln, m->dln, m->dtmp, (size_t)N * C));
-    }
-    return GPTX_OK;
-}
-
 /* Layer l's keys and values in a generation cache (gptx_model_kv_bytes):
  * K then V, (NH, cap, C / NH) each, per layer. */
 static float *kv_at(const gptx_model *m, const gptx_kv *kv, int l, int which) {
@@ -451,19 +370,8 @@ static int attention_forward(gptx_model *m, gptx_layer_acts *a, int l, int B, in
     if (kv) /* B = 1: the rows at positions kv->pos0 .. kv->pos0 + T - 1 */
         return OPS(m)->attention_kv_forward(BE(m), a->atty, a->att_lse, a->qkv, kv_at(m, kv, l, 0),
                                             kv_at(m, kv, l, 1), T, kv->pos0, kv->cap, C, NH);
-    if (!m->naive_attention)
-        return OPS(m)->attention_forward(BE(m), a->atty, a->att_lse, a->qkv, B, T, C, NH);
-    GPTX_TRY(ensure_attention_mask(m, T));
-    return OPS(m)->attention_naive_forward(BE(m), a->atty, a->att, m->att_mask, a->qkv, B, T, C, NH);
-}
-
-static int attention_backward(gptx_model *m, gptx_layer_acts *a, int B, int T) {
-    int C = m->cfg.n_embd, NH = m->cfg.n_head;
-    if (!m->naive_attention)
-        return OPS(m)->attention_backward(BE(m), m->dqkv, m->datty, a->qkv, a->atty, a->att_lse, B,
-                                          T, C, NH);
-    return OPS(m)->attention_naive_backward(BE(m), m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T,
-                                            C, NH);
+    return OPS(m)->attention_forward(BE(m), a->atty, a->att_lse, a->att_state, m->att_work, a->qkv,
+                                     B, T, C, NH);
 }
 
 /* The weight copy, then the embedding of the ids already uploaded to
@@ -495,40 +403,32 @@ static int blocks_forward(gptx_model *m, int B, int T, const gptx_kv *kv, const 
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gptx_layer_params *p = &L->layers[l];
         gptx_layer_acts *a = &m->acts[l];
-        /* with the fused op, ln1 of layers > 0 came with the previous residual */
-        if (l == 0 || !m->res_ln_forward)
-            GPTX_TRY(m->ln_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
-                                   MASTER(m, p->ln1_w), MASTER(m, p->ln1_b), N, C, eps));
-        GPTX_TRY(qkv_forward(m, p, a, N));          // (BT, 3C)
+        /* ln1 of layers > 0 came with the previous layer's residual */
+        if (l == 0)
+            GPTX_TRY(ops->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
+                                            MASTER(m, p->ln1_w), MASTER(m, p->ln1_b), N, C, eps));
+        GPTX_TRY(ops->qkv_forward(be, a->qkv, a->ln1, PARAM(m, p->qkv_w),
+                                  PARAM_OR_NULL(m, p->qkv_b), m->qkv_work, N, C)); // (BT, 3C)
         GPTX_TRY(attention_forward(m, a, l, B, T, kv)); // (BT, C)
         GPTX_TRY(ops->matmul_forward(be, a->attproj, a->atty, PARAM(m, p->attn_proj_w),
                                      PARAM(m, p->attn_proj_b), N, C, C));
-        if (m->res_ln_forward) {
-            GPTX_TRY(m->res_ln_forward(be, a->residual2, a->ln2, a->ln2_mean, a->ln2_rstd, residual,
-                                       a->attproj, MASTER(m, p->ln2_w), MASTER(m, p->ln2_b), N, C,
-                                       eps));
-        } else {
-            GPTX_TRY(ops->residual_forward(be, a->residual2, residual, a->attproj, BTC));
-            GPTX_TRY(m->ln_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->residual2,
-                                   MASTER(m, p->ln2_w), MASTER(m, p->ln2_b), N, C, eps));
-        }
-        if (m->mm_gelu_forward) { // (BT, 4C) pre-activation and GELU in one product
-            GPTX_TRY(m->mm_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, PARAM(m, p->fc_w),
-                                        PARAM(m, p->fc_b), N, C, 4 * C));
-        } else {
-            GPTX_TRY(ops->matmul_forward(be, a->fch, a->ln2, PARAM(m, p->fc_w), PARAM(m, p->fc_b),
-                                         N, C, 4 * C)); // (BT, 4C)
-            GPTX_TRY(m->gelu_fwd(be, a->fch_gelu, a->fch, BTC * 4));
-        }
+        GPTX_TRY(ops->residual_layernorm_forward(be, a->residual2, a->ln2, a->ln2_mean,
+                                                 a->ln2_rstd, residual, a->attproj,
+                                                 MASTER(m, p->ln2_w), MASTER(m, p->ln2_b), N, C,
+                                                 eps));
+        // (BT, 4C) pre-activation and its GELU
+        GPTX_TRY(ops->matmul_gelu_forward(be, a->fch_gelu, a->fch, a->ln2, PARAM(m, p->fc_w),
+                                          PARAM(m, p->fc_b), N, C, 4 * C));
         GPTX_TRY(ops->matmul_forward(be, a->fcproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
                                      PARAM(m, p->fc_proj_b), N, 4 * C, C)); // (BT, C)
-        if (m->res_ln_forward && l + 1 < m->cfg.n_layer) {
+        if (l + 1 < m->cfg.n_layer) {
             /* the next layer's ln1 (ln_f stays separate: generation needs only its last row) */
             const gptx_layer_params *pn = &L->layers[l + 1];
             gptx_layer_acts *an = &m->acts[l + 1];
-            GPTX_TRY(m->res_ln_forward(be, a->residual3, an->ln1, an->ln1_mean, an->ln1_rstd,
-                                       a->residual2, a->fcproj, MASTER(m, pn->ln1_w),
-                                       MASTER(m, pn->ln1_b), N, C, eps));
+            GPTX_TRY(ops->residual_layernorm_forward(be, a->residual3, an->ln1, an->ln1_mean,
+                                                     an->ln1_rstd, a->residual2, a->fcproj,
+                                                     MASTER(m, pn->ln1_w), MASTER(m, pn->ln1_b),
+                                                     N, C, eps));
         } else {
             GPTX_TRY(ops->residual_forward(be, a->residual3, a->residual2, a->fcproj, BTC));
         }
@@ -577,12 +477,11 @@ static uint64_t float_bits(float x) {
 }
 
 /* Runs fn(m, arg) as segment seg: issued normally, captured, or replayed
- * by the backend (then fn does not run). The naive-attention variant
- * uploads its mask inside the blocks, so it never uses graphs. */
+ * by the backend (then fn does not run). */
 static int run_segment(gptx_model *m, int seg, const uint64_t *key, int nkey,
                        int (*fn)(gptx_model *, const void *), const void *arg) {
     const gptx_backend_ops *ops = OPS(m);
-    if (!ops->graph_begin || m->naive_attention) return fn(m, arg);
+    if (!ops->graph_begin) return fn(m, arg);
     int replayed = 0;
     GPTX_TRY(ops->graph_begin(BE(m), seg, key, nkey, &replayed));
     if (replayed) return GPTX_OK;
@@ -606,7 +505,7 @@ static int forward_segment(gptx_model *m, const void *arg) {
     int Vp = m->cfg.padded_vocab_size, N = f->B * f->T;
     const float *residual = NULL;
     GPTX_TRY(blocks_forward(m, f->B, f->T, NULL, &residual));
-    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual, MASTER(m, L->lnf_w),
+    GPTX_TRY(ops->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, residual, MASTER(m, L->lnf_w),
                            MASTER(m, L->lnf_b), N, C, m->cfg.layernorm_eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, N, C,
                                  Vp)); // (BT, Vp)
@@ -640,14 +539,13 @@ static int forward_impl(gptx_model *m, const int32_t *inputs, const int32_t *tar
     GPTX_TRY(ensure_activations(m, B, T));
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
-    int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size, N = (int)BT;
 
     GPTX_TRY(ops->upload_i32(be, m->inputs, inputs, BT));
     if (targets) GPTX_TRY(ops->upload_i32(be, m->targets, targets, BT));
     GPTX_TRY(embed_forward(m, B, T));
     /* the same expression as in backward, so both paths scale alike */
     float dloss = fused_scale && counted > 0 ? *fused_scale / (float)counted : 0.0f;
-    forward_args fa = {B, T, targets != NULL, fused_scale && ops->crossentropy_fused, dloss};
+    forward_args fa = {B, T, targets != NULL, fused_scale != NULL, dloss};
     uint64_t key[GPTX_SEGMENT_KEY_MAX];
     int nkey = segment_key(m, key, B, T);
     key[nkey++] = (uint64_t)(fa.targets | fa.fused << 1);
@@ -667,9 +565,6 @@ static int forward_impl(gptx_model *m, const int32_t *inputs, const int32_t *tar
             return gptx_fail(GPTX_ERR_NON_FINITE, func, "loss is %g (not finite)",
                              (double)m->loss);
     }
-    if (fused_scale && !ops->crossentropy_fused)
-        GPTX_TRY(ops->crossentropy_backward(be, m->logits, m->loss_lse, m->targets, N, V, Vp,
-                                            dloss));
     m->dlogits_ready = fused_scale != NULL;
     m->phase = GPTX_PHASE_FORWARD;
     return GPTX_OK;
@@ -704,7 +599,7 @@ static int last_row_logits(gptx_model *m, const float *residual, int T, float *h
     int C = m->cfg.n_embd, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     size_t last = (size_t)(T - 1) * C;
     /* last row only: (1, C) -> ln_f -> (1, Vp) logits in row 0 of the buffer */
-    GPTX_TRY(m->ln_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, res_offset(m, residual, last),
+    GPTX_TRY(ops->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, res_offset(m, residual, last),
                            MASTER(m, L->lnf_w), MASTER(m, L->lnf_b), 1, C, m->cfg.layernorm_eps));
     GPTX_TRY(ops->matmul_forward(be, m->logits, m->lnf, PARAM(m, L->lm_head), NULL, 1, C, Vp));
     /* masks the padded columns exactly as the full forward pass does */
@@ -850,7 +745,7 @@ static int backward_segment(gptx_model *m, const void *args) {
     const gptx_backend_ops *ops = OPS(m);
     gptx_backend *be = BE(m);
     const gptx_layout *L = &m->layout;
-    int B = m->B, T = m->T, C = m->cfg.n_embd;
+    int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head;
     int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size, N = B * T;
     size_t BTC = (size_t)N * C;
     /* else gptx_model_forward_backward's cross-entropy did it */
@@ -863,7 +758,7 @@ static int backward_segment(gptx_model *m, const void *args) {
     GPTX_TRY(ops->fill_act && m->res_bytes == m->act_bytes
                  ? ops->fill_act(be, m->dresidual, 0.0f, BTC)
                  : ops->fill_f32(be, m->dresidual, 0.0f, BTC)); /* [res] fp32 or the act type */
-    GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln,
+    GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln,
                                      last, MASTER(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C));
     /* ln_f (and an untied lm_head, which follows it) are final; a tied head
      * is wte, which the embedding backward still adds to */
@@ -880,28 +775,24 @@ static int backward_segment(gptx_model *m, const void *args) {
         /* residual3 = residual2 + fcproj: dfcproj = dresidual */
         const float *dproj = NULL;
         GPTX_TRY(dresidual_as_act(m, BTC, &dproj));
-        if (m->mm_backward_dgelu) { // dfch = (dresidual @ W) * gelu'(fch) in one product
-            GPTX_TRY(m->mm_backward_dgelu(be, m->dfch, GRAD(m, p->fc_proj_w), GRAD(m, p->fc_proj_b),
-                                          dproj, a->fch_gelu, PARAM(m, p->fc_proj_w),
-                                          a->fch, N, 4 * C, C));
-        } else {
-            GPTX_TRY(ops->matmul_backward(be, m->dfch_gelu, GRAD(m, p->fc_proj_w),
-                                          GRAD(m, p->fc_proj_b), dproj, a->fch_gelu,
-                                          PARAM(m, p->fc_proj_w), N, 4 * C, C));
-            GPTX_TRY(m->gelu_bwd(be, m->dfch, a->fch, m->dfch_gelu, BTC * 4));
-        }
+        // dfch = (dresidual @ W) * gelu'(fch)
+        GPTX_TRY(ops->matmul_backward_dgelu(be, m->dfch, GRAD(m, p->fc_proj_w),
+                                            GRAD(m, p->fc_proj_b), dproj, a->fch_gelu,
+                                            PARAM(m, p->fc_proj_w), a->fch, N, 4 * C, C));
         GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->fc_w), GRAD(m, p->fc_b), m->dfch, a->ln2,
                                       PARAM(m, p->fc_w), N, C, 4 * C));
-        GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b),
+        GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b),
                                          m->dln, a->residual2, MASTER(m, p->ln2_w), a->ln2_mean,
                                          a->ln2_rstd, N, C));
         /* residual2 = residual + attproj: dattproj = dresidual */
         GPTX_TRY(dresidual_as_act(m, BTC, &dproj));
         GPTX_TRY(ops->matmul_backward(be, m->datty, GRAD(m, p->attn_proj_w), GRAD(m, p->attn_proj_b),
                                       dproj, a->atty, PARAM(m, p->attn_proj_w), N, C, C));
-        GPTX_TRY(attention_backward(m, a, B, T));
-        GPTX_TRY(qkv_backward(m, p, a, N));
-        GPTX_TRY(m->ln_backward(be, m->dresidual, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b),
+        GPTX_TRY(ops->attention_backward(be, m->dqkv, m->datty, a->qkv, a->atty, a->att_lse,
+                                         a->att_state, m->att_work, B, T, C, NH));
+        GPTX_TRY(ops->qkv_backward(be, m->dln, GRAD(m, p->qkv_w), GRAD_OR_NULL(m, p->qkv_b),
+                                   m->dqkv, a->ln1, PARAM(m, p->qkv_w), m->qkv_work, N, C));
+        GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b),
                                          m->dln, residual, MASTER(m, p->ln1_w), a->ln1_mean,
                                          a->ln1_rstd, N, C));
         if (ready) {

@@ -48,7 +48,7 @@ typedef struct gptx_layer_acts {
     float *ln2, *ln2_mean, *ln2_rstd; /* (BT, C), (BT), (BT) */
     float *fch, *fch_gelu;            /* (BT, 4C) */
     float *fcproj, *residual3;        /* (BT, C) */
-    float *att;                       /* (B, NH, T, T), naive attention only */
+    void *att_state;                  /* the backend's per-layer attention state (op_buffers) */
 } gptx_layer_acts;
 
 typedef enum { GPTX_PHASE_NONE, GPTX_PHASE_FORWARD, GPTX_PHASE_BACKWARD } gptx_phase;
@@ -86,29 +86,11 @@ struct gptx_model {
     /* backward scratch */
     float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
     float *dres_act; /* dresidual in the activation type, when res_bytes differs */
-    /* kernel variants (context options), chosen once at model creation */
-    int naive_attention, fused_qkv;
-    int (*ln_forward)(gptx_backend *be, float *out, float *mean, float *rstd, const float *inp,
-                      const float *w, const float *b, int N, int C, float eps);
-    int (*ln_backward)(gptx_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                       const float *inp, const float *w, const float *mean, const float *rstd,
-                       int N, int C);
-    int (*gelu_fwd)(gptx_backend *be, float *out, const float *inp, size_t n);
-    /* the backend's products with a GELU epilogue, NULL for separate ops */
-    int (*mm_gelu_forward)(gptx_backend *be, float *out, float *pre, const float *inp,
-                           const float *w, const float *bias, int N, int C, int OC);
-    int (*mm_backward_dgelu)(gptx_backend *be, float *dinp, float *dw, float *dbias,
-                             const float *dout, const float *inp, const float *w, const float *pre,
-                             int N, int C, int OC);
-    /* the backend's fused residual-add + LayerNorm, NULL for separate ops */
-    int (*res_ln_forward)(gptx_backend *be, float *residual, float *out, float *mean, float *rstd,
-                          const float *a, const float *b, const float *w, const float *bias, int N,
-                          int C, float eps);
-    int (*gelu_bwd)(gptx_backend *be, float *dinp, const float *inp, const float *dout, size_t n);
-    float *att_mask;        /* (T, T) additive causal mask for naive attention */
-    int att_mask_T;         /* T the mask was built for */
-    float *datt;            /* (B, NH, T, T) naive attention backward scratch */
-    float *q, *k, *v, *dtmp; /* (BT, C) each, separate-QKV variant */
+    void *att_work, *qkv_work; /* the ops' shared scratch (op_buffers), NULL when none */
+    /* the table this model runs on: the context's, with the kernel variants
+     * of the context at creation applied by the backend (instance_ops) */
+    gptx_backend_ops ops;
+    gptx_kernel_variants variants;
 
     uint64_t params_version; /* counts gptx_model_params_changed calls */
 

@@ -77,11 +77,14 @@ int gptx_optimizer_create_part(gptx_optimizer **out, gptx_model *model,
     if (in) GPTX_TRY(gptx_struct_read(&o, in, &gptx_desc_adamw_options, func, "opts"));
     GPTX_TRY(validate(&o));
 
+    gptx_backend_ops ops;
+    gptx_kernel_variants variants;
+    GPTX_TRY(gptx_context_instance_ops(model->ctx, &ops, &variants));
     gptx_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     opt->model = model;
     opt->opts = o;
-    opt->fused = model->ctx->variants.fused_adamw;
+    opt->adamw = ops.adamw;
     opt->shard_offset = offset;
     opt->shard_count = count;
     const gptx_layout *L = &model->layout;
@@ -146,15 +149,8 @@ int gptx_optimizer_update(gptx_optimizer *opt, float norm, const char *func) {
     h.step = t;
     float *params = gptx_param_at(ctx, model->params, opt->shard_offset);
     const float *grads = model->grads + opt->shard_offset; /* gradients are always fp32 */
-    if (opt->nranges > 0 && opt->fused) {
-        GPTX_TRY(ctx->ops->adamw(ctx->be, params, grads, opt->m, opt->v, opt->ranges,
-                                 opt->nranges, &h));
-    } else {
-        /* the unfused variant: one pass (one dispatch) per parameter tensor */
-        for (int r = 0; r < opt->nranges; r++)
-            GPTX_TRY(ctx->ops->adamw(ctx->be, params, grads, opt->m, opt->v, &opt->ranges[r], 1,
-                                     &h));
-    }
+    if (opt->nranges > 0)
+        GPTX_TRY(opt->adamw(ctx->be, params, grads, opt->m, opt->v, opt->ranges, opt->nranges, &h));
     opt->step = t;
     model->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
     gptx_model_params_changed(model); /* the compute copy follows before the next forward */

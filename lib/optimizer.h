@@ -22,7 +22,10 @@ struct gptx_optimizer {
     int *range_tensor; /* the layout tensor each range belongs to */
     int nranges;
     int64_t step;
-    int fused; /* the context's fused_adamw variant when it was created */
+    /* the AdamW op of the context's table with the context's kernel
+     * variants at creation (backend.h instance_ops) */
+    int (*adamw)(gptx_backend *be, float *params, const float *grads, float *m, float *v,
+                 const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
 };
 
 /* Creates an optimizer over [offset, offset + count) of model's parameters;

@@ -321,12 +321,6 @@ CPU_OP(matmul_backward, (gptx_backend *be, float *dinp, float *dw, float *dbias,
                          const float *dout, const float *inp, const float *w, int N, int C,
                          int OC),
        (be, dinp, dw, dbias, dout, inp, w, N, C, OC))
-CPU_OP(attention_forward, (gptx_backend *be, float *out, float *lse, const float *qkv, int B,
-                           int T, int C, int NH),
-       (be, out, lse, qkv, B, T, C, NH))
-CPU_OP(attention_backward, (gptx_backend *be, float *dqkv, const float *dout, const float *qkv,
-                            const float *out, const float *lse, int B, int T, int C, int NH),
-       (be, dqkv, dout, qkv, out, lse, B, T, C, NH))
 CPU_OP(gelu_forward, (gptx_backend *be, float *out, const float *inp, size_t n),
        (be, out, inp, n))
 CPU_OP(gelu_backward, (gptx_backend *be, float *dinp, const float *inp, const float *dout,
@@ -374,50 +368,47 @@ static int cpu_adamw(gptx_backend *be, float *params, const float *grads, float 
                           : gptx_cpu_adamw(be, params, grads, m, v, ranges, nranges, h);
 }
 
-/* The ablation variants are fp32 kernels only. */
-static int variant_fp32_only(const gptx_backend *be, const char *variant) {
-    if (!be->act_bf16) return GPTX_OK;
-    return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
-                     "the cpu backend offers the %s variant under the fp32 policy only (the "
-                     "context's policy is %s)",
-                     variant, gptx_precision_name(be->precision));
+/* The flash-style attention needs no state beyond lse and no workspace. */
+static int cpu_attention_forward(gptx_backend *be, float *out, float *lse, void *state, void *work,
+                                 const float *qkv, int B, int T, int C, int NH) {
+    (void)state;
+    (void)work;
+    return be->act_bf16 ? gptx_cpu_attention_forward_bf16(be, out, lse, qkv, B, T, C, NH)
+                        : gptx_cpu_attention_forward(be, out, lse, qkv, B, T, C, NH);
 }
 
-#define CPU_VARIANT(name, variant, params, args)                                           \
-    static int cpu_##name params {                                                         \
-        GPTX_TRY(variant_fp32_only(be, variant));                                          \
-        return gptx_cpu_##name args;                                                       \
-    }
+static int cpu_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
+                                  const float *qkv, const float *out, const float *lse,
+                                  const void *state, void *work, int B, int T, int C, int NH) {
+    (void)state;
+    (void)work;
+    return be->act_bf16
+               ? gptx_cpu_attention_backward_bf16(be, dqkv, dout, qkv, out, lse, B, T, C, NH)
+               : gptx_cpu_attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH);
+}
 
-CPU_VARIANT(attention_naive_forward, "naive attention",
-            (gptx_backend *be, float *out, float *att, const float *mask, const float *qkv, int B,
-             int T, int C, int NH),
-            (be, out, att, mask, qkv, B, T, C, NH))
-CPU_VARIANT(attention_naive_backward, "naive attention",
-            (gptx_backend *be, float *dqkv, float *datt, const float *dout, const float *qkv,
-             const float *att, int B, int T, int C, int NH),
-            (be, dqkv, datt, dout, qkv, att, B, T, C, NH))
-CPU_VARIANT(layernorm_forward_unfused, "step-by-step LayerNorm",
-            (gptx_backend *be, float *out, float *mean, float *rstd, const float *inp,
-             const float *w, const float *b, int N, int C, float eps),
-            (be, out, mean, rstd, inp, w, b, N, C, eps))
-CPU_VARIANT(layernorm_backward_unfused, "step-by-step LayerNorm",
-            (gptx_backend *be, float *dinp, float *dw, float *db, const float *dout,
-             const float *inp, const float *w, const float *mean, const float *rstd, int N,
-             int C),
-            (be, dinp, dw, db, dout, inp, w, mean, rstd, N, C))
-CPU_VARIANT(gelu_forward_unfused, "step-by-step GELU",
-            (gptx_backend *be, float *out, const float *inp, size_t n), (be, out, inp, n))
-CPU_VARIANT(gelu_backward_unfused, "step-by-step GELU",
-            (gptx_backend *be, float *dinp, const float *inp, const float *dout, size_t n),
-            (be, dinp, inp, dout, n))
-CPU_VARIANT(qkv_interleave, "separate Q, K, V",
-            (gptx_backend *be, float *qkv, const float *q, const float *k, const float *v, int N,
-             int C),
-            (be, qkv, q, k, v, N, C))
-CPU_VARIANT(qkv_split, "separate Q, K, V",
-            (gptx_backend *be, float *q, float *k, float *v, const float *qkv, int N, int C),
-            (be, q, k, v, qkv, N, C))
+/* The QKV projection: one (3C, C) product. */
+static int cpu_qkv_forward(gptx_backend *be, float *qkv, const float *inp, const float *w,
+                           const float *bias, void *work, int N, int C) {
+    (void)work;
+    return cpu_matmul_forward(be, qkv, inp, w, bias, N, C, 3 * C);
+}
+
+static int cpu_qkv_backward(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                            const float *dqkv, const float *inp, const float *w, void *work, int N,
+                            int C) {
+    (void)work;
+    return cpu_matmul_backward(be, dinp, dw, dbias, dqkv, inp, w, N, C, 3 * C);
+}
+
+/* The residual add, then its LayerNorm: the CPU has no fused kernel. */
+static int cpu_residual_layernorm_forward(gptx_backend *be, float *residual, float *out,
+                                          float *mean, float *rstd, const float *a,
+                                          const float *b, const float *w, const float *bias, int N,
+                                          int C, float eps) {
+    GPTX_TRY(cpu_residual_forward(be, residual, a, b, (size_t)N * C));
+    return cpu_layernorm_forward(be, out, mean, rstd, residual, w, bias, N, C, eps);
+}
 
 static const gptx_backend_ops cpu_ops = {
     .name = "cpu",
@@ -461,16 +452,13 @@ static const gptx_backend_ops cpu_ops = {
     .download_param = cpu_download_param,
     .fill_param = cpu_fill_param,
     .describe = cpu_describe,
+    .qkv_forward = cpu_qkv_forward,
+    .qkv_backward = cpu_qkv_backward,
+    .residual_layernorm_forward = cpu_residual_layernorm_forward,
     .matmul_gelu_forward = cpu_matmul_gelu_forward,
     .matmul_backward_dgelu = cpu_matmul_backward_dgelu,
-    .attention_naive_forward = cpu_attention_naive_forward,
-    .attention_naive_backward = cpu_attention_naive_backward,
-    .layernorm_forward_unfused = cpu_layernorm_forward_unfused,
-    .layernorm_backward_unfused = cpu_layernorm_backward_unfused,
-    .gelu_forward_unfused = cpu_gelu_forward_unfused,
-    .gelu_backward_unfused = cpu_gelu_backward_unfused,
-    .qkv_interleave = cpu_qkv_interleave,
-    .qkv_split = cpu_qkv_split,
+    .instance_ops = gptx_cpu_instance_ops,
+    .op_buffers = gptx_cpu_op_buffers,
 };
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void) { return &cpu_ops; }

@@ -181,7 +181,13 @@ int gptx_cpu_attention_kv_forward(gptx_backend *be, float *out, float *lse, cons
 /* OpenBLAS runs single-threaded under gptx (a process-wide setting): the
  * pool supplies the parallelism. */
 void gptx_cpu_blas_single(void);
-/* Kernel variants for ablations (cpu_ops_unfused.c, cpu_attention_naive.c). */
+/* Kernel variants for ablations (variants/): the instance table and its
+ * buffers (cpu_variants.c), and the kernels behind them (cpu_ops_unfused.c,
+ * cpu_attention_naive.c). */
+int gptx_cpu_instance_ops(const gptx_backend *be, const gptx_kernel_variants *v,
+                          gptx_backend_ops *ops);
+void gptx_cpu_op_buffers(const gptx_backend *be, const gptx_kernel_variants *v, int B, int T,
+                         int C, int NH, gptx_op_buffers *out);
 int gptx_cpu_attention_naive_forward(gptx_backend *be, float *out, float *att, const float *mask,
                                      const float *qkv, int B, int T, int C, int NH);
 int gptx_cpu_attention_naive_backward(gptx_backend *be, float *dqkv, float *datt,

@@ -1,9 +1,110 @@
-/* The CUDA backend's table. The naive-attention and step-by-step
- * LayerNorm/GELU ablation variants are not offered (NULL: the model reports
- * GPTX_ERR_UNSUPPORTED when a context asks for them); the separate-QKV
- * variant is. Entries are in declaration order (this file is also compiled
- * as C++20 by the CPU-emulation tests). */
+/* The CUDA backend's table, and its kernel variants: the separate-QKV
+ * projection (backends/common/qkv_separate.c over this backend's products)
+ * and AdamW per tensor are offered; naive attention and the step-by-step
+ * LayerNorm/GELU are not (GPTX_ERR_UNSUPPORTED when a context asks for
+ * them). Entries are in declaration order (this file is also compiled as
+ * C++20 by the CPU-emulation tests). */
 #include "cuda_ops.h"
+#include "errors.h"
+#include "qkv_separate.h"
+
+/* Flash attention keeps nothing beyond lse and needs no workspace. */
+static int cuda_attention_forward(gptx_backend *be, float *out, float *lse, void *state,
+                                  void *work, const float *qkv, int B, int T, int C, int NH) {
+    (void)state;
+    (void)work;
+    return gptx_cuda_attention_forward(be, out, lse, qkv, B, T, C, NH);
+}
+
+static int cuda_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
+                                   const float *qkv, const float *out, const float *lse,
+                                   const void *state, void *work, int B, int T, int C, int NH) {
+    (void)state;
+    (void)work;
+    return gptx_cuda_attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH);
+}
+
+/* The QKV projection: one (3C, C) product. */
+static int cuda_qkv_forward(gptx_backend *be, float *qkv, const float *inp, const float *w,
+                            const float *bias, void *work, int N, int C) {
+    (void)work;
+    return gptx_cuda_matmul_forward(be, qkv, inp, w, bias, N, C, 3 * C);
+}
+
+static int cuda_qkv_backward(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                             const float *dqkv, const float *inp, const float *w, void *work,
+                             int N, int C) {
+    (void)work;
+    return gptx_cuda_matmul_backward(be, dinp, dw, dbias, dqkv, inp, w, N, C, 3 * C);
+}
+
+/* ---- kernel variants ------------------------------------------------------------ */
+
+/* The separate-QKV composition over this backend's products, with the
+ * element sizes of its precision policy. */
+static gptx_qkv_separate_ops separate_ops(const gptx_backend *be) {
+    gptx_backend_storage st = {4, 0, 4, 0};
+    gptx_cuda_storage(be, &st);
+    gptx_qkv_separate_ops o = {gptx_cuda_matmul_forward, gptx_cuda_matmul_backward,
+                               gptx_cuda_residual_forward, gptx_cuda_qkv_interleave,
+                               gptx_cuda_qkv_split, st.act_bytes,
+                               st.wcopy_bytes ? st.wcopy_bytes : st.param_bytes};
+    return o;
+}
+
+static int cuda_qkv_forward_separate(gptx_backend *be, float *qkv, const float *inp,
+                                     const float *w, const float *bias, void *work, int N, int C) {
+    gptx_qkv_separate_ops o = separate_ops(be);
+    return gptx_qkv_separate_forward(&o, be, qkv, inp, w, bias, work, N, C);
+}
+
+static int cuda_qkv_backward_separate(gptx_backend *be, float *dinp, float *dw, float *dbias,
+                                      const float *dqkv, const float *inp, const float *w,
+                                      void *work, int N, int C) {
+    gptx_qkv_separate_ops o = separate_ops(be);
+    return gptx_qkv_separate_backward(&o, be, dinp, dw, dbias, dqkv, inp, w, work, N, C);
+}
+
+static int cuda_adamw_per_tensor(gptx_backend *be, float *params, const float *grads, float *m,
+                                 float *v, const gptx_param_range *ranges, int nranges,
+                                 const gptx_adamw_hyper *h) {
+    for (int r = 0; r < nranges; r++)
+        GPTX_TRY(gptx_cuda_adamw(be, params, grads, m, v, &ranges[r], 1, h));
+    return GPTX_OK;
+}
+
+static int cuda_instance_ops(const gptx_backend *be, const gptx_kernel_variants *v,
+                             gptx_backend_ops *ops) {
+    if (v->attention != GPTX_ATTENTION_FLASH || !v->fused_norm_gelu)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "the cuda backend offers neither naive attention nor the step-by-step "
+                         "LayerNorm/GELU variants (attention %d, fused_norm_gelu %d)",
+                         v->attention, v->fused_norm_gelu);
+    if (!v->fused_qkv) {
+        gptx_backend_storage st = {4, 0, 4, 0};
+        gptx_cuda_storage(be, &st);
+        /* the composition adds the three input gradients with residual_forward,
+         * whose operands must then share one type */
+        if (st.res_bytes && st.res_bytes != st.act_bytes)
+            return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                             "the separate Q, K, V variant needs the residual stream in the "
+                             "activation type; the context's %s policy keeps it wider",
+                             gptx_precision_name(gptx_cuda_precision(be)));
+        ops->qkv_forward = cuda_qkv_forward_separate;
+        ops->qkv_backward = cuda_qkv_backward_separate;
+    }
+    if (!v->fused_adamw) ops->adamw = cuda_adamw_per_tensor;
+    return GPTX_OK;
+}
+
+static void cuda_op_buffers(const gptx_backend *be, const gptx_kernel_variants *v, int B, int T,
+                            int C, int NH, gptx_op_buffers *out) {
+    (void)NH;
+    if (v->fused_qkv) return;
+    gptx_backend_storage st = {4, 0, 4, 0};
+    gptx_cuda_storage(be, &st);
+    out->qkv_work = gptx_qkv_separate_work_bytes(st.act_bytes, B * T, C);
+}
 
 static const gptx_backend_ops cuda_table = {
     .name = "cuda",
@@ -25,8 +126,10 @@ static const gptx_backend_ops cuda_table = {
     .layernorm_backward = gptx_cuda_layernorm_backward,
     .matmul_forward = gptx_cuda_matmul_forward,
     .matmul_backward = gptx_cuda_matmul_backward,
-    .attention_forward = gptx_cuda_attention_forward,
-    .attention_backward = gptx_cuda_attention_backward,
+    .qkv_forward = cuda_qkv_forward,
+    .qkv_backward = cuda_qkv_backward,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
     .gelu_forward = gptx_cuda_gelu_forward,
     .gelu_backward = gptx_cuda_gelu_backward,
     .residual_forward = gptx_cuda_residual_forward,
@@ -50,16 +153,10 @@ static const gptx_backend_ops cuda_table = {
     .residual_layernorm_forward = gptx_cuda_residual_layernorm_forward,
     .matmul_gelu_forward = gptx_cuda_matmul_gelu_forward,
     .matmul_backward_dgelu = gptx_cuda_matmul_backward_dgelu,
-    .attention_naive_forward = NULL,
-    .attention_naive_backward = NULL,
-    .layernorm_forward_unfused = NULL,
-    .layernorm_backward_unfused = NULL,
-    .gelu_forward_unfused = NULL,
-    .gelu_backward_unfused = NULL,
-    .qkv_interleave = gptx_cuda_qkv_interleave,
-    .qkv_split = gptx_cuda_qkv_split,
-    .compute_stream = gptx_cuda_compute_stream,
     .crossentropy_fused = gptx_cuda_crossentropy_fused,
+    .instance_ops = cuda_instance_ops,
+    .op_buffers = cuda_op_buffers,
+    .compute_stream = gptx_cuda_compute_stream,
     .attention_kv_forward = gptx_cuda_attention_kv_forward,
     .event_create = gptx_cuda_event_create,
     .event_destroy = gptx_cuda_event_destroy,

@@ -511,22 +511,22 @@ static void test_attention(pair *p) {
         printf("  attention B %d T %d C %d NH %d (head size %d)\n", B, T, C, NH, C / NH);
         float *qkv = hrand(n3, 41 + si, -2, 2);
         float *out = malloc(nout * sizeof *out), *lse = malloc(nl * sizeof *lse);
-        CHECK_OK(p->cpu_ops->attention_forward(p->cpu, out, lse, qkv, B, T, C, NH));
+        CHECK_OK(p->cpu_ops->attention_forward(p->cpu, out, lse, NULL, NULL, qkv, B, T, C, NH));
         float *dqkv_in = dup_f(p, qkv, n3), *dout = dalloc(p, nout * 4), *dlse = dalloc(p, nl * 4);
-        CHECK_OK(p->cu_ops->attention_forward(p->cu, dout, dlse, dqkv_in, B, T, C, NH));
+        CHECK_OK(p->cu_ops->attention_forward(p->cu, dout, dlse, NULL, NULL, dqkv_in, B, T, C, NH));
         float *a = down(p, dout, nout), *al = down(p, dlse, nl);
         compare("forward out", out, a, nout, 1e-5 * max_abs(out, nout), 1e-4);
         compare("forward lse", lse, al, nl, 1e-5 * max_abs(lse, nl), 1e-5);
 
         float *g = hrand(nout, 42, -1, 1);
         float *rd = malloc(n3 * sizeof *rd);
-        CHECK_OK(p->cpu_ops->attention_backward(p->cpu, rd, g, qkv, out, lse, B, T, C, NH));
+        CHECK_OK(p->cpu_ops->attention_backward(p->cpu, rd, g, qkv, out, lse, NULL, NULL, B, T, C, NH));
         float *dg = dup_f(p, g, nout), *dd = dalloc(p, n3 * 4);
         CHECK_OK(p->cu_ops->fill_f32(p->cu, dd, NAN, n3)); /* every element must be written */
-        CHECK_OK(p->cu_ops->attention_backward(p->cu, dd, dg, dqkv_in, dout, dlse, B, T, C, NH));
+        CHECK_OK(p->cu_ops->attention_backward(p->cu, dd, dg, dqkv_in, dout, dlse, NULL, NULL, B, T, C, NH));
         float *ad = down(p, dd, n3);
         compare("backward dqkv", rd, ad, n3, 1e-5 * max_abs(rd, n3), 1e-4);
-        CHECK_OK(p->cu_ops->attention_backward(p->cu, dd, dg, dqkv_in, dout, dlse, B, T, C, NH));
+        CHECK_OK(p->cu_ops->attention_backward(p->cu, dd, dg, dqkv_in, dout, dlse, NULL, NULL, B, T, C, NH));
         float *ad2 = down(p, dd, n3);
         same_bits("backward repeat", ad, ad2, n3);
 
@@ -537,7 +537,7 @@ static void test_attention(pair *p) {
     }
     /* head size above the kernels' limit: a clear error, not a crash */
     float *d = dalloc(p, 4 * 136 * 4);
-    CHECK_STATUS(p->cu_ops->attention_forward(p->cu, d, d, d, 1, 1, 136, 1), GPTX_ERR_UNSUPPORTED);
+    CHECK_STATUS(p->cu_ops->attention_forward(p->cu, d, d, NULL, NULL, d, 1, 1, 136, 1), GPTX_ERR_UNSUPPORTED);
     dfree(p, d);
 }
 
@@ -553,11 +553,11 @@ static void test_attention_kv(pair *p) {
         printf("  attention_kv T %d C %d NH %d (head size %d), %d rows prefilled\n", T, C, NH, hs, P);
         float *qkv = hrand(n3, 61 + si, -2, 2);
         float *out = malloc(nout * sizeof *out), *lse = malloc(nl * sizeof *lse);
-        CHECK_OK(p->cpu_ops->attention_forward(p->cpu, out, lse, qkv, 1, T, C, NH));
+        CHECK_OK(p->cpu_ops->attention_forward(p->cpu, out, lse, NULL, NULL, qkv, 1, T, C, NH));
         float *dq = dup_f(p, qkv, n3), *dout = dalloc(p, nout * 4), *dlse = dalloc(p, nl * 4);
         float *dpre = dalloc(p, (size_t)P * C * 4);
         float *kc = dalloc(p, nout * 4), *vc = dalloc(p, nout * 4);
-        CHECK_OK(p->cu_ops->attention_forward(p->cu, dpre, dlse, dq, 1, P, C, NH));
+        CHECK_OK(p->cu_ops->attention_forward(p->cu, dpre, dlse, NULL, NULL, dq, 1, P, C, NH));
         CHECK_OK(p->cu_ops->attention_kv_forward(p->cu, dout, dlse, dq, kc, vc, P, 0, T, C, NH));
         for (int r = P; r < T;) {
             int n = r == P ? 5 : 1;
@@ -623,28 +623,31 @@ static void test_elementwise(pair *p) {
         free(y);
         free(r);
     }
-    /* QKV layout round trip */
+    /* The separate-Q, K, V instance (the interleave of three (C, C)
+     * products, backends/common/qkv_separate.c) against the one (3C, C)
+     * product: the same function within the product bound. A misplaced
+     * column would be off by the size of the values. */
     int N = 37, C = 24;
     size_t NC = (size_t)N * C;
-    float *q = hrand(NC, 53, -1, 1), *k = hrand(NC, 54, -1, 1), *v = hrand(NC, 55, -1, 1);
-    float *r = malloc(3 * NC * sizeof *r);
-    CHECK_OK(p->cpu_ops->qkv_interleave(p->cpu, r, q, k, v, N, C));
-    float *dq = dup_f(p, q, NC), *dk = dup_f(p, k, NC), *dv = dup_f(p, v, NC),
-          *dr = dalloc(p, 3 * NC * 4);
-    CHECK_OK(p->cu_ops->qkv_interleave(p->cu, dr, dq, dk, dv, N, C));
-    float *a = down(p, dr, 3 * NC);
-    same_bits("qkv interleave", r, a, 3 * NC);
-    CHECK_OK(p->cu_ops->fill_f32(p->cu, dq, 0, NC));
-    CHECK_OK(p->cu_ops->fill_f32(p->cu, dk, 0, NC));
-    CHECK_OK(p->cu_ops->fill_f32(p->cu, dv, 0, NC));
-    CHECK_OK(p->cu_ops->qkv_split(p->cu, dq, dk, dv, dr, N, C));
-    float *aq = down(p, dq, NC), *ak = down(p, dk, NC), *av = down(p, dv, NC);
-    same_bits("qkv split q", q, aq, NC);
-    same_bits("qkv split k", k, ak, NC);
-    same_bits("qkv split v", v, av, NC);
-    void *dev[] = {dq, dk, dv, dr};
+    gptx_kernel_variants sep = {GPTX_ATTENTION_FLASH, 0, 1, 1};
+    gptx_backend_ops inst = *p->cu_ops;
+    CHECK_OK(p->cu_ops->instance_ops(p->cu, &sep, &inst));
+    gptx_op_buffers ob = {0, 0, 0};
+    p->cu_ops->op_buffers(p->cu, &sep, 1, N, C, 1, &ob);
+    CHECK(ob.qkv_work >= 4 * NC * sizeof(float));
+    size_t CC3 = 3 * (size_t)C * C;
+    float *x = hrand(NC, 53, -1, 1), *w = hrand(CC3, 54, -1, 1), *b = hrand(3 * (size_t)C, 55, -1, 1);
+    float *dx = dup_f(p, x, NC), *dw = dup_f(p, w, CC3), *db = dup_f(p, b, 3 * (size_t)C);
+    float *d1 = dalloc(p, 3 * NC * 4), *d2 = dalloc(p, 3 * NC * 4), *work = dalloc(p, ob.qkv_work);
+    CHECK_OK(p->cu_ops->qkv_forward(p->cu, d1, dx, dw, db, NULL, N, C));
+    CHECK_OK(inst.qkv_forward(p->cu, d2, dx, dw, db, work, N, C));
+    float *one = down(p, d1, 3 * NC), *three = down(p, d2, 3 * NC);
+    /* two roundings of the same sums: twice the product bound */
+    double *bd = bound_fwd(x, w, b, N, C, 3 * C, 2e-5);
+    compare_b("separate qkv forward", one, three, 3 * NC, 0, 0, bd);
+    void *dev[] = {dx, dw, db, d1, d2, work};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
-    void *host[] = {q, k, v, r, a, aq, ak, av};
+    void *host[] = {x, w, b, one, three, bd};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
 }
 

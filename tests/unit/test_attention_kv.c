@@ -30,8 +30,8 @@ static char *run_shape(int precision, int T, int C, int NH, int threads) {
     char *prefix = malloc((size_t)P * C * esz);
     char *kc = calloc((size_t)T * C, esz), *vc = calloc((size_t)T * C, esz);
     float *lse = malloc((size_t)T * NH * sizeof *lse);
-    CHECK_OK(ops->attention_forward(be, (float *)full, lse, in, 1, T, C, NH));
-    CHECK_OK(ops->attention_forward(be, (float *)prefix, lse, in, 1, P, C, NH));
+    CHECK_OK(ops->attention_forward(be, (float *)full, lse, NULL, NULL, in, 1, T, C, NH));
+    CHECK_OK(ops->attention_forward(be, (float *)prefix, lse, NULL, NULL, in, 1, P, C, NH));
     /* rows [0, P) from position 0, [P, P + 5) as one chunk, then one by one */
     CHECK_OK(ops->attention_kv_forward(be, (float *)got, lse, in, (float *)kc, (float *)vc, P, 0,
                                        T, C, NH));

@@ -204,8 +204,8 @@ static void test_attention(gptx_backend *b16, gptx_backend *b32) {
     bf16 *out = malloc(N * C * sizeof *out);
     float *out32 = malloc(N * C * sizeof *out32);
     float lse1[B * NH * T], lse2[B * NH * T];
-    CHECK_OK(ops->attention_forward(b16, (float *)out, lse1, (float *)qkv.h, B, T, C, NH));
-    CHECK_OK(ops->attention_forward(b32, out32, lse2, qkv.f, B, T, C, NH));
+    CHECK_OK(ops->attention_forward(b16, (float *)out, lse1, NULL, NULL, (float *)qkv.h, B, T, C, NH));
+    CHECK_OK(ops->attention_forward(b32, out32, lse2, NULL, NULL, qkv.f, B, T, C, NH));
     same_as_rounded("attention_forward", out, out32, N * C);
     same_floats("attention_forward lse", lse1, lse2, (size_t)B * NH * T);
     /* backward from the bf16 output (as a model would have saved it) */
@@ -215,8 +215,8 @@ static void test_attention(gptx_backend *b16, gptx_backend *b32) {
     bf16 *dqkv = malloc(N * 3 * C * sizeof *dqkv);
     float *dqkv32 = malloc(N * 3 * C * sizeof *dqkv32);
     CHECK_OK(ops->attention_backward(b16, (float *)dqkv, (float *)dout.h, (float *)qkv.h,
-                                     (float *)o.h, lse1, B, T, C, NH));
-    CHECK_OK(ops->attention_backward(b32, dqkv32, dout.f, qkv.f, o.f, lse2, B, T, C, NH));
+                                     (float *)o.h, lse1, NULL, NULL, B, T, C, NH));
+    CHECK_OK(ops->attention_backward(b32, dqkv32, dout.f, qkv.f, o.f, lse2, NULL, NULL, B, T, C, NH));
     same_as_rounded("attention_backward", dqkv, dqkv32, N * 3 * C);
     pair_free(&qkv), pair_free(&o), pair_free(&dout);
     free(out32), free(dqkv), free(dqkv32);
@@ -456,7 +456,7 @@ static void test_thread_counts(void) {
         bf16 *out = malloc((size_t)M * OC * 2), *att = malloc(N * C * 2), *ln = malloc(N * C * 2);
         float lse[B * NH * T], mean[N], rstd[N];
         CHECK_OK(ops->matmul_forward(be, (float *)out, (float *)inp.h, (float *)w.h, NULL, M, K, OC));
-        CHECK_OK(ops->attention_forward(be, (float *)att, lse, (float *)qkv.h, B, T, C, NH));
+        CHECK_OK(ops->attention_forward(be, (float *)att, lse, NULL, NULL, (float *)qkv.h, B, T, C, NH));
         CHECK_OK(ops->layernorm_forward(be, (float *)ln, mean, rstd, (float *)x.h, (float *)lw.h,
                                         (float *)lw.h, (int)N, C, 1e-5f));
         if (!ref) {

@@ -123,7 +123,7 @@ static void check_matmul(void) {
 typedef struct { int B, T, C, NH; float *qkv, *out, *lse, *R; } at_case;
 static double at_obj(void *vp) {
     at_case *c = vp;
-    ops->attention_forward(be, c->out, c->lse, c->qkv, c->B, c->T, c->C, c->NH);
+    ops->attention_forward(be, c->out, c->lse, NULL, NULL, c->qkv, c->B, c->T, c->C, c->NH);
     return dot(c->out, c->R, (size_t)c->B * c->T * c->C);
 }
 static void check_attention(void) {
@@ -134,7 +134,7 @@ static void check_attention(void) {
     c.R = rand_buf(n, 1.0f);
     float *dqkv = zeros(3 * n);
     at_obj(&c);
-    ops->attention_backward(be, dqkv, c.R, c.qkv, c.out, c.lse, c.B, c.T, c.C, c.NH);
+    ops->attention_backward(be, dqkv, c.R, c.qkv, c.out, c.lse, NULL, NULL, c.B, c.T, c.C, c.NH);
     gradcheck("attention d/dqkv", at_obj, &c, c.qkv, dqkv, 3 * n, 1e-2f, 2e-3);
     /* causality: output row t must not change when a later token's k or v changes */
     float *before = malloc(n * sizeof *before);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_backend.h"
+#include "../cpu_backend.h"
 #include "errors.h"
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
@@ -198,8 +198,8 @@ int gptx_cpu_gelu_backward_unfused(gptx_backend *be, float *dinp, const float *i
     run_gelu(be, G_TANH, t, inp, t, n);
     run_gelu(be, G_SECH2, sech2, inp, t, n);
     run_gelu(be, G_LOCAL, t, inp, sech2, n);
+    run_gelu(be, G_MUL, t, inp, dout, n); /* before dinp is written: it may be dout */
     memcpy(dinp, t, n * sizeof *dinp);
-    run_gelu(be, G_MUL, dinp, inp, dout, n);
     free(t);
     free(sech2);
     return GPTX_OK;
