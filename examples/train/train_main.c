@@ -22,9 +22,9 @@
 #include "prog_error.h"
 #include "prog_files.h"
 #include "prog_model.h"
-#include "train/train_dp.h"
-#include "train/train_options.h"
-#include "train/train_report.h"
+#include "train_dp.h"
+#include "train_options.h"
+#include "train_report.h"
 
 /* Ctrl-C: the run ends after the step in progress, as if it were the last
  * (validation, checkpoint, model, plot), and exits with status 130. */
