@@ -1,0 +1,174 @@
+/* gptx-train's data: --text (tokenized here, the tail held out for
+ * validation) or llm.c shards, the loaders over it, the hash that tells a
+ * resumed run it trains on the same data, and the unigram baseline. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prog_files.h"
+#include "train_run.h"
+
+/* Splits "a,b,c" into an array of strings (one allocation each). */
+static int split_paths(const char *list, char ***out) {
+    int n = 1;
+    for (const char *p = list; *p; p++) n += *p == ',';
+    char **paths = calloc((size_t)n, sizeof *paths);
+    const char *start = list;
+    for (int i = 0; i < n && paths; i++) {
+        const char *end = strchr(start, ',');
+        size_t len = end ? (size_t)(end - start) : strlen(start);
+        paths[i] = strndup(start, len);
+        start = end ? end + 1 : start + len;
+    }
+    *out = paths;
+    return n;
+}
+
+void free_paths(char **paths, int n) {
+    for (int i = 0; paths && i < n; i++) free(paths[i]);
+    free(paths);
+}
+
+/* FNV-1a, 64 bits: tells the data a run trained on from other data. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define HASH_START 0xcbf29ce484222325ull
+
+/* Hash of every byte of the files, in order: 0, or -1 after a message. */
+static int hash_files(char **paths, int n, uint64_t *out) {
+    uint64_t h = HASH_START;
+    static unsigned char buf[1 << 16];
+    for (int i = 0; i < n; i++) {
+        FILE *f = fopen(paths[i], "rb");
+        if (!f) {
+            fprintf(stderr, "gptx-train: cannot open %s: %s\n", paths[i], strerror(errno));
+            return -1;
+        }
+        size_t got;
+        while ((got = fread(buf, 1, sizeof buf, f)) > 0) h = hash_bytes(h, buf, got);
+        int err = ferror(f);
+        fclose(f);
+        if (err) {
+            fprintf(stderr, "gptx-train: cannot read %s\n", paths[i]);
+            return -1;
+        }
+        h = hash_bytes(h, "\0", 1); /* file boundaries count */
+    }
+    *out = h;
+    return 0;
+}
+
+/* Cross-entropy on the validation tokens of predicting each with its
+ * frequency among the training tokens (add-one smoothed over the real
+ * vocabulary): the loss a model that ignores the context gets; a trained
+ * model should be well below it. */
+static double unigram_baseline(const int32_t *train, size_t n_train, const int32_t *val,
+                               size_t n_val, int vocab) {
+    double *count = calloc((size_t)vocab, sizeof *count);
+    if (!count || n_val < 2) {
+        free(count);
+        return NAN;
+    }
+    for (size_t i = 0; i < n_train; i++)
+        if (train[i] >= 0 && train[i] < vocab) count[train[i]] += 1;
+    double total = (double)n_train + vocab, nll = 0;
+    for (size_t i = 1; i < n_val; i++) /* targets: every token after the first */
+        nll -= log((val[i] >= 0 && val[i] < vocab ? count[val[i]] + 1 : 1) / total);
+    free(count);
+    return nll / (double)(n_val - 1);
+}
+
+/* Training: each rank its own disjoint share of every epoch, shuffled, with
+ * the next batch read ahead. Validation: every rank reads all of it and
+ * evaluates its own batches (dp_evaluate), in order. */
+static void loader_options(const train_run *run, gptx_dataloader_options *lo,
+                           gptx_dataloader_options *vo) {
+    gptx_dataloader_options_init(lo);
+    lo->batch_size = run->o.batch;
+    lo->seq_len = run->o.context;
+    lo->seed = run->o.seed;
+    lo->vocab_size = run->o.vocab_size;
+    *vo = *lo;
+    lo->rank = run->rank;
+    lo->world_size = run->world;
+    lo->shuffle = 1;
+    lo->drop_last = 1;
+    lo->prefetch = 1;
+    vo->shuffle = 0;
+    vo->drop_last = 0;
+    vo->prefetch = 0;
+}
+
+/* --train-shards (and --val-shards): the hash covers every byte of both. */
+static int open_shards(train_run *run, const gptx_dataloader_options *lo,
+                       const gptx_dataloader_options *vo) {
+    const train_options *o = &run->o;
+    run->data_name = o->train_shards;
+    run->n_train_paths = split_paths(o->train_shards, &run->train_paths);
+    if (hash_files(run->train_paths, run->n_train_paths, &run->data_hash)) return -1;
+    TRY(run, gptx_dataloader_create_from_files(&run->train, run->ctx,
+                                               (const char *const *)run->train_paths,
+                                               run->n_train_paths, lo));
+    if (!o->val_shards) return 0;
+    run->n_val_paths = split_paths(o->val_shards, &run->val_paths);
+    uint64_t vh = 0;
+    if (hash_files(run->val_paths, run->n_val_paths, &vh)) return -1;
+    run->data_hash = hash_bytes(run->data_hash, &vh, sizeof vh);
+    TRY(run, gptx_dataloader_create_from_files(&run->val, run->ctx,
+                                               (const char *const *)run->val_paths,
+                                               run->n_val_paths, vo));
+    return 0;
+}
+
+/* --text: tokenized whole, its last --val-fraction held out for validation. */
+static int open_text(train_run *run, const gptx_dataloader_options *lo,
+                     const gptx_dataloader_options *vo) {
+    const train_options *o = &run->o;
+    const int T = o->context;
+    run->data_name = o->text;
+    size_t len = 0, n = 0;
+    /* a regular file, read to the end without error (not a folder or a device) */
+    if (!(run->text = prog_read_file("gptx-train", "--text", o->text, &len))) return -1;
+    if (!(run->tokens = malloc((len + 1) * sizeof *run->tokens))) return -1;
+    TRY(run, gptx_tokenizer_encode(run->tok, run->text, len, 1, run->tokens, len + 1, &n));
+    size_t split = (size_t)((double)n * (1.0 - o->val_fraction));
+    if (split < (size_t)T + 1 || n - split < (size_t)T + 1) {
+        fprintf(stderr, "gptx-train: --text %s has %zu tokens; with --context %d and "
+                        "--val-fraction %g both splits need at least %d\n",
+                o->text, n, T, (double)o->val_fraction, T + 1);
+        return -1;
+    }
+    /* the tokens (so the tokenizer files count too) and where validation starts */
+    const int32_t *tokens = run->tokens;
+    run->data_hash = hash_bytes(hash_bytes(run->data_hash, tokens, n * sizeof *tokens), &split,
+                                sizeof split);
+    run->unigram = unigram_baseline(tokens, split, tokens + split, n - split, o->vocab_size);
+    TRY(run, gptx_dataloader_create_from_tokens(&run->train, run->ctx, tokens, split, lo));
+    TRY(run, gptx_dataloader_create_from_tokens(&run->val, run->ctx, tokens + split, n - split,
+                                                vo));
+    return 0;
+}
+
+/* The loaders, and the run's length: --steps, or --epochs over the
+ * training windows (rounded up to whole optimizer steps). */
+int run_open_data(train_run *run) {
+    const train_options *o = &run->o;
+    gptx_dataloader_options lo, vo;
+    loader_options(run, &lo, &vo);
+    run->data_hash = HASH_START;
+    run->unigram = NAN;
+    if ((o->train_shards ? open_shards(run, &lo, &vo) : open_text(run, &lo, &vo)) != 0)
+        return -1;
+    gptx_dataloader_info_init(&run->ti);
+    TRY(run, gptx_dataloader_info_get(run->train, &run->ti));
+    run->total_steps = o->steps;
+    if (o->epochs)
+        run->total_steps = (o->epochs * run->ti.batches_per_epoch + o->grad_accum - 1) /
+                           o->grad_accum;
+    return 0;
+}

@@ -1,0 +1,257 @@
+/* gptx-train's loop: at each step, what is due (validation, a sample, a
+ * checkpoint), then one optimizer step; after the last step (or a stop),
+ * only what is due. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_dp.h"
+#include "train_run.h"
+
+/* Ctrl-C: the run ends after the step in progress, as if it were the last
+ * (validation, checkpoint, model, plot), and exits with status 130. */
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+int run_interrupted(void) {
+    return interrupted;
+}
+
+static void watch_sigint(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* Whether to stop now, after Ctrl-C or when rank 0 could not write its
+ * metrics (local_failure): every rank must agree, or their collectives would
+ * part ways (mpirun forwards the signal, but not at the same step). */
+static int stop_requested(gptx_comm *comm, int W, int local_failure) {
+    if (W <= 1) return interrupted || local_failure;
+    double flag = interrupted || local_failure;
+    if (gptx_comm_allreduce_f64(comm, &flag, 1, GPTX_COMM_MAX) != GPTX_OK) return 1;
+    return flag > 0;
+}
+
+/* Learning rate for optimizer step `step` (0-based) of `total`. */
+static float lr_at(const train_options *o, int64_t step, int64_t total) {
+    if (step < o->warmup) return o->lr * (float)(step + 1) / (float)o->warmup;
+    if (o->schedule == SCHEDULE_CONSTANT) return o->lr;
+    double span = (double)(total - o->warmup);
+    double progress = span > 1 ? (double)(step - o->warmup) / (span - 1) : 1.0;
+    double min_lr = o->lr * o->min_lr_frac;
+    double frac = o->schedule == SCHEDULE_COSINE ? 0.5 * (1.0 + cos(M_PI * progress)) : 1.0 - progress;
+    return (float)(min_lr + (o->lr - min_lr) * frac);
+}
+
+/* A continuation of --prompt, printed and logged (rank 0 calls it). */
+int run_sample(train_run *run) {
+    const train_options *o = &run->o;
+    size_t plen = strlen(o->prompt), n_ids = 0;
+    int32_t *ids = malloc((plen + 1) * sizeof *ids);
+    int32_t *out = malloc(((size_t)o->sample_tokens + 1) * sizeof *out);
+    char *text = NULL;
+    int rc = !ids || !out ? GPTX_ERR_NO_MEMORY : GPTX_OK;
+    if (!rc) rc = gptx_tokenizer_encode(run->tok, o->prompt, plen, 0, ids, plen + 1, &n_ids);
+    if (!rc && n_ids == 0) {
+        ids[0] = gptx_tokenizer_eot_token(run->tok); /* an empty prompt starts from <|endoftext|> */
+        n_ids = 1;
+    }
+    if (!rc) rc = gptx_generate(run->model, run->sampler, ids, (int)n_ids, o->sample_tokens, out);
+    size_t need = 0;
+    if (!rc) {
+        rc = gptx_tokenizer_decode(run->tok, out, (size_t)o->sample_tokens, NULL, 0, &need);
+        if (rc == GPTX_ERR_SHAPE) rc = GPTX_OK; /* asked for the size */
+    }
+    if (!rc && !(text = malloc(need + 1))) rc = GPTX_ERR_NO_MEMORY;
+    if (!rc) rc = gptx_tokenizer_decode(run->tok, out, (size_t)o->sample_tokens, text, need, &need);
+    if (!rc) {
+        text[need] = '\0';
+        train_report_line(&run->rep, "step %lld | sample: %s%s\n", (long long)run->step,
+                          o->prompt, text);
+    }
+    free(ids);
+    free(out);
+    free(text);
+    return rc;
+}
+
+/* Validation every --eval-every steps and at the end; with --save-best,
+ * the model at each new best. */
+static int evaluate(train_run *run, int last) {
+    const train_options *o = &run->o;
+    if (!run->val || !((o->eval_every > 0 && run->step % o->eval_every == 0) || last)) return 0;
+    /* --eval-batches counts global batches: W per-rank batches of --batch rows
+     * each, the windows one process with the global batch evaluates */
+    TRY(run, dp_evaluate(run->comm, run->model, run->val, o->eval_batches * run->world,
+                         o->context, &run->val_loss, &run->val_tokens));
+    train_report_val(&run->rep, run->step, run->tokens_seen, run->val_loss, run->val_tokens);
+    if (!(run->val_loss < run->best_val)) return 0;
+    run->best_val = run->val_loss; /* the same on every rank: dp_evaluate is global */
+    if (!o->save_best || run->step == 0) return 0;
+    char best[4096];
+    snprintf(best, sizeof best, "%s/best.safetensors", o->out_dir);
+    ON_RANK0(run, gptx_model_save(run->model, best), "writing the best model");
+    train_report_line(&run->rep, "step %lld | best validation loss so far: model %s\n",
+                      (long long)run->step, best);
+    return 0;
+}
+
+/* The checkpoint: every --checkpoint-every steps and at the end (when the
+ * flag was given, or the run stops early), never at the step a resumed run
+ * started from (that checkpoint is on disk already). */
+static int checkpoint(train_run *run, int stop, int last) {
+    const train_options *o = &run->o;
+    if (!((o->checkpoint_every >= 0 || stop) && run->step > run->start_step &&
+          ((o->checkpoint_every > 0 && run->step % o->checkpoint_every == 0) || last)))
+        return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/checkpoint.safetensors", o->out_dir);
+    run->ts.lr_schedule_step = run->step;
+    run->ts.tokens_seen = run->tokens_seen;
+    free(run->record);
+    if (!(run->record = run_record(run))) TRY(run, GPTX_ERR_NO_MEMORY);
+    run->ts.user_metadata = run->record;
+    if (o->zero1) { /* collective: the moments are gathered, rank 0 writes */
+        if (run_settle(run, gptx_checkpoint_save(run->model, &run->ts, path),
+                       "writing the checkpoint") != 0)
+            return -1;
+    } else {
+        ON_RANK0(run, gptx_checkpoint_save(run->model, &run->ts, path), "writing the checkpoint");
+    }
+    train_report_line(&run->rep, "step %lld | checkpoint %s (gptx-train --resume %s continues "
+                      "the run)\n", (long long)run->step, path, path);
+    return 0;
+}
+
+/* Data parallel with --overlap: the bucket size in bytes (0: gradients
+ * averaged after backward). */
+static size_t overlap_bytes(const train_run *run) {
+    if (run->world <= 1 || run->o.overlap_mib <= 0) return 0;
+    size_t overlap = (size_t)((double)run->o.overlap_mib * 1048576.0);
+    return overlap == 0 ? 1 : overlap;
+}
+
+/* --grad-accum micro-batches, forward and backward, gradients summed with
+ * weight 1/K; the step timer starts once the first one's data is ready. */
+static int micro_batches(train_run *run, size_t overlap, int64_t *step_tokens,
+                         double *loss_sum) {
+    const int K = run->o.grad_accum, T = run->o.context;
+    for (int k = 0; k < K; k++) {
+        float l;
+        const int32_t *in, *tg;
+        int rows;
+        TRY(run, gptx_dataloader_next(run->train, &in, &tg, &rows, NULL));
+        if (k == 0) TRY(run, gptx_timer_start(run->step_timer));
+        *step_tokens += (int64_t)rows * T;
+        if (overlap && k == K - 1) { /* reduces buckets while backward runs */
+            TRY(run, gptx_model_forward(run->model, in, tg, rows, T, &l));
+            TRY(run, gptx_comm_backward(run->comm, run->model, 1.0f / (float)K, *step_tokens,
+                                        overlap));
+        } else { /* cross-entropy and its gradient in one pass */
+            TRY(run, gptx_model_forward_backward(run->model, in, tg, rows, T, 1.0f / (float)K,
+                                                 &l));
+        }
+        *loss_sum += l;
+    }
+    return 0;
+}
+
+/* AdamW on the summed gradients: the global token-weighted mean. */
+static int update(train_run *run, size_t overlap, int64_t step_tokens, float *norm) {
+    if (run->o.zero1) {
+        /* reduce-scatter, AdamW on this rank's shard, all-gather */
+        TRY(run, gptx_optimizer_step_sharded(run->opt, run->model, step_tokens, norm));
+        return 0;
+    }
+    /* every rank: the global token-weighted mean gradient (no-op for one rank) */
+    if (!overlap) TRY(run, gptx_comm_average_gradients(run->comm, run->model, step_tokens));
+    TRY(run, gptx_optimizer_step(run->opt, run->model, norm));
+    return 0;
+}
+
+/* The step's line and metrics row: loss, tokens and speed global (token-
+ * weighted loss, all ranks' tokens, the slowest rank's time). */
+static int report_step(train_run *run, float lr, float norm, int64_t step_tokens, double dt) {
+    gptx_timer_report tr;
+    gptx_timer_report_init(&tr);
+    TRY(run, gptx_timer_get_report(run->step_timer, &tr));
+    const int64_t local_tokens = step_tokens;
+    if (run->world > 1) {
+        double sums[2] = {(double)run->loss * (double)step_tokens, (double)step_tokens};
+        TRY(run, gptx_comm_allreduce_f64(run->comm, sums, 2, GPTX_COMM_SUM));
+        TRY(run, gptx_comm_allreduce_f64(run->comm, &dt, 1, GPTX_COMM_MAX));
+        TRY(run, global_timing(run->comm, &tr));
+        run->loss = (float)(sums[0] / sums[1]);
+        step_tokens = (int64_t)sums[1];
+    }
+    run->tokens_seen += step_tokens;
+    double tps = tr.steady_seconds > 0 ? tr.steady_tokens_per_second : step_tokens / dt;
+    double step_s = tr.steady_seconds > 0 ? tr.steady_median_seconds : dt;
+    gptx_memory_stats ms;
+    gptx_memory_stats_init(&ms);
+    TRY(run, gptx_context_memory(run->ctx, &ms));
+    train_report_step(&run->rep, run->step + 1, run->total_steps, run->loss, lr, norm,
+                      run->tokens_seen, dt, tps,
+                      step_s * (double)(run->total_steps - run->step - 1), ms.peak);
+    TRY(run, gptx_timer_stop(run->e2e_timer, local_tokens));
+    return 0;
+}
+
+/* One optimizer step: grad_accum micro-batches, then AdamW. */
+static int train_step(train_run *run) {
+    size_t overlap = overlap_bytes(run);
+    float lr = lr_at(&run->o, run->step, run->total_steps), norm = 0;
+    int64_t step_tokens = 0;
+    double loss_sum = 0;
+    TRY(run, gptx_optimizer_set_lr(run->opt, lr));
+    TRY(run, gptx_model_zero_grad(run->model));
+    double t0 = now_seconds();
+    if (micro_batches(run, overlap, &step_tokens, &loss_sum) != 0) return -1;
+    if (update(run, overlap, step_tokens, &norm) != 0) return -1;
+    TRY(run, gptx_timer_stop(run->step_timer, step_tokens));
+    double dt = now_seconds() - t0;
+    run->loss = (float)(loss_sum / run->o.grad_accum);
+    return report_step(run, lr, norm, step_tokens, dt);
+}
+
+/* Step by step to --steps, or to an earlier stop that every rank agrees on
+ * (Ctrl-C, a metrics file that cannot be written), which then counts as the
+ * last step. The end-to-end timer takes each iteration whole. */
+int run_loop(train_run *run) {
+    run->val_loss = NAN;
+    run->val_tokens = 0;
+    run->loss = NAN;
+    watch_sigint();
+    run->start_step = run->step; /* a resumed run's checkpoint is already on disk */
+    for (;; run->step++) {
+        int stop = run->step < run->total_steps &&
+                   stop_requested(run->comm, run->world, train_report_ok(&run->rep) != 0);
+        int last = run->step == run->total_steps || stop;
+        if (stop) {
+            train_report_line(&run->rep, "step %lld | %s: validating, writing the checkpoint, "
+                              "the model and the plot\n", (long long)run->step,
+                              interrupted ? "interrupted" : "stopping");
+            run->total_steps = run->step;
+        }
+        TRY(run, gptx_timer_start(run->e2e_timer));
+        if (evaluate(run, last) != 0) return -1;
+        if (run->o.sample_every > 0 && run->step > 0 && run->step % run->o.sample_every == 0 &&
+            !last)
+            ON_RANK0(run, run_sample(run), "sampling");
+        if (checkpoint(run, stop, last) != 0) return -1;
+        if (last) {
+            TRY(run, gptx_timer_stop(run->e2e_timer, 0));
+            return 0;
+        }
+        if (train_step(run) != 0) return -1;
+    }
+}
