@@ -48,16 +48,6 @@ export(EXPORT gptxTargets
   NAMESPACE gptx::
   FILE "${PROJECT_BINARY_DIR}/gptxTargets.cmake")
 
-# Values baked into gptxConfig.cmake (extra dependencies of optional parts).
-set(GPTX_CONFIG_WITH_CUDA OFF)
-if(GPTX_HAVE_CUDA)
-  set(GPTX_CONFIG_WITH_CUDA ON)
-endif()
-set(GPTX_CONFIG_WITH_MPI OFF)
-if(GPTX_HAVE_MPI) # set by cmake/GptxMpi.cmake (GPTX_MPI may be AUTO)
-  set(GPTX_CONFIG_WITH_MPI ON)
-endif()
-
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/gptxConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/gptxConfig.cmake"
@@ -81,17 +71,13 @@ install(FILES
 # is honoured by file(INSTALL).
 if(NOT DEFINED GPTX_PC_LIBS_PRIVATE)
   set(GPTX_PC_LIBS_PRIVATE "-lopenblas -ljansson -lpcre2-8 -lpthread -lm")
-  # MPI and NCCL/cudart when the communicator engines are built (cmake/GptxMpi.cmake)
-  if(GPTX_COMM_PC_LIBS)
-    string(APPEND GPTX_PC_LIBS_PRIVATE " ${GPTX_COMM_PC_LIBS}")
+  # dlopen for the modules (glibc 2.34 and later have it in libc)
+  if(CMAKE_DL_LIBS)
+    string(APPEND GPTX_PC_LIBS_PRIVATE " -l${CMAKE_DL_LIBS}")
   endif()
   # oneDNN and its OpenMP runtime for the CPU bf16 policies (cmake/GptxDnnl.cmake)
   if(GPTX_HAVE_DNNL)
     string(APPEND GPTX_PC_LIBS_PRIVATE " ${GPTX_DNNL_PC_LIBS}")
-  endif()
-  # the CUDA backend's runtime and cuBLAS(Lt) (backends/cuda/CMakeLists.txt)
-  if(GPTX_HAVE_CUDA AND GPTX_CUDA_PC_LIBS)
-    string(APPEND GPTX_PC_LIBS_PRIVATE " ${GPTX_CUDA_PC_LIBS}")
   endif()
 endif()
 foreach(_gptx_kind LIBDIR INCLUDEDIR)

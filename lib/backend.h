@@ -51,6 +51,13 @@ typedef struct gptx_kernel_variants {
     int fused_adamw;     /* 0/1 */
 } gptx_kernel_variants;
 
+/* Backend capabilities (backend_ops.capabilities). */
+enum {
+    GPTX_BACKEND_CAP_HOST_MEMORY = 1u << 0, /* buffers are host memory the CPU may read */
+    GPTX_BACKEND_CAP_CUDA_DEVICE = 1u << 1, /* buffers are memory of CUDA device opts.device;
+                                               ops run on compute_stream */
+};
+
 /* Device memory an instance's ops need besides the model's activations
  * (backend_ops.op_buffers), in bytes, each a multiple of 64. */
 typedef struct gptx_op_buffers {
@@ -92,6 +99,9 @@ struct gptx_backend_ops {
     int (*create)(gptx_backend **out, const gptx_context_options *opts);
     void (*destroy)(gptx_backend *be);
     int (*num_threads)(const gptx_backend *be);
+    /* what the instance's buffers are (GPTX_BACKEND_CAP_*): what a
+     * communicator engine asks instead of which backend it is */
+    unsigned (*capabilities)(const gptx_backend *be);
 
     /* memory */
     int (*alloc)(gptx_backend *be, size_t bytes, void **ptr);
@@ -286,9 +296,8 @@ struct gptx_backend_ops {
     void (*graph_counts)(const gptx_backend *be, int64_t *captures, int64_t *replays);
 };
 
+/* The CPU backend is part of the core; the CUDA backend is a module
+ * (lib/module.h). */
 const gptx_backend_ops *gptx_cpu_backend_ops(void);
-#ifdef GPTX_HAVE_CUDA
-const gptx_backend_ops *gptx_cuda_backend_ops(void);
-#endif
 
 #endif

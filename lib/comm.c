@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "comm_internal.h"
+#include "module.h"
 #include "context.h"
 #include "errors.h"
 #include "model.h"
@@ -180,18 +181,22 @@ int gptx_comm_options_init_sized(gptx_comm_options *opts, size_t size) {
                             "opts");
 }
 
-static int context_is_cpu(const gptx_context *ctx) { return ctx->ops == gptx_cpu_backend_ops(); }
+/* 1 when the context's buffers are host memory (a host engine reads them). */
+static int context_on_host(const gptx_context *ctx) {
+    return (ctx->ops->capabilities(ctx->be) & GPTX_BACKEND_CAP_HOST_MEMORY) != 0;
+}
 
-#ifdef GPTX_HAVE_NCCL
+
 /* NCCL's unique id from rank 0 to every rank: over MPI when mpirun started
  * the ranks (the MPI engine stays as comm->bootstrap), else over the TCP
  * rendezvous at MASTER_ADDR:MASTER_PORT (GPTX_MASTER_PORT when set). */
-static int share_nccl_id(gptx_comm *c, const comm_setup *s, unsigned char id[COMM_NCCL_ID_BYTES]) {
+static int share_nccl_id(gptx_comm *c, const comm_setup *s, const gptx_module_exports *cuda,
+                         unsigned char id[COMM_NCCL_ID_BYTES]) {
     const gptx_comm_launch_info *li = &s->launch;
     /* the id and rank 0's verdict, so the others stop at once if it has none */
     unsigned char blob[COMM_NCCL_ID_BYTES + 1];
     memset(blob, 0, sizeof blob);
-    int made = li->rank == 0 ? gptx_comm_nccl_unique_id(blob) : GPTX_OK;
+    int made = li->rank == 0 ? cuda->nccl_unique_id(blob) : GPTX_OK;
     if (li->world_size == 1) {
         memcpy(id, blob, COMM_NCCL_ID_BYTES);
         return made;
@@ -199,18 +204,11 @@ static int share_nccl_id(gptx_comm *c, const comm_setup *s, unsigned char id[COM
     blob[COMM_NCCL_ID_BYTES] = made == GPTX_OK;
     int rc;
     if (li->launcher == GPTX_LAUNCHER_MPI) {
-#ifdef GPTX_HAVE_MPI
-        rc = gptx_comm_mpi_create(&c->bootstrap, s);
+        const gptx_module_exports *mpi = NULL;
+        rc = gptx_module_get("mpi", "gptx_comm_create", &mpi);
+        if (rc == GPTX_OK) rc = mpi->mpi_create(&c->bootstrap, s);
         if (rc == GPTX_OK)
             rc = c->bootstrap->ops->broadcast_host(c->bootstrap, blob, sizeof blob, 0);
-#else
-        (void)c;
-        return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
-                           "mpirun started %d ranks but this build has no MPI engine to hand out "
-                           "NCCL's id; set MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE instead "
-                           "(without mpirun) or build with -DGPTX_MPI=ON",
-                           li->world_size);
-#endif
     } else {
         const char *addr = getenv("MASTER_ADDR");
         int port = 0, have_port = 0;
@@ -238,20 +236,39 @@ static int share_nccl_id(gptx_comm *c, const comm_setup *s, unsigned char id[COM
     memcpy(id, blob, COMM_NCCL_ID_BYTES);
     return GPTX_OK;
 }
-#endif
+
+/* The NCCL engine lives beside the CUDA backend, in the cuda module; NULL
+ * when that module is missing or was built without NCCL. */
+static const gptx_module_exports *nccl_module(void) {
+    const gptx_module_exports *cuda = gptx_module_lookup("cuda");
+    return cuda && cuda->nccl_create ? cuda : NULL;
+}
+
+static int create_nccl(gptx_comm *c, comm_setup *s) {
+    const gptx_module_exports *cuda = nccl_module();
+    if (!cuda) {
+        const gptx_module_exports *x = NULL;
+        GPTX_TRY(gptx_module_get("cuda", "gptx_comm_create (NCCL engine)", &x));
+        return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
+                           "the cuda module was built without the NCCL engine (it needs nccl.h "
+                           "at configure time)");
+    }
+    GPTX_TRY(cuda->nccl_check(s));
+    unsigned char id[COMM_NCCL_ID_BYTES];
+    memset(id, 0, sizeof id);
+    GPTX_TRY(share_nccl_id(c, s, cuda, id));
+    return cuda->nccl_create(&c->engine, s, id);
+}
 
 static int create_engine(gptx_comm *c, comm_setup *s, int engine) {
     const gptx_comm_launch_info *li = &s->launch;
-    int cpu = context_is_cpu(s->ctx);
+    int on_host = (s->caps & GPTX_BACKEND_CAP_HOST_MEMORY) != 0;
     if (engine == GPTX_COMM_AUTO) {
         if (li->world_size == 1) {
             engine = GPTX_COMM_SINGLE;
-        } else if (!cpu) {
-#if defined(GPTX_HAVE_NCCL)
-            engine = GPTX_COMM_NCCL;
-#elif defined(GPTX_HAVE_MPI)
-            engine = GPTX_COMM_MPI; /* gradients staged through host memory */
-#endif
+        } else if (!on_host) {
+            /* NCCL on device buffers, else MPI staging the gradients through host memory */
+            engine = nccl_module() ? GPTX_COMM_NCCL : GPTX_COMM_MPI;
         } else if (li->launcher == GPTX_LAUNCHER_TORCHRUN) {
             return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
                                "WORLD_SIZE is %d (torchrun-style variables) with a CPU context: "
@@ -261,40 +278,18 @@ static int create_engine(gptx_comm *c, comm_setup *s, int engine) {
         } else {
             engine = GPTX_COMM_MPI;
         }
-        if (engine == GPTX_COMM_AUTO)
-            return CREATE_FAIL(
-                GPTX_ERR_UNSUPPORTED,
-                "world size %d on a '%s' context, but this build has neither the NCCL "
-                "nor the MPI engine",
-                li->world_size, s->ctx->ops->name);
     }
     switch (engine) {
     case GPTX_COMM_SINGLE:
         gptx_comm_launch_info_init(&s->launch);
         return single_create(&c->engine);
-    case GPTX_COMM_MPI:
-#ifdef GPTX_HAVE_MPI
-        return gptx_comm_mpi_create(&c->engine, s);
-#else
-        return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
-                           "world size %d needs the MPI engine, but this build has none (configure "
-                           "with -DGPTX_MPI=ON after installing an MPI such as libopenmpi-dev)",
-                           li->world_size);
-#endif
-    case GPTX_COMM_NCCL:
-#ifdef GPTX_HAVE_NCCL
-    {
-        GPTX_TRY(gptx_comm_nccl_check_context(s));
-        unsigned char id[COMM_NCCL_ID_BYTES];
-        memset(id, 0, sizeof id);
-        GPTX_TRY(share_nccl_id(c, s, id));
-        return gptx_comm_nccl_create(&c->engine, s, id);
+    case GPTX_COMM_MPI: {
+        const gptx_module_exports *mpi = NULL;
+        GPTX_TRY(gptx_module_get("mpi", "gptx_comm_create (MPI engine)", &mpi));
+        return mpi->mpi_create(&c->engine, s);
     }
-#else
-        return CREATE_FAIL(GPTX_ERR_UNSUPPORTED,
-                           "the NCCL engine is not in this build (it needs the CUDA toolkit and "
-                           "nccl.h at configure time)");
-#endif
+    case GPTX_COMM_NCCL:
+        return create_nccl(c, s);
     default:
         return CREATE_FAIL(GPTX_ERR_INVALID, "opts.engine is %d; expected GPTX_COMM_*", engine);
     }
@@ -315,6 +310,10 @@ int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options
     comm_setup s;
     memset(&s, 0, sizeof s);
     s.ctx = ctx;
+    s.ops = ctx->ops;
+    s.be = ctx->be;
+    s.device = ctx->opts.device;
+    s.caps = ctx->ops->capabilities(ctx->be);
     s.timeout_s = o.timeout_seconds;
     gptx_comm_launch_info_init(&s.launch);
     if (o.engine != GPTX_COMM_SINGLE) GPTX_TRY(gptx_comm_detect_launch(&s.launch));
@@ -439,7 +438,7 @@ int gptx_comm_broadcast(gptx_comm *comm, void *data, size_t bytes, int root) {
 /* ---- gradients ------------------------------------------------------------------------ */
 
 int gptx_comm_engine_takes_model_buffers(const gptx_comm *c) {
-    return c->engine->device_buffers || context_is_cpu(c->ctx);
+    return c->engine->device_buffers || context_on_host(c->ctx);
 }
 
 /* The engine's view of the gradients: the model's own buffer, or a host copy

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "gptx/gptx.h"
 
 typedef enum comm_dtype { COMM_F64, COMM_I64 } comm_dtype;
@@ -111,27 +112,22 @@ int gptx_comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, 
  * stages through a context buffer for an engine that takes device memory. */
 int gptx_comm_allgather_host(gptx_comm *c, float *host, size_t count);
 
-/* What an engine is created from. */
+/* What an engine is created from: the launch, the deadline, and what an
+ * engine may use of the context's backend (its table and instance, the
+ * device, what kind of memory its buffers are: backend.h capabilities). */
 typedef struct comm_setup {
     gptx_context *ctx;
+    const gptx_backend_ops *ops;
+    gptx_backend *be;
+    int device;
+    unsigned caps; /* GPTX_BACKEND_CAP_* of the context's backend */
     gptx_comm_launch_info launch;
     double timeout_s; /* 0 = no limit */
 } comm_setup;
 
-#ifdef GPTX_HAVE_MPI
-/* Initializes MPI if needed and duplicates MPI_COMM_WORLD (errors return). */
-int gptx_comm_mpi_create(comm_engine **out, const comm_setup *s);
-#endif
-
-#ifdef GPTX_HAVE_NCCL
+/* The engines in modules (lib/module.h): backends/mpi/mpi_engine.c and the
+ * NCCL engine beside the CUDA backend (backends/cuda/cuda_nccl.c). */
 #define COMM_NCCL_ID_BYTES 128
-/* GPTX_ERR_UNSUPPORTED unless the context is a CUDA context with a device. */
-int gptx_comm_nccl_check_context(const comm_setup *s);
-/* A fresh ncclUniqueId (rank 0 makes it, every rank receives it). */
-int gptx_comm_nccl_unique_id(unsigned char id[COMM_NCCL_ID_BYTES]);
-int gptx_comm_nccl_create(comm_engine **out, const comm_setup *s,
-                          const unsigned char id[COMM_NCCL_ID_BYTES]);
-#endif
 
 /* Polls test(arg, &done) until done: the first 256 polls spin, then the
  * waiter sleeps with a growing pause of at most 100 us so it leaves the core

@@ -6,6 +6,7 @@
 
 #include "errors.h"
 #include "abi_struct.h"
+#include "module.h"
 
 static const gptx_context_options context_defaults = {
     .struct_size = GPTX_CONTEXT_OPTIONS_SIZE,
@@ -104,30 +105,24 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.device is %d; must be >= 0", opts.device);
 
     const gptx_backend_ops *ops = NULL;
+    const gptx_module_exports *cuda = NULL;
     switch (opts.backend) {
     case GPTX_BACKEND_CPU: ops = gptx_cpu_backend_ops(); break;
     case GPTX_BACKEND_CUDA:
-#ifdef GPTX_HAVE_CUDA
-        ops = gptx_cuda_backend_ops();
+        GPTX_TRY(gptx_module_get("cuda", "gptx_context_create (backend 'cuda')", &cuda));
+        ops = cuda->backend_ops;
         break;
-#else
-        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
-                         "backend 'cuda' requested but this build has no CUDA backend");
-#endif
     case GPTX_BACKEND_AUTO:
         ops = gptx_cpu_backend_ops();
-#ifdef GPTX_HAVE_CUDA
-        {
+        if ((cuda = gptx_module_lookup("cuda")) != NULL) {
             gptx_backend *probe = NULL;
-            const gptx_backend_ops *cuda = gptx_cuda_backend_ops();
-            int probe_rc = cuda->create(&probe, &opts);
+            int probe_rc = cuda->backend_ops->create(&probe, &opts);
             /* a malformed CUDA setting (GPTX_CUDA_* environment, device
              * index) is the caller's error, not a missing device */
             if (probe_rc == GPTX_ERR_INVALID) return probe_rc;
             if (probe_rc != GPTX_OK) gptx_clear_error(); /* no device: the CPU it is */
-            if (probe_rc == GPTX_OK) return wrap_backend(out, cuda, probe, &opts);
+            if (probe_rc == GPTX_OK) return wrap_backend(out, cuda->backend_ops, probe, &opts);
         }
-#endif
         break;
     default:
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.backend is %d; expected GPTX_BACKEND_*",

@@ -1,4 +1,5 @@
 #include "gptx/gptx.h"
+#include "module.h"
 
 /* CMakeLists.txt names the SONAME and the package version; the header must agree. */
 #if defined(GPTX_BUILD_ABI_VERSION) && GPTX_BUILD_ABI_VERSION != GPTX_ABI_VERSION
@@ -16,17 +17,14 @@ void gptx_version_numbers(int *major, int *minor, int *patch) {
     if (patch) *patch = GPTX_VERSION_PATCH;
 }
 
+/* CUDA, NCCL and MPI come in modules (lib/module.h): a feature is there
+ * when its module loads on this machine (looked up once, on first use). */
 unsigned gptx_features(void) {
     unsigned f = GPTX_FEATURE_CPU | GPTX_FEATURE_BLAS;
-#ifdef GPTX_HAVE_CUDA
-    f |= GPTX_FEATURE_CUDA;
-#endif
-#ifdef GPTX_HAVE_NCCL
-    f |= GPTX_FEATURE_NCCL;
-#endif
-#ifdef GPTX_HAVE_MPI
-    f |= GPTX_FEATURE_MPI;
-#endif
+    const gptx_module_exports *cuda = gptx_module_lookup("cuda");
+    if (cuda) f |= GPTX_FEATURE_CUDA;
+    if (cuda && cuda->nccl_create) f |= GPTX_FEATURE_NCCL;
+    if (gptx_module_lookup("mpi")) f |= GPTX_FEATURE_MPI;
 #ifdef GPTX_HAVE_DNNL
     f |= GPTX_FEATURE_DNNL;
 #endif

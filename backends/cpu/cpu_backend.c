@@ -410,11 +410,17 @@ static int cpu_residual_layernorm_forward(gptx_backend *be, float *residual, flo
     return cpu_layernorm_forward(be, out, mean, rstd, residual, w, bias, N, C, eps);
 }
 
+static unsigned cpu_capabilities(const gptx_backend *be) {
+    (void)be;
+    return GPTX_BACKEND_CAP_HOST_MEMORY;
+}
+
 static const gptx_backend_ops cpu_ops = {
     .name = "cpu",
     .create = cpu_create,
     .destroy = cpu_destroy,
     .num_threads = cpu_num_threads,
+    .capabilities = cpu_capabilities,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memory_stats = cpu_memory_stats,

@@ -106,11 +106,17 @@ static void cuda_op_buffers(const gptx_backend *be, const gptx_kernel_variants *
     out->qkv_work = gptx_qkv_separate_work_bytes(st.act_bytes, B * T, C);
 }
 
+static unsigned cuda_capabilities(const gptx_backend *be) {
+    (void)be;
+    return GPTX_BACKEND_CAP_CUDA_DEVICE;
+}
+
 static const gptx_backend_ops cuda_table = {
     .name = "cuda",
     .create = gptx_cuda_create,
     .destroy = gptx_cuda_destroy,
     .num_threads = gptx_cuda_num_threads,
+    .capabilities = cuda_capabilities,
     .alloc = gptx_cuda_alloc,
     .free = gptx_cuda_free,
     .memory_stats = gptx_cuda_memory_stats,

@@ -54,9 +54,9 @@ GPTX_API void gptx_version_numbers(int *major, int *minor, int *patch);
 typedef enum gptx_feature {
     GPTX_FEATURE_CPU = 1u << 0,  /* fp32 CPU reference backend (always) */
     GPTX_FEATURE_BLAS = 1u << 1, /* CPU matrix products through BLAS */
-    GPTX_FEATURE_CUDA = 1u << 2, /* CUDA backend compiled in */
-    GPTX_FEATURE_NCCL = 1u << 3, /* NCCL communicator compiled in */
-    GPTX_FEATURE_MPI = 1u << 4,  /* MPI communicator compiled in */
+    GPTX_FEATURE_CUDA = 1u << 2, /* the CUDA backend's module loads here (libgptx_cuda.so) */
+    GPTX_FEATURE_NCCL = 1u << 3, /* ... and holds the NCCL communicator */
+    GPTX_FEATURE_MPI = 1u << 4,  /* the MPI communicator's module loads here (libgptx_mpi.so) */
     GPTX_FEATURE_DNNL = 1u << 5  /* CPU bf16 policies (products through oneDNN) compiled in */
 } gptx_feature;
 GPTX_API unsigned gptx_features(void);

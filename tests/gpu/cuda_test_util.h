@@ -27,10 +27,12 @@ const gptx_backend_ops *gptx_cuda_emu_backend_ops(void);
 static inline const gptx_backend_ops *cuda_test_ops(void) { return gptx_cuda_emu_backend_ops(); }
 #define CUDA_TEST_KIND "cuda (CPU emulation)"
 #else
-#ifndef GPTX_HAVE_CUDA
-const gptx_backend_ops *gptx_cuda_backend_ops(void);
-#endif
-static inline const gptx_backend_ops *cuda_test_ops(void) { return gptx_cuda_backend_ops(); }
+#include "module.h"
+/* the cuda module's table (lib/module.h); NULL when the module is missing */
+static inline const gptx_backend_ops *cuda_test_ops(void) {
+    const gptx_module_exports *x = gptx_module_lookup("cuda");
+    return x ? x->backend_ops : NULL;
+}
 #define CUDA_TEST_KIND "cuda"
 #endif
 
@@ -54,6 +56,10 @@ static inline int cuda_test_backend(gptx_backend **be, const char *precision) {
     o.backend = GPTX_BACKEND_CUDA;
     o.precision = cuda_test_precision_value(precision);
     cuda_test_precision(NULL);
+    if (!cuda_test_ops()) { /* a CUDA build without its module is broken, not skipped */
+        fprintf(stderr, "the cuda module (libgptx_cuda.so) does not load: set GPTX_MODULE_PATH\n");
+        return GPTX_ERR_STATE;
+    }
     return cuda_test_ops()->create(be, &o);
 }
 

@@ -16,8 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm_internal.h"
 #include "errors.h"
+#include "mpi_engine.h"
 
 /* prefix of every message of this engine */
 #define ENGINE_WHERE "gptx_comm (mpi)"

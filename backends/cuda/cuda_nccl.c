@@ -18,8 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm_internal.h"
-#include "context.h"
+#include "cuda_nccl.h"
 #include "errors.h"
 
 /* prefix of every message of this engine */
@@ -29,7 +28,8 @@ _Static_assert(sizeof(ncclUniqueId) == COMM_NCCL_ID_BYTES, "ncclUniqueId size ch
 
 typedef struct nccl_engine {
     comm_engine base;
-    gptx_context *ctx;
+    const gptx_backend_ops *ops; /* the context's backend: its stream, synchronize */
+    gptx_backend *be;
     ncclComm_t comm;
     cudaStream_t stream; /* collectives run here, after the context's work */
     int device;
@@ -169,7 +169,7 @@ static int nccl_allreduce_grads(comm_engine *base, float *buf, size_t count, flo
                                 int uniform) {
     nccl_engine *e = (nccl_engine *)base;
     (void)uniform;
-    GPTX_TRY(e->ctx->ops->synchronize(e->ctx->be));
+    GPTX_TRY(e->ops->synchronize(e->be));
     CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
     ncclRedOp_t op = ncclSum;
     int custom = scale != 1.0f;
@@ -208,7 +208,7 @@ static int nccl_reduce_scatter_grads(comm_engine *base, float *buf, size_t count
     nccl_engine *e = (nccl_engine *)base;
     (void)uniform;
     const int W = e->base.world_size;
-    GPTX_TRY(e->ctx->ops->synchronize(e->ctx->be));
+    GPTX_TRY(e->ops->synchronize(e->be));
     CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
     ncclRedOp_t op;
     GPTX_TRY(weight_op(e, scale, &op));
@@ -241,7 +241,7 @@ static int nccl_reduce_scatter_grads(comm_engine *base, float *buf, size_t count
 static int nccl_allgather(comm_engine *base, float *buf, size_t count) {
     nccl_engine *e = (nccl_engine *)base;
     const int W = e->base.world_size;
-    GPTX_TRY(e->ctx->ops->synchronize(e->ctx->be));
+    GPTX_TRY(e->ops->synchronize(e->be));
     CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
     int rc;
     if (count % (size_t)W == 0) {
@@ -284,12 +284,12 @@ static int bucket_enqueue(nccl_engine *e, nccl_bucket *b, float *buf, size_t cou
     CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
     CUDA_TRY(cudaEventCreateWithFlags(&b->ready, cudaEventDisableTiming), "cudaEventCreate");
     CUDA_TRY(cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming), "cudaEventCreate");
-    void *compute = e->ctx->ops->compute_stream ? e->ctx->ops->compute_stream(e->ctx->be) : NULL;
+    void *compute = e->ops->compute_stream ? e->ops->compute_stream(e->be) : NULL;
     if (compute) {
         CUDA_TRY(cudaEventRecord(b->ready, (cudaStream_t)compute), "cudaEventRecord (compute)");
         CUDA_TRY(cudaStreamWaitEvent(e->stream, b->ready, 0), "cudaStreamWaitEvent");
     } else {
-        GPTX_TRY(e->ctx->ops->synchronize(e->ctx->be));
+        GPTX_TRY(e->ops->synchronize(e->be));
     }
     ncclRedOp_t op;
     GPTX_TRY(weight_op(e, scale, &op));
@@ -350,20 +350,19 @@ static const comm_engine_ops nccl_ops = {
 };
 
 int gptx_comm_nccl_check_context(const comm_setup *s) {
-    const char *backend = s->ctx->ops->name;
-    if (strcmp(backend, "cuda") != 0)
+    if (!(s->caps & GPTX_BACKEND_CAP_CUDA_DEVICE))
         return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
                          "the NCCL engine needs a CUDA context; this context's backend is '%s' "
                          "(CPU data parallelism uses the MPI engine, started by mpirun)",
-                         backend);
+                         s->ops->name);
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n == 0)
         return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "the NCCL engine found no usable CUDA device (%s)",
                          err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
-    if (s->ctx->opts.device >= n)
+    if (s->device >= n)
         return GPTX_FAIL(GPTX_ERR_INVALID, "the context's device is %d but only %d are visible",
-                         s->ctx->opts.device, n);
+                         s->device, n);
     return GPTX_OK;
 }
 
@@ -386,8 +385,9 @@ int gptx_comm_nccl_create(comm_engine **out, const comm_setup *s,
     e->base.local_rank = s->launch.local_rank;
     e->base.local_world_size = s->launch.local_world_size;
     e->base.device_buffers = 1;
-    e->ctx = s->ctx;
-    e->device = s->ctx->opts.device;
+    e->ops = s->ops;
+    e->be = s->be;
+    e->device = s->device;
     e->timeout_s = s->timeout_s;
     int rc = GPTX_OK;
     cudaError_t ce = cudaSetDevice(e->device);
