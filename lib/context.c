@@ -42,21 +42,6 @@ static int resolved_precision(const gptx_context *ctx) {
     return ctx->ops->precision ? ctx->ops->precision(ctx->be) : GPTX_PRECISION_FP32;
 }
 
-static const char *const precision_names[] = {"default", "fp32", "tf32", "bf16", "bf16_pure"};
-
-const char *gptx_precision_name(int precision) {
-    if (precision < 0 || precision > GPTX_PRECISION_BF16_PURE) return NULL;
-    return precision_names[precision];
-}
-
-int gptx_precision_from_name(const char *name) {
-    GPTX_CHECK_NULL(name);
-    for (int i = 0; i <= GPTX_PRECISION_BF16_PURE; i++)
-        if (strcmp(name, precision_names[i]) == 0) return i;
-    return GPTX_FAIL(GPTX_ERR_INVALID,
-                     "precision '%.40s'; expected default, fp32, tf32, bf16 or bf16_pure", name);
-}
-
 int gptx_context_precision(const gptx_context *ctx) {
     if (!ctx) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'ctx' is NULL");
     return ctx->precision;
