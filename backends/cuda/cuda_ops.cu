@@ -570,9 +570,11 @@ typedef struct adamw_range_dev {
 } adamw_range_dev;
 
 /* Block b belongs to the last range whose block_start <= b (ranges without
- * blocks are left out of the table) and updates ADAMW_CHUNK of its elements. */
+ * blocks are left out of the table) and updates ADAMW_CHUNK of its elements.
+ * A single range comes by value (`one`; tab may be NULL). */
 static __device__ adamw_range_dev adamw_block_range(const adamw_range_dev *tab, int nranges,
-                                                    unsigned b) {
+                                                    adamw_range_dev one, unsigned b) {
+    if (nranges == 1) return one;
     int lo = 0, hi = nranges - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
@@ -587,9 +589,9 @@ static __device__ adamw_range_dev adamw_block_range(const adamw_range_dev *tab, 
 /* fp32 parameters and moments: the CPU backend's arithmetic. */
 static __global__ void __launch_bounds__(ADAMW_THREADS)
     k_adamw(float *params, const float *grads, float *m, float *v, const adamw_range_dev *tab,
-            int nranges, gptx_adamw_hyper h) {
+            int nranges, adamw_range_dev one, gptx_adamw_hyper h) {
     unsigned b = blockIdx.x;
-    adamw_range_dev r = adamw_block_range(tab, nranges, b);
+    adamw_range_dev r = adamw_block_range(tab, nranges, one, b);
     unsigned long long e0 = (unsigned long long)(b - r.block_start) * ADAMW_CHUNK;
     unsigned long long e1 = e0 + ADAMW_CHUNK < r.count ? e0 + ADAMW_CHUNK : r.count;
     float decay = 1.0f - h.lr * r.weight_decay;
@@ -613,9 +615,10 @@ static __global__ void __launch_bounds__(ADAMW_THREADS)
  * run is reproducible and independent of the launch configuration. */
 static __global__ void __launch_bounds__(ADAMW_THREADS)
     k_adamw_bf16(uint16_t *params, const float *grads, uint16_t *m, uint16_t *v,
-                 const adamw_range_dev *tab, int nranges, gptx_adamw_hyper h, int stochastic) {
+                 const adamw_range_dev *tab, int nranges, adamw_range_dev one, gptx_adamw_hyper h,
+                 int stochastic) {
     unsigned b = blockIdx.x;
-    adamw_range_dev r = adamw_block_range(tab, nranges, b);
+    adamw_range_dev r = adamw_block_range(tab, nranges, one, b);
     unsigned long long e0 = (unsigned long long)(b - r.block_start) * ADAMW_CHUNK;
     unsigned long long e1 = e0 + ADAMW_CHUNK < r.count ? e0 + ADAMW_CHUNK : r.count;
     float decay = 1.0f - h.lr * r.weight_decay;
@@ -640,17 +643,65 @@ static __global__ void __launch_bounds__(ADAMW_THREADS)
     }
 }
 
+/* The device copy of the table `bytes` at be->adamw_build: a kept slot when
+ * one holds the same table (no copy, no host wait: the usual step), else
+ * uploaded into the least recently used slot (the first step, or another
+ * optimizer's ranges on this context). */
+static int adamw_table_device(gptx_backend *be, size_t bytes, const adamw_range_dev **dev) {
+    gptx_cuda_adamw_table *slot = &be->adamw[0];
+    be->adamw_clock++;
+    for (int i = 0; i < GPTX_CUDA_ADAMW_TABLES; i++) {
+        gptx_cuda_adamw_table *t = &be->adamw[i];
+        if (t->bytes == bytes && memcmp(t->host, be->adamw_build, bytes) == 0) {
+            t->used = be->adamw_clock;
+            *dev = (const adamw_range_dev *)t->dev;
+            return GPTX_OK;
+        }
+        if (t->used < slot->used) slot = t;
+    }
+    slot->bytes = 0;
+    if (slot->cap < bytes) {
+        /* kernels queued on the compute stream finish with the old block
+         * before any later user of the cache touches it */
+        gptx_cuda_cache_free(&be->cache, slot->dev);
+        free(slot->host);
+        slot->dev = NULL;
+        slot->cap = 0;
+        slot->host = malloc(bytes);
+        if (!slot->host) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        GPTX_TRY(gptx_cuda_cache_alloc(&be->cache, bytes, 1, &slot->dev));
+        slot->cap = bytes;
+    }
+    GPTX_TRY(gptx_cuda_pinned_reserve(&be->small, bytes));
+    memcpy(be->small.host, be->adamw_build, bytes);
+    GPTX_CUDA_TRY(
+        cudaMemcpyAsync(slot->dev, be->small.host, bytes, cudaMemcpyHostToDevice, be->compute));
+    GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
+    memcpy(slot->host, be->adamw_build, bytes);
+    slot->bytes = bytes;
+    slot->used = be->adamw_clock;
+    *dev = (const adamw_range_dev *)slot->dev;
+    return GPTX_OK;
+}
+
 GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *grads, float *m,
                                  float *v, const gptx_param_range *ranges, int nranges,
                                  const gptx_adamw_hyper *h) {
     if (nranges <= 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
-    GPTX_TRY(gptx_cuda_pinned_reserve(&be->small, (size_t)nranges * sizeof(adamw_range_dev)));
-    adamw_range_dev *tab = (adamw_range_dev *)be->small.host;
+    size_t need = (size_t)nranges * sizeof(adamw_range_dev);
+    if (need > be->adamw_build_cap) {
+        void *nb = realloc(be->adamw_build, need);
+        if (!nb) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        be->adamw_build = nb;
+        be->adamw_build_cap = need;
+    }
+    adamw_range_dev *tab = (adamw_range_dev *)be->adamw_build;
     int nt = 0;
     unsigned long long blocks = 0;
     for (int i = 0; i < nranges; i++) {
         if (ranges[i].count == 0) continue;
+        memset(&tab[nt], 0, sizeof tab[nt]); /* compared bytewise */
         tab[nt].offset = ranges[i].offset;
         tab[nt].count = ranges[i].count;
         tab[nt].weight_decay = ranges[i].weight_decay;
@@ -661,18 +712,18 @@ GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *g
     if (nt == 0) return GPTX_OK;
     if (blocks > 0x7fffffffull)
         return GPTX_FAIL(GPTX_ERR_SHAPE, "AdamW over %llu blocks is too large", blocks);
-    void *dev = NULL;
-    GPTX_TRY(gptx_cuda_scratch(be, (size_t)nt * sizeof(adamw_range_dev), &dev));
-    GPTX_CUDA_TRY(cudaMemcpyAsync(dev, tab, (size_t)nt * sizeof(adamw_range_dev),
-                                  cudaMemcpyHostToDevice, be->compute));
-    GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
+    /* one range (the per-tensor variant) goes by value: no table at all */
+    const adamw_range_dev *dev = NULL;
+    if (nt > 1) GPTX_TRY(adamw_table_device(be, (size_t)nt * sizeof *tab, &dev));
+    adamw_range_dev one = tab[0];
+    gptx_adamw_hyper hv = *h; /* by value: a captured launch must not read the caller's */
     if (be->param_bf16)
         GPTX_LAUNCH(k_adamw_bf16, (unsigned)blocks, ADAMW_THREADS, be->compute,
-                    (uint16_t *)params, grads, (uint16_t *)m, (uint16_t *)v,
-                    (const adamw_range_dev *)dev, nt, *h, be->stochastic_rounding);
+                    (uint16_t *)params, grads, (uint16_t *)m, (uint16_t *)v, dev, nt, one, hv,
+                    be->stochastic_rounding);
     else
         GPTX_LAUNCH(k_adamw, (unsigned)blocks, ADAMW_THREADS, be->compute, params, grads, m, v,
-                    (const adamw_range_dev *)dev, nt, *h);
+                    dev, nt, one, hv);
     GPTX_CUDA_LAUNCHED("adamw");
     return GPTX_OK;
 }
