@@ -125,24 +125,25 @@ static void nccl_destroy(comm_engine *base, int failed) {
     free(e);
 }
 
+/* *p holds at least `bytes` (alloc and release: device or pinned memory). */
+static int grow(void **p, size_t *have, size_t bytes, cudaError_t (*alloc)(void **, size_t),
+                cudaError_t (*release)(void *), const char *what) {
+    if (*have >= bytes) return GPTX_OK;
+    if (*p) release(*p);
+    *p = NULL;
+    *have = 0;
+    CUDA_TRY(alloc(p, bytes), what);
+    *have = bytes;
+    return GPTX_OK;
+}
+
 /* The device scratch and its pinned host twin, at least `bytes` each (the
  * previous host collective has completed: nothing still uses them). */
 static int ensure_scratch(nccl_engine *e, size_t bytes) {
-    if (e->scratch_bytes < bytes) {
-        if (e->scratch) cudaFree(e->scratch);
-        e->scratch = NULL;
-        e->scratch_bytes = 0;
-        CUDA_TRY(cudaMalloc(&e->scratch, bytes), "cudaMalloc (communicator scratch)");
-        e->scratch_bytes = bytes;
-    }
-    if (e->pinned_bytes < bytes) {
-        if (e->pinned) cudaFreeHost(e->pinned);
-        e->pinned = NULL;
-        e->pinned_bytes = 0;
-        CUDA_TRY(cudaMallocHost(&e->pinned, bytes), "cudaMallocHost (communicator staging)");
-        e->pinned_bytes = bytes;
-    }
-    return GPTX_OK;
+    GPTX_TRY(grow(&e->scratch, &e->scratch_bytes, bytes, cudaMalloc, cudaFree,
+                  "cudaMalloc (communicator scratch)"));
+    return grow(&e->pinned, &e->pinned_bytes, bytes, cudaMallocHost, cudaFreeHost,
+                "cudaMallocHost (communicator staging)");
 }
 
 static ncclRedOp_t nccl_op(gptx_comm_op op) {

@@ -61,9 +61,12 @@ done
 BUILD=${GPTX_GPU_BUILD:-$root/build-gpu}
 OUT=${OUT:-$BUILD/out}
 JOBS=${GPTX_JOBS:-$(nproc 2>/dev/null || echo 8)}
+export PYTHONUNBUFFERED=1 # the PyTorch benchmark's lines reach its log as they come
 ARCH=${GPTX_GPU_ARCH:-90}
 PLANFILE=$BUILD/dry-run-plan.txt
 mkdir -p "$OUT" "$BUILD/json"
+# a local rerun starts its logs afresh ($OUT is emptied before each device call)
+(cd "$OUT" && rm -f summary.txt build.log tests.log bench.log torch.log bench.json nvidia-smi.txt)
 [ $DRY = 1 ] && : >"$PLANFILE"
 
 # GPTX_GPU_TIME_SCALE (an integer, default 1) multiplies every limit and group
@@ -395,7 +398,8 @@ do_tests() {
     write_summary
 }
 
-# bench_stage NAME ARGS...: one gptx-bench-gpu run, its JSON line and figures kept
+# bench_stage NAME COMMAND...: one benchmark run (gptx-bench-gpu or the PyTorch
+# twin, both take --json FILE), its JSON line and figures kept
 bench_stage() {
     local name=$1 i
     shift
@@ -405,32 +409,17 @@ bench_stage() {
         write_summary
         return
     fi
-    if [ $DRY = 0 ] && [ ! -x "$BENCH" ]; then
-        not_reached "$i" "gptx-bench-gpu not built"
+    if [ $DRY = 0 ] && [ ! -x "$1" ] && ! command -v "$1" >/dev/null 2>&1; then
+        not_reached "$i" "$(basename "$1") not built"
         return
     fi
     local json=$BUILD/json/$name.json
     rm -f "$json"
-    run_stage "$i" "$BENCH" "$@" --json "$json"
-    keep_figures "$i" "$json" bench.log
+    run_stage "$i" "$@" --json "$json"
+    keep_figures "$i" "$json"
 }
 
-torch_stage() {
-    local name=$1 i
-    shift
-    i=$(index_of "$name")
-    if [ $NODEVICE = 1 ]; then
-        S_STATUS[i]="SKIPPED (no device)"
-        write_summary
-        return
-    fi
-    local json=$BUILD/json/$name.json
-    rm -f "$json"
-    PYTHONUNBUFFERED=1 run_stage "$i" python3 bench/gpu/torch_gpu_bench.py "$@" --json "$json"
-    keep_figures "$i" "$json" torch.log
-}
-
-keep_figures() { # INDEX JSON LOG
+keep_figures() { # INDEX JSON
     local i=$1 json=$2
     if [ -s "$json" ]; then
         echo "{\"stage\": \"${S_NAME[i]}\", \"result\": $(tr -d '\n' <"$json")}" >>"$OUT/bench.json"
@@ -446,14 +435,17 @@ EOF
 }
 
 do_bench() {
-    bench_stage bench_bf16_b64 --precision bf16 --batch 64 --warmup 2 --steps 5
-    bench_stage bench_bf16_b64_graphs --precision bf16 --batch 64 --graphs 1 --warmup 2 --steps 5
-    bench_stage bench_bf16_b64_separate --precision bf16 --batch 64 --fused 0 --warmup 2 --steps 5
-    bench_stage bench_bf16_largest --precision bf16 --max-batch 512 --warmup 1 --steps 2
-    bench_stage bench_fp32_b64 --precision fp32 --batch 64 --warmup 1 --steps 3
-    bench_stage bench_tf32_b64 --precision tf32 --batch 64 --warmup 1 --steps 3
-    torch_stage torch_eager_b64 --batch 64 --no-compile --warmup 2 --steps 5
-    torch_stage torch_compile_b64 --batch 64 --warmup 2 --steps 5
+    local torch=(python3 bench/gpu/torch_gpu_bench.py)
+    bench_stage bench_bf16_b64 "$BENCH" --precision bf16 --batch 64 --warmup 2 --steps 5
+    bench_stage bench_bf16_b64_graphs "$BENCH" --precision bf16 --batch 64 --graphs 1 --warmup 2 \
+        --steps 5
+    bench_stage bench_bf16_b64_separate "$BENCH" --precision bf16 --batch 64 --fused 0 --warmup 2 \
+        --steps 5
+    bench_stage bench_bf16_largest "$BENCH" --precision bf16 --max-batch 512 --warmup 1 --steps 2
+    bench_stage bench_fp32_b64 "$BENCH" --precision fp32 --batch 64 --warmup 1 --steps 3
+    bench_stage bench_tf32_b64 "$BENCH" --precision tf32 --batch 64 --warmup 1 --steps 3
+    bench_stage torch_eager_b64 "${torch[@]}" --batch 64 --no-compile --warmup 2 --steps 5
+    bench_stage torch_compile_b64 "${torch[@]}" --batch 64 --warmup 2 --steps 5
     if [ $DRY = 0 ] && [ $NODEVICE = 0 ]; then
         {
             echo "===== after the benchmarks"
