@@ -32,6 +32,43 @@ static __device__ __forceinline__ void load_tile(float (*tile)[HS], const A *sla
     }
 }
 
+/* Key row (k, v) of query row q's online softmax: the running maximum m, sum
+ * l and output o are rescaled when the maximum grows. The loop of both
+ * k_attention_forward and k_attention_kv, whose prefill must give the
+ * training kernel's bits: every rounding is spelled out (__fmaf_rn,
+ * __fmul_rn, __fadd_rn), so nvcc cannot contract the two copies differently. */
+template <int HS>
+static __device__ __forceinline__ void attn_online_step(const float *q, const float *k,
+                                                        const float *v, float scale, float *m,
+                                                        float *l, float *o) {
+    float d = 0.0f;
+#pragma unroll
+    for (int i = 0; i < HS; i++) d = __fmaf_rn(q[i], k[i], d);
+    d = __fmul_rn(d, scale);
+    if (d > *m) {                  /* new running max: rescale what was summed so far */
+        float corr = expf(*m - d); /* 0 for the first key (m = -inf) */
+        *l = __fmul_rn(*l, corr);
+#pragma unroll
+        for (int i = 0; i < HS; i++) o[i] = __fmul_rn(o[i], corr);
+        *m = d;
+    }
+    float p = expf(d - *m);
+    *l = __fadd_rn(*l, p);
+#pragma unroll
+    for (int i = 0; i < HS; i++) o[i] = __fmaf_rn(p, v[i], o[i]);
+}
+
+/* The row's output o / l (its first hs of HS values) and log-sum-exp. */
+template <int HS, typename A>
+static __device__ __forceinline__ void attn_row_store(A *dst, float *lse, const float *o, float m,
+                                                      float l, int hs) {
+    float inv = 1.0f / l;
+#pragma unroll
+    for (int i = 0; i < HS; i++)
+        if (i < hs) gptx_st(&dst[i], __fmul_rn(o[i], inv));
+    *lse = __fadd_rn(m, logf(l));
+}
+
 /* Grid (ceil(T / ROWS), B * NH); thread = query row t. */
 template <int HS, typename A>
 static __global__ void __launch_bounds__(ROWS)
@@ -55,32 +92,12 @@ static __global__ void __launch_bounds__(ROWS)
         load_tile<HS, A>(vs, slab, 2, s0, T, C, h, hs);
         __syncthreads();
         if (!valid || s0 > t) continue;
-        for (int j = 0; j < TILE && s0 + j <= t; j++) {
-            float d = 0.0f;
-#pragma unroll
-            for (int i = 0; i < HS; i++) d += q[i] * ks[j][i];
-            d *= scale;
-            if (d > m) {                  /* new running max: rescale what was summed so far */
-                float corr = expf(m - d); /* 0 for the first key (m = -inf) */
-                l *= corr;
-#pragma unroll
-                for (int i = 0; i < HS; i++) o[i] *= corr;
-                m = d;
-            }
-            float p = expf(d - m);
-            l += p;
-#pragma unroll
-            for (int i = 0; i < HS; i++) o[i] += p * vs[j][i];
-        }
+        for (int j = 0; j < TILE && s0 + j <= t; j++)
+            attn_online_step<HS>(q, ks[j], vs[j], scale, &m, &l, o);
     }
-    if (valid) {
-        float inv = 1.0f / l;
-        A *dst = out + ((size_t)b * T + t) * C + h * hs;
-#pragma unroll
-        for (int i = 0; i < HS; i++)
-            if (i < hs) gptx_st(&dst[i], o[i] * inv);
-        lse[(size_t)bh * T + t] = m + logf(l);
-    }
+    if (valid)
+        attn_row_store<HS>(out + ((size_t)b * T + t) * C + h * hs, &lse[(size_t)bh * T + t], o,
+                           m, l, hs);
 }
 
 /* ---- generation: attention over a key/value cache (backend.h attention_kv_forward) ---- */
@@ -139,32 +156,11 @@ static __global__ void __launch_bounds__(ROWS)
         load_cache_tile<HS, A>(vs, vh, s0, rows, hs);
         __syncthreads();
         if (!valid || s0 > t) continue;
-        for (int j = 0; j < TILE && s0 + j <= t; j++) {
-            float dd = 0.0f;
-#pragma unroll
-            for (int d = 0; d < HS; d++) dd += q[d] * ks[j][d];
-            dd *= scale;
-            if (dd > m) {
-                float corr = expf(m - dd);
-                l *= corr;
-#pragma unroll
-                for (int d = 0; d < HS; d++) o[d] *= corr;
-                m = dd;
-            }
-            float p = expf(dd - m);
-            l += p;
-#pragma unroll
-            for (int d = 0; d < HS; d++) o[d] += p * vs[j][d];
-        }
+        for (int j = 0; j < TILE && s0 + j <= t; j++)
+            attn_online_step<HS>(q, ks[j], vs[j], scale, &m, &l, o);
     }
-    if (valid) {
-        float inv = 1.0f / l;
-        A *dst = out + (size_t)i * C + h * hs;
-#pragma unroll
-        for (int d = 0; d < HS; d++)
-            if (d < hs) gptx_st(&dst[d], o[d] * inv);
-        lse[(size_t)h * n + i] = m + logf(l);
-    }
+    if (valid)
+        attn_row_store<HS>(out + (size_t)i * C + h * hs, &lse[(size_t)h * n + i], o, m, l, hs);
 }
 
 /* Dsum[bh, t] = dout[b, t, head h] . out[b, t, head h] (= sum_s p_s dout.v_s). */

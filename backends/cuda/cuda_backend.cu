@@ -149,6 +149,8 @@ GPTX_CUDA_FN void gptx_cuda_destroy(gptx_backend *be) {
     if (be->compute) cudaStreamDestroy(be->compute);
     if (be->copy) cudaStreamDestroy(be->copy);
     free(be->bucket_counts);
+    for (int i = 0; i < GPTX_CUDA_ADAMW_TABLES; i++) free(be->adamw[i].host); /* dev: the cache's */
+    free(be->adamw_build);
     free(be);
 }
 

@@ -58,6 +58,12 @@ inline dim3 gptx_emu_blockDim, gptx_emu_gridDim;
 #define gridDim gptx_emu_gridDim
 
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+/* explicitly rounded arithmetic, never contracted into a fused multiply-add
+ * (the emulation is compiled with -ffp-contract=off) */
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 
 /* ---- bf16 (cuda_bf16.h subset) ------------------------------------------- */
 

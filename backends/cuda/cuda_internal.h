@@ -109,6 +109,17 @@ typedef struct gptx_cuda_algo {
 
 #define GPTX_CUDA_ALGO_CACHE 64
 
+/* AdamW's range table on the device, kept while the ranges stay the same:
+ * the step then neither uploads nor waits for the host. */
+#define GPTX_CUDA_ADAMW_TABLES 4
+typedef struct gptx_cuda_adamw_table {
+    void *host;   /* the table as built (malloc), to recognise it */
+    void *dev;    /* its device copy */
+    size_t bytes; /* 0: slot unused */
+    size_t cap;   /* bytes held by host and dev */
+    uint64_t used; /* last use, for eviction */
+} gptx_cuda_adamw_table;
+
 /* One captured op sequence of lib/ (graph_begin/graph_end). */
 #define GPTX_CUDA_GRAPH_SEGMENTS 4
 #define GPTX_CUDA_GRAPH_KEY 24
@@ -145,6 +156,10 @@ struct gptx_backend {
     int stage_next;
     gptx_cuda_pinned partials; /* reduction partials, device -> host */
     gptx_cuda_pinned small;    /* small tables host -> device (buckets, AdamW ranges) */
+    gptx_cuda_adamw_table adamw[GPTX_CUDA_ADAMW_TABLES];
+    void *adamw_build; /* host, the table being built */
+    size_t adamw_build_cap;
+    uint64_t adamw_clock;
     /* token ids of the last embedding_forward, copied to the host
      * asynchronously so embedding_backward can bucket them without a stall */
     gptx_cuda_pinned ids;

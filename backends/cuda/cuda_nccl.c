@@ -8,6 +8,10 @@
  * ZeRO-1 uses ncclReduceScatter / ncclAllGather (grouped ncclReduce /
  * ncclBroadcast for uneven shards); overlapped buckets run ncclAllReduce on
  * the engine's stream, ordered after the compute stream by cudaEvents.
+ * Host values (metrics, barrier, broadcast) go through a pinned staging
+ * buffer with asynchronous copies, and the host polls an event under the
+ * same deadline: a copy into pageable memory would block the host until the
+ * collective ends, so a dead peer would hang it past any timeout.
  *
  * UNVERIFIED: no GPU was available to the sessions that wrote it; this file
  * is compiled and linked in CI, but the engine itself has not run
@@ -36,6 +40,9 @@ typedef struct nccl_engine {
     double timeout_s;
     void *scratch; /* device copy of host values (metrics, barrier, broadcast) */
     size_t scratch_bytes;
+    void *pinned; /* page-locked host copy of those values */
+    size_t pinned_bytes;
+    cudaEvent_t host_done; /* recorded after the copy back to `pinned` */
 } nccl_engine;
 
 static int cuda_error(cudaError_t err, const char *what) {
@@ -56,11 +63,12 @@ static int nccl_error(nccl_engine *e, ncclResult_t r, const char *what) {
     } while (0)
 
 /* Waits until the communicator has no call in flight and, when stream_too,
- * the engine's stream is idle; fails on an asynchronous NCCL error or when
- * the deadline passes. */
+ * the engine's stream is idle (or, given an event, the event has completed);
+ * fails on an asynchronous NCCL error or when the deadline passes. */
 typedef struct {
     nccl_engine *e;
     int stream_too;
+    cudaEvent_t event;
     const char *what;
 } done_poll;
 
@@ -71,7 +79,9 @@ static int test_done(void *arg, int *done) {
     if (r != ncclSuccess) return nccl_error(p->e, r, "ncclCommGetAsyncError");
     if (async != ncclSuccess && async != ncclInProgress) return nccl_error(p->e, async, p->what);
     if (async == ncclSuccess) {
-        cudaError_t q = p->stream_too ? cudaStreamQuery(p->e->stream) : cudaSuccess;
+        cudaError_t q = p->event        ? cudaEventQuery(p->event)
+                        : p->stream_too ? cudaStreamQuery(p->e->stream)
+                                        : cudaSuccess;
         if (q == cudaSuccess) *done = 1;
         else if (q != cudaErrorNotReady) return cuda_error(q, p->what);
     }
@@ -79,7 +89,12 @@ static int test_done(void *arg, int *done) {
 }
 
 static int wait_done(nccl_engine *e, int stream_too, const char *what) {
-    done_poll p = {e, stream_too, what};
+    done_poll p = {e, stream_too, NULL, what};
+    return gptx_comm_poll_until_done(&e->base, test_done, &p, e->timeout_s, ENGINE_WHERE, what);
+}
+
+static int wait_event(nccl_engine *e, cudaEvent_t event, const char *what) {
+    done_poll p = {e, 1, event, what};
     return gptx_comm_poll_until_done(&e->base, test_done, &p, e->timeout_s, ENGINE_WHERE, what);
 }
 
@@ -104,40 +119,73 @@ static void nccl_destroy(comm_engine *base, int failed) {
             ncclCommAbort(e->comm); /* never wait for peers that may be gone */
     }
     if (e->stream) cudaStreamDestroy(e->stream);
+    if (e->host_done) cudaEventDestroy(e->host_done);
     if (e->scratch) cudaFree(e->scratch);
+    if (e->pinned) cudaFreeHost(e->pinned);
     free(e);
 }
 
-static int ensure_scratch(nccl_engine *e, size_t bytes) {
-    if (e->scratch_bytes >= bytes) return GPTX_OK;
-    if (e->scratch) cudaFree(e->scratch);
-    e->scratch = NULL;
-    e->scratch_bytes = 0;
-    CUDA_TRY(cudaMalloc(&e->scratch, bytes), "cudaMalloc (communicator scratch)");
-    e->scratch_bytes = bytes;
+/* *p holds at least `bytes` (alloc and release: device or pinned memory). */
+static int grow(void **p, size_t *have, size_t bytes, cudaError_t (*alloc)(void **, size_t),
+                cudaError_t (*release)(void *), const char *what) {
+    if (*have >= bytes) return GPTX_OK;
+    if (*p) release(*p);
+    *p = NULL;
+    *have = 0;
+    CUDA_TRY(alloc(p, bytes), what);
+    *have = bytes;
     return GPTX_OK;
+}
+
+/* The device scratch and its pinned host twin, at least `bytes` each (the
+ * previous host collective has completed: nothing still uses them). */
+static int ensure_scratch(nccl_engine *e, size_t bytes) {
+    GPTX_TRY(grow(&e->scratch, &e->scratch_bytes, bytes, cudaMalloc, cudaFree,
+                  "cudaMalloc (communicator scratch)"));
+    return grow(&e->pinned, &e->pinned_bytes, bytes, cudaMallocHost, cudaFreeHost,
+                "cudaMallocHost (communicator staging)");
 }
 
 static ncclRedOp_t nccl_op(gptx_comm_op op) {
     return op == GPTX_COMM_MAX ? ncclMax : op == GPTX_COMM_MIN ? ncclMin : ncclSum;
 }
 
-static int nccl_allreduce_host(comm_engine *base, void *values, size_t count, comm_dtype type,
-                               gptx_comm_op op) {
-    nccl_engine *e = (nccl_engine *)base;
-    size_t bytes = count * 8;
+/* One collective in place over `bytes` of host data: a broadcast from
+ * root (root >= 0) or an allreduce of count values of type with op. Staged
+ * through pinned memory so that both copies are asynchronous; the host then
+ * polls the event recorded after the copy back, under the deadline. */
+typedef struct {
+    int root; /* >= 0: broadcast */
+    size_t count;
+    ncclDataType_t type;
+    ncclRedOp_t op;
+    const char *what;
+} host_collective;
+
+static int run_host_collective(nccl_engine *e, void *data, size_t bytes, const host_collective *c) {
     CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
     GPTX_TRY(ensure_scratch(e, bytes));
-    CUDA_TRY(cudaMemcpyAsync(e->scratch, values, bytes, cudaMemcpyHostToDevice, e->stream),
+    memcpy(e->pinned, data, bytes);
+    CUDA_TRY(cudaMemcpyAsync(e->scratch, e->pinned, bytes, cudaMemcpyHostToDevice, e->stream),
              "cudaMemcpyAsync (to device)");
-    GPTX_TRY(nccl_call(e,
-                       ncclAllReduce(e->scratch, e->scratch, count,
-                                     type == COMM_F64 ? ncclFloat64 : ncclInt64, nccl_op(op),
-                                     e->comm, e->stream),
-                       "ncclAllReduce"));
-    CUDA_TRY(cudaMemcpyAsync(values, e->scratch, bytes, cudaMemcpyDeviceToHost, e->stream),
+    ncclResult_t r =
+        c->root >= 0
+            ? ncclBroadcast(e->scratch, e->scratch, bytes, ncclUint8, c->root, e->comm, e->stream)
+            : ncclAllReduce(e->scratch, e->scratch, c->count, c->type, c->op, e->comm, e->stream);
+    GPTX_TRY(nccl_call(e, r, c->root >= 0 ? "ncclBroadcast" : "ncclAllReduce"));
+    CUDA_TRY(cudaMemcpyAsync(e->pinned, e->scratch, bytes, cudaMemcpyDeviceToHost, e->stream),
              "cudaMemcpyAsync (to host)");
-    return wait_done(e, 1, "allreduce");
+    CUDA_TRY(cudaEventRecord(e->host_done, e->stream), "cudaEventRecord (host copy)");
+    GPTX_TRY(wait_event(e, e->host_done, c->what));
+    memcpy(data, e->pinned, bytes);
+    return GPTX_OK;
+}
+
+static int nccl_allreduce_host(comm_engine *base, void *values, size_t count, comm_dtype type,
+                               gptx_comm_op op) {
+    host_collective c = {-1, count, type == COMM_F64 ? ncclFloat64 : ncclInt64, nccl_op(op),
+                         "allreduce"};
+    return run_host_collective((nccl_engine *)base, values, count * 8, &c);
 }
 
 static int nccl_barrier(comm_engine *base) {
@@ -146,17 +194,8 @@ static int nccl_barrier(comm_engine *base) {
 }
 
 static int nccl_broadcast(comm_engine *base, void *data, size_t bytes, int root) {
-    nccl_engine *e = (nccl_engine *)base;
-    CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
-    GPTX_TRY(ensure_scratch(e, bytes));
-    CUDA_TRY(cudaMemcpyAsync(e->scratch, data, bytes, cudaMemcpyHostToDevice, e->stream),
-             "cudaMemcpyAsync (to device)");
-    GPTX_TRY(nccl_call(
-        e, ncclBroadcast(e->scratch, e->scratch, bytes, ncclUint8, root, e->comm, e->stream),
-        "ncclBroadcast"));
-    CUDA_TRY(cudaMemcpyAsync(data, e->scratch, bytes, cudaMemcpyDeviceToHost, e->stream),
-             "cudaMemcpyAsync (to host)");
-    return wait_done(e, 1, "broadcast");
+    host_collective c = {root, bytes, ncclUint8, ncclSum, "broadcast"};
+    return run_host_collective((nccl_engine *)base, data, bytes, &c);
 }
 
 /* buf is the model's device gradient buffer. The context's queued work is
@@ -392,7 +431,8 @@ int gptx_comm_nccl_create(comm_engine **out, const comm_setup *s,
     int rc = GPTX_OK;
     cudaError_t ce = cudaSetDevice(e->device);
     if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&e->stream, cudaStreamNonBlocking);
-    if (ce != cudaSuccess) rc = cuda_error(ce, "cudaSetDevice/cudaStreamCreate");
+    if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&e->host_done, cudaEventDisableTiming);
+    if (ce != cudaSuccess) rc = cuda_error(ce, "cudaSetDevice/cudaStreamCreate/cudaEventCreate");
     if (rc == GPTX_OK) {
         ncclUniqueId u;
         memcpy(&u, id, sizeof u);

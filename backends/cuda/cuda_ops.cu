@@ -25,7 +25,7 @@ extern "C" {
 
 static __device__ __forceinline__ float warp_sum(float v) {
     /* butterfly: every lane ends with the same bits */
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = 16; o > 0; o /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
@@ -165,7 +165,10 @@ GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, flo
 
 /* One warp normalises row `row` of x into o: mean, then variance of the
  * centred values (two passes, like the CPU backend), then the affine output;
- * lane 0 saves the mean and 1/std. */
+ * lane 0 saves the mean and 1/std. Two kernels inline it and must agree bit
+ * for bit (the fused residual + LayerNorm and the plain one), so every
+ * rounding is spelled out: nvcc may contract a * b + c into an FMA in one
+ * kernel and not in the other, never an __fmul_rn / __fadd_rn. */
 /* [act] o from the [res] row x with [p] weights (the residual type R) */
 template <typename A, typename R>
 static __device__ __forceinline__ void ln_row(A *o, float *mean, float *rstd, const R *x,
@@ -173,16 +176,18 @@ static __device__ __forceinline__ void ln_row(A *o, float *mean, float *rstd, co
                                               float eps) {
     int lane = threadIdx.x % 32;
     float s = 0.0f;
-    for (int c = lane; c < C; c += 32) s += gptx_ld(x[c]);
+    for (int c = lane; c < C; c += 32) s = __fadd_rn(s, gptx_ld(x[c]));
     float m = warp_sum(s) / (float)C;
     float v = 0.0f;
     for (int c = lane; c < C; c += 32) {
-        float d = gptx_ld(x[c]) - m;
-        v += d * d;
+        float d = __fsub_rn(gptx_ld(x[c]), m);
+        v = __fmaf_rn(d, d, v);
     }
-    float r = 1.0f / sqrtf(warp_sum(v) / (float)C + eps);
-    for (int c = lane; c < C; c += 32)
-        gptx_st(&o[c], (gptx_ld(x[c]) - m) * r * gptx_ld(w[c]) + gptx_ld(b[c]));
+    float r = 1.0f / sqrtf(__fadd_rn(warp_sum(v) / (float)C, eps));
+    for (int c = lane; c < C; c += 32) {
+        float xhat = __fmul_rn(__fsub_rn(gptx_ld(x[c]), m), r);
+        gptx_st(&o[c], __fmaf_rn(xhat, gptx_ld(w[c]), gptx_ld(b[c])));
+    }
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -227,7 +232,7 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     const R *xa = a + row * C;
     const A *xb = b + row * C;
     /* each lane reads back only the columns it stored */
-    for (int c = lane; c < C; c += 32) gptx_st(&x[c], gptx_ld(xa[c]) + gptx_ld(xb[c]));
+    for (int c = lane; c < C; c += 32) gptx_st(&x[c], __fadd_rn(gptx_ld(xa[c]), gptx_ld(xb[c])));
     ln_row(out + row * C, mean, rstd, (const R *)x, w, bias, row, C, eps);
 }
 
@@ -372,7 +377,7 @@ template <typename A, typename R>
 static __global__ void k_residual_forward(R *out, const R *a, const A *b, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        gptx_st(&out[i], gptx_ld(a[i]) + gptx_ld(b[i]));
+        gptx_st(&out[i], __fadd_rn(gptx_ld(a[i]), gptx_ld(b[i]))); /* = the fused kernel's */
 }
 
 GPTX_CUDA_FN int gptx_cuda_gelu_forward(gptx_backend *be, float *out, const float *inp, size_t n) {
@@ -423,11 +428,15 @@ GPTX_CUDA_FN int gptx_cuda_act_from_res(gptx_backend *be, float *dst, const floa
 
 /* ---- softmax cross-entropy --------------------------------------------------------- */
 
-/* (m1, s1) and (m2, s2) are running (max, sum of exp(x - max)) pairs. */
+/* (m1, s1) and (m2, s2) are running (max, sum of exp(x - max)) pairs. The
+ * cross-entropy helpers are inlined into the fused classifier and into the
+ * two separate kernels, which must agree bit for bit: their roundings are
+ * spelled out (__fmul_rn / __fadd_rn), so nvcc cannot contract them into
+ * FMAs differently in the two places. */
 static __device__ __forceinline__ void lse_combine(float *m, float *s, float m2, float s2) {
     float mx = fmaxf(*m, m2);
     if (mx == -INFINITY) return; /* both empty */
-    *s = *s * expf(*m - mx) + s2 * expf(m2 - mx);
+    *s = __fadd_rn(__fmul_rn(*s, expf(*m - mx)), __fmul_rn(s2, expf(m2 - mx)));
     *m = mx;
 }
 
@@ -448,10 +457,10 @@ static __device__ __forceinline__ float ce_row_forward(float *losses, float *lse
         float x = gptx_ld(row[j]);
         if (x == -INFINITY) continue; /* weight 0 */
         if (x > m) {
-            s = s * expf(m - x) + 1.0f;
+            s = __fadd_rn(__fmul_rn(s, expf(m - x)), 1.0f);
             m = x;
         } else {
-            s += expf(x - m); /* NaN propagates through here */
+            s = __fadd_rn(s, expf(x - m)); /* NaN propagates through here */
         }
     }
     sm[threadIdx.x] = m;
@@ -466,12 +475,12 @@ static __device__ __forceinline__ float ce_row_forward(float *losses, float *lse
         }
         __syncthreads();
     }
-    float l = sm[0] + logf(ss[0]); /* the same value in every thread */
+    float l = __fadd_rn(sm[0], logf(ss[0])); /* the same value in every thread */
     if (threadIdx.x == 0) {
         lse[blockIdx.x] = l;
         if (targets) {
             int32_t t = targets[blockIdx.x];
-            losses[blockIdx.x] = t == GPTX_IGNORE_INDEX ? 0.0f : l - gptx_ld(row[t]);
+            losses[blockIdx.x] = t == GPTX_IGNORE_INDEX ? 0.0f : __fsub_rn(l, gptx_ld(row[t]));
         }
     }
     return l;
@@ -492,8 +501,8 @@ static __device__ __forceinline__ void ce_row_backward(A *row, float l, int32_t 
     for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
         float g = 0.0f;
         if (t != GPTX_IGNORE_INDEX) {
-            g = expf(gptx_ld(row[j]) - l) * dloss;
-            if (j == t) g -= dloss;
+            g = __fmul_rn(expf(gptx_ld(row[j]) - l), dloss);
+            if (j == t) g = __fsub_rn(g, dloss);
         }
         gptx_st(&row[j], g);
     }
@@ -561,9 +570,11 @@ typedef struct adamw_range_dev {
 } adamw_range_dev;
 
 /* Block b belongs to the last range whose block_start <= b (ranges without
- * blocks are left out of the table) and updates ADAMW_CHUNK of its elements. */
+ * blocks are left out of the table) and updates ADAMW_CHUNK of its elements.
+ * A single range comes by value (`one`; tab may be NULL). */
 static __device__ adamw_range_dev adamw_block_range(const adamw_range_dev *tab, int nranges,
-                                                    unsigned b) {
+                                                    adamw_range_dev one, unsigned b) {
+    if (nranges == 1) return one;
     int lo = 0, hi = nranges - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
@@ -578,9 +589,9 @@ static __device__ adamw_range_dev adamw_block_range(const adamw_range_dev *tab, 
 /* fp32 parameters and moments: the CPU backend's arithmetic. */
 static __global__ void __launch_bounds__(ADAMW_THREADS)
     k_adamw(float *params, const float *grads, float *m, float *v, const adamw_range_dev *tab,
-            int nranges, gptx_adamw_hyper h) {
+            int nranges, adamw_range_dev one, gptx_adamw_hyper h) {
     unsigned b = blockIdx.x;
-    adamw_range_dev r = adamw_block_range(tab, nranges, b);
+    adamw_range_dev r = adamw_block_range(tab, nranges, one, b);
     unsigned long long e0 = (unsigned long long)(b - r.block_start) * ADAMW_CHUNK;
     unsigned long long e1 = e0 + ADAMW_CHUNK < r.count ? e0 + ADAMW_CHUNK : r.count;
     float decay = 1.0f - h.lr * r.weight_decay;
@@ -604,9 +615,10 @@ static __global__ void __launch_bounds__(ADAMW_THREADS)
  * run is reproducible and independent of the launch configuration. */
 static __global__ void __launch_bounds__(ADAMW_THREADS)
     k_adamw_bf16(uint16_t *params, const float *grads, uint16_t *m, uint16_t *v,
-                 const adamw_range_dev *tab, int nranges, gptx_adamw_hyper h, int stochastic) {
+                 const adamw_range_dev *tab, int nranges, adamw_range_dev one, gptx_adamw_hyper h,
+                 int stochastic) {
     unsigned b = blockIdx.x;
-    adamw_range_dev r = adamw_block_range(tab, nranges, b);
+    adamw_range_dev r = adamw_block_range(tab, nranges, one, b);
     unsigned long long e0 = (unsigned long long)(b - r.block_start) * ADAMW_CHUNK;
     unsigned long long e1 = e0 + ADAMW_CHUNK < r.count ? e0 + ADAMW_CHUNK : r.count;
     float decay = 1.0f - h.lr * r.weight_decay;
@@ -631,17 +643,65 @@ static __global__ void __launch_bounds__(ADAMW_THREADS)
     }
 }
 
+/* The device copy of the table `bytes` at be->adamw_build: a kept slot when
+ * one holds the same table (no copy, no host wait: the usual step), else
+ * uploaded into the least recently used slot (the first step, or another
+ * optimizer's ranges on this context). */
+static int adamw_table_device(gptx_backend *be, size_t bytes, const adamw_range_dev **dev) {
+    gptx_cuda_adamw_table *slot = &be->adamw[0];
+    be->adamw_clock++;
+    for (int i = 0; i < GPTX_CUDA_ADAMW_TABLES; i++) {
+        gptx_cuda_adamw_table *t = &be->adamw[i];
+        if (t->bytes == bytes && memcmp(t->host, be->adamw_build, bytes) == 0) {
+            t->used = be->adamw_clock;
+            *dev = (const adamw_range_dev *)t->dev;
+            return GPTX_OK;
+        }
+        if (t->used < slot->used) slot = t;
+    }
+    slot->bytes = 0;
+    if (slot->cap < bytes) {
+        /* kernels queued on the compute stream finish with the old block
+         * before any later user of the cache touches it */
+        gptx_cuda_cache_free(&be->cache, slot->dev);
+        free(slot->host);
+        slot->dev = NULL;
+        slot->cap = 0;
+        slot->host = malloc(bytes);
+        if (!slot->host) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        GPTX_TRY(gptx_cuda_cache_alloc(&be->cache, bytes, 1, &slot->dev));
+        slot->cap = bytes;
+    }
+    GPTX_TRY(gptx_cuda_pinned_reserve(&be->small, bytes));
+    memcpy(be->small.host, be->adamw_build, bytes);
+    GPTX_CUDA_TRY(
+        cudaMemcpyAsync(slot->dev, be->small.host, bytes, cudaMemcpyHostToDevice, be->compute));
+    GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
+    memcpy(slot->host, be->adamw_build, bytes);
+    slot->bytes = bytes;
+    slot->used = be->adamw_clock;
+    *dev = (const adamw_range_dev *)slot->dev;
+    return GPTX_OK;
+}
+
 GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *grads, float *m,
                                  float *v, const gptx_param_range *ranges, int nranges,
                                  const gptx_adamw_hyper *h) {
     if (nranges <= 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
-    GPTX_TRY(gptx_cuda_pinned_reserve(&be->small, (size_t)nranges * sizeof(adamw_range_dev)));
-    adamw_range_dev *tab = (adamw_range_dev *)be->small.host;
+    size_t need = (size_t)nranges * sizeof(adamw_range_dev);
+    if (need > be->adamw_build_cap) {
+        void *nb = realloc(be->adamw_build, need);
+        if (!nb) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        be->adamw_build = nb;
+        be->adamw_build_cap = need;
+    }
+    adamw_range_dev *tab = (adamw_range_dev *)be->adamw_build;
     int nt = 0;
     unsigned long long blocks = 0;
     for (int i = 0; i < nranges; i++) {
         if (ranges[i].count == 0) continue;
+        memset(&tab[nt], 0, sizeof tab[nt]); /* compared bytewise */
         tab[nt].offset = ranges[i].offset;
         tab[nt].count = ranges[i].count;
         tab[nt].weight_decay = ranges[i].weight_decay;
@@ -652,18 +712,18 @@ GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *g
     if (nt == 0) return GPTX_OK;
     if (blocks > 0x7fffffffull)
         return GPTX_FAIL(GPTX_ERR_SHAPE, "AdamW over %llu blocks is too large", blocks);
-    void *dev = NULL;
-    GPTX_TRY(gptx_cuda_scratch(be, (size_t)nt * sizeof(adamw_range_dev), &dev));
-    GPTX_CUDA_TRY(cudaMemcpyAsync(dev, tab, (size_t)nt * sizeof(adamw_range_dev),
-                                  cudaMemcpyHostToDevice, be->compute));
-    GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
+    /* one range (the per-tensor variant) goes by value: no table at all */
+    const adamw_range_dev *dev = NULL;
+    if (nt > 1) GPTX_TRY(adamw_table_device(be, (size_t)nt * sizeof *tab, &dev));
+    adamw_range_dev one = tab[0];
+    gptx_adamw_hyper hv = *h; /* by value: a captured launch must not read the caller's */
     if (be->param_bf16)
         GPTX_LAUNCH(k_adamw_bf16, (unsigned)blocks, ADAMW_THREADS, be->compute,
-                    (uint16_t *)params, grads, (uint16_t *)m, (uint16_t *)v,
-                    (const adamw_range_dev *)dev, nt, *h, be->stochastic_rounding);
+                    (uint16_t *)params, grads, (uint16_t *)m, (uint16_t *)v, dev, nt, one, hv,
+                    be->stochastic_rounding);
     else
         GPTX_LAUNCH(k_adamw, (unsigned)blocks, ADAMW_THREADS, be->compute, params, grads, m, v,
-                    (const adamw_range_dev *)dev, nt, *h);
+                    dev, nt, one, hv);
     GPTX_CUDA_LAUNCHED("adamw");
     return GPTX_OK;
 }

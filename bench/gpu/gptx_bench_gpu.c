@@ -4,9 +4,11 @@
  * head, qkv bias, masked padded logits), at the largest power-of-two batch
  * that fits unless --batch is given.
  *
- * One timed step = zero_grad + forward (with targets) + backward(1) + AdamW
- * step (default options: clip 1.0, weight decay on matrices), then
- * gptx_context_synchronize. The tokens are a fixed pseudo-random batch in
+ * One timed step = zero_grad + gptx_model_forward_backward (the fused
+ * classifier: the cross-entropy's forward and gradient in one pass over the
+ * logits, as gptx-train steps) + AdamW step (default options: clip 1.0,
+ * weight decay on matrices), then gptx_context_synchronize. --fused 0 calls
+ * gptx_model_forward then gptx_model_backward instead (two passes). The tokens are a fixed pseudo-random batch in
  * host memory (uploaded by every forward, as a training loop does).
  *
  * Reported separately:
@@ -60,16 +62,17 @@ static int create_context(gptx_context **out, const gptx_context_options *o) {
 typedef struct {
     const char *precision, *json;
     int batch, max_batch, seq, layers, heads, width, vocab, padded_vocab, warmup, steps;
-    int graphs;
+    int graphs, fused;
 } bench_args;
 
 static void usage(FILE *f) {
     fprintf(f, "usage: gptx-bench-gpu [--precision fp32|tf32|bf16|bf16_pure] [--batch B | --max-batch B]\n"
                "                      [--seq T] [--layers L] [--heads H] [--width C] [--vocab V]\n"
                "                      [--padded-vocab Vp] [--warmup N] [--steps N] [--graphs 0|1]\n"
-               "                      [--json FILE]\n"
+               "                      [--fused 0|1] [--json FILE]\n"
                "  defaults: bf16, GPT-2 124M, T 1024, largest power-of-two batch <= 512 that\n"
-               "  fits, 3 warm-up steps (the cold one included), 10 timed steps, no CUDA graphs\n");
+               "  fits, 3 warm-up steps (the cold one included), 10 timed steps, no CUDA graphs,\n"
+               "  fused forward + backward\n");
 }
 
 static int parse_args(bench_args *a, int argc, char **argv) {
@@ -111,6 +114,8 @@ static int parse_args(bench_args *a, int argc, char **argv) {
             dst = &a->steps;
         else if (!strcmp(f, "--graphs"))
             dst = &a->graphs;
+        else if (!strcmp(f, "--fused"))
+            dst = &a->fused;
         else {
             fprintf(stderr, "gptx-bench-gpu: unknown option '%s'\n", f);
             usage(stderr);
@@ -135,10 +140,11 @@ static int parse_args(bench_args *a, int argc, char **argv) {
 }
 
 static int step(gptx_context *ctx, gptx_model *m, gptx_optimizer *opt, const int32_t *in,
-                const int32_t *tg, int B, int T, float *loss) {
+                const int32_t *tg, int B, int T, int fused, float *loss) {
     int rc = gptx_model_zero_grad(m);
-    if (rc == GPTX_OK) rc = gptx_model_forward(m, in, tg, B, T, loss);
-    if (rc == GPTX_OK) rc = gptx_model_backward(m, 1.0f);
+    if (rc == GPTX_OK && fused) rc = gptx_model_forward_backward(m, in, tg, B, T, 1.0f, loss);
+    if (rc == GPTX_OK && !fused) rc = gptx_model_forward(m, in, tg, B, T, loss);
+    if (rc == GPTX_OK && !fused) rc = gptx_model_backward(m, 1.0f);
     if (rc == GPTX_OK) rc = gptx_optimizer_step(opt, m, NULL);
     if (rc == GPTX_OK) rc = gptx_context_synchronize(ctx);
     return rc;
@@ -162,10 +168,11 @@ static double matmul_params(const gptx_model *m) {
 }
 
 int main(int argc, char **argv) {
-    bench_args a = {"bf16", NULL, 0, 512, 1024, 12, 12, 768, 50257, 50304, 3, 10, 0};
+    bench_args a = {"bf16", NULL, 0, 512, 1024, 12, 12, 768, 50257, 50304, 3, 10, 0, 1};
     if (parse_args(&a, argc, argv) != 0) return 2;
-    if (a.graphs != 0 && a.graphs != 1) {
-        fprintf(stderr, "gptx-bench-gpu: --graphs %d; expected 0 or 1\n", a.graphs);
+    if ((a.graphs != 0 && a.graphs != 1) || (a.fused != 0 && a.fused != 1)) {
+        fprintf(stderr, "gptx-bench-gpu: --graphs %d --fused %d; expected 0 or 1\n", a.graphs,
+                a.fused);
         return 2;
     }
     if (a.graphs && a.warmup < 2) a.warmup = 2; /* the capture step is not timed as steady */
@@ -200,9 +207,10 @@ int main(int argc, char **argv) {
     cfg.n_layer = a.layers;
     cfg.n_head = a.heads;
     cfg.n_embd = a.width;
-    printf("gptx-bench-gpu (gptx %s, backend %s, precision %s, CUDA graphs %s)\n", gptx_version(),
-           gptx_context_backend_name(ctx), gptx_precision_name(gptx_context_precision(ctx)),
-           a.graphs ? "on" : "off");
+    printf("gptx-bench-gpu (gptx %s, backend %s, precision %s, CUDA graphs %s, %s)\n",
+           gptx_version(), gptx_context_backend_name(ctx),
+           gptx_precision_name(gptx_context_precision(ctx)), a.graphs ? "on" : "off",
+           a.fused ? "fused forward+backward" : "forward then backward");
     printf("config      : vocab %d (padded %d), T %d, layers %d, heads %d, width %d\n", a.vocab,
            a.padded_vocab, T, a.layers, a.heads, a.width);
     printf("cold        : context creation %.3f s (device, streams, cuBLASLt handle + workspace)\n",
@@ -239,7 +247,7 @@ int main(int argc, char **argv) {
         rc = gptx_model_create(&m, ctx, &cfg);
         if (rc == GPTX_OK) rc = gptx_model_init_random(m, 42);
         if (rc == GPTX_OK) rc = gptx_optimizer_create(&opt, m, NULL);
-        if (rc == GPTX_OK) rc = step(ctx, m, opt, in, tg, B, T, &loss0);
+        if (rc == GPTX_OK) rc = step(ctx, m, opt, in, tg, B, T, a.fused, &loss0);
         if (rc == GPTX_OK) {
             cold = bench_now_s() - t0;
             break;
@@ -271,7 +279,7 @@ int main(int argc, char **argv) {
     double capture = 0;
     for (int i = 1; i < a.warmup && rc == GPTX_OK; i++) {
         double t0 = bench_now_s();
-        rc = step(ctx, m, opt, in, tg, B, T, &loss);
+        rc = step(ctx, m, opt, in, tg, B, T, a.fused, &loss);
         if (i == 1) capture = bench_now_s() - t0;
     }
     if (a.graphs && rc == GPTX_OK)
@@ -280,7 +288,7 @@ int main(int argc, char **argv) {
     double *times = malloc((size_t)a.steps * sizeof *times);
     for (int i = 0; i < a.steps && rc == GPTX_OK; i++) {
         double t0 = bench_now_s();
-        rc = step(ctx, m, opt, in, tg, B, T, &loss);
+        rc = step(ctx, m, opt, in, tg, B, T, a.fused, &loss);
         times[i] = bench_now_s() - t0;
     }
     if (rc != GPTX_OK) {
@@ -319,13 +327,13 @@ int main(int argc, char **argv) {
                     "\"step_min_s\": %.6f, \"step_max_s\": %.6f, \"tokens_per_s\": %.1f, "
                     "\"mfu\": %.5f, \"mem_allocated\": %llu, \"mem_peak\": %llu, "
                     "\"mem_reserved\": %llu, \"loss_first\": %.6f, \"loss_last\": %.6f, "
-                    "\"graphs\": %d, \"capture_step_s\": %.6f, \"graph_captures\": %lld, "
-                    "\"graph_replays\": %lld}\n",
+                    "\"graphs\": %d, \"fused\": %d, \"capture_step_s\": %.6f, "
+                    "\"graph_captures\": %lld, \"graph_replays\": %lld}\n",
                     gptx_version(), a.precision, B, T, a.layers, a.heads, a.width, a.vocab,
                     a.padded_vocab, fpt, t_ctx, cold, med, sorted[0], sorted[a.steps - 1], tok_s,
                     mfu, (unsigned long long)mem.allocated, (unsigned long long)mem.peak,
                     (unsigned long long)mem.reserved, (double)loss0, (double)loss, a.graphs,
-                    capture, (long long)captures, (long long)replays);
+                    a.fused, capture, (long long)captures, (long long)replays);
             fclose(f);
         } else {
             fprintf(stderr, "gptx-bench-gpu: cannot write %s: %s\n", a.json, strerror(errno));

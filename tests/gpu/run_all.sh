@@ -1,65 +1,296 @@
 #!/usr/bin/env bash
-# The one script a GPU session runs (docs/cuda.md, "Running on a GPU"):
+# The one call a GPU session makes (docs/cuda.md, "Running on a GPU"): build,
+# test and benchmark the CUDA backend on a fresh, bare machine in about six
+# minutes, writing at most 8 files into $OUT.
 #
-#   tests/gpu/run_all.sh [build] [test] [bench] [sanitize] [all]    (default: all)
+#   bash tests/gpu/run_all.sh [--dry-run] [--budget SECONDS]
 #
-#   build     configure and build with the CUDA backend (Release, -j$(nproc))
-#             in build-gpu/, only the targets the other stages need; when the
-#             machine lacks OpenBLAS / jansson / PCRE2 / pkg-config, the .deb
-#             files in build-gpu-deps/ (tests/gpu/fetch_deps.sh; carry the
-#             folder) are unpacked into a private prefix first
-#   test      ctest -L gpu (every kernel against the CPU backend, the products
-#             with GELU epilogues and the fused residual + LayerNorm, the model
-#             in fp32 and bf16 mixed (bf16 activations, fp32 master weights),
-#             the reference fixtures in fp32/tf32/bf16, the 50-step training
-#             comparison, pure bf16 with and without stochastic rounding,
-#             sampler equivalence, CUDA graphs on/off bitwise, the event
-#             timer), then the fixtures, the training comparison, the
-#             pure-bf16 test and the graphs and timer tests again into their
-#             own logs
-#   bench     gptx-bench-gpu (bf16 at the largest power-of-two batch; bf16
-#             with CUDA graphs off and on, bf16_pure, tf32, fp32 at batch 64)
-#             and bench/gpu/torch_gpu_bench.py (batch 64)
-#   sanitize  compute-sanitizer memcheck and racecheck on the kernel test,
-#             memcheck on the model test (its bf16 runs)
-#   all       build test bench
+# The plan (seconds from the start; a group may use what the one before left,
+# never more than up to its own end):
+#   build  until 150  configure (Ninja, Release, CUDA on, GPTX_CUDA_ARCHITECTURES
+#                     = $GPTX_GPU_ARCH, default 90; ptxas -v) and build only the
+#                     GPU test binaries and gptx-bench-gpu
+#   tests  until 270  each test binary once, directly, under its own timeout
+#                     (60 s; the training comparison and the sampler 90 s), the
+#                     sampler equivalence test last
+#   bench  until the  gptx-bench-gpu bf16 at batch 64 with CUDA graphs off and
+#          budget     on, then forward-then-backward (the fused step's
+#          (360)      reference), the largest batch that fits, fp32 and tf32 at
+#                     batch 64, PyTorch eager at batch 64; torch.compile only
+#                     when 120 s are left
+# A stage starts only with at least 10 s left in its group, and runs under
+# min(its limit, the time left). A stage is PASSED, FAILED (exit code or
+# timeout), SKIPPED (no device: the tests exit 77, and the benchmarks are then
+# not run; or torch.compile without its 120 s) or NOT REACHED (time budget, or
+# what it needs failed).
 #
-# Logs go to $OUT (the device tool's output folder; build-gpu/out otherwise):
-# summary.log, build.log, ctest.log, reference.log, train.log, pure.log, graphs.log,
-# bench.log, torch.log, sanitize.log. Every stage runs under a time limit; a failing
-# stage is logged and the script goes on (it exits 1 if any stage failed).
-# The device tool allows 10 minutes per command: run `build test` in one call
-# and `bench` (then `sanitize` if time is left) in the next.
+# Files in $OUT (the device tool's output folder; $BUILD/out elsewhere):
+#   summary.txt     first lines: the result, then what passed, failed and was
+#                   not reached; the stage table with times; figures
+#   build.log       configure and build output (ptxas -v for every kernel)
+#   tests.log       every test's output
+#   bench.log       gptx-bench-gpu output, ptxas lines of the attention kernels
+#   torch.log       the PyTorch benchmark's output
+#   bench.json      one JSON line per benchmark run
+#   nvidia-smi.txt  nvidia-smi -q before, clocks and memory after the benchmarks
+# summary.txt is rewritten after every stage, so a call cut short still says
+# where it stopped.
+#
+# --dry-run: no build, no device. Every stage's command is recorded (with its
+# timeout) in $BUILD/dry-run-plan.txt instead of run, and the clock is
+# simulated: a stage takes its expected time, or what GPTX_GPU_DRY_SIM says:
+# a comma-separated list of PATTERN=OUTCOME[:SECONDS] (first match wins;
+# PATTERN a shell glob on the stage name; OUTCOME ok, fail, timeout or
+# nodevice). tests/gpu/test_run_all_dry.sh checks the plan that way.
+#
+# Exit status: 0 when every stage passed, 1 otherwise.
 set -u -o pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
 root=$PWD
+
+DRY=0
+BUDGET=${GPTX_GPU_BUDGET_S:-360}
+while [ $# -gt 0 ]; do
+    case $1 in
+    --dry-run) DRY=1 ;;
+    --budget) BUDGET=$2; shift ;;
+    *) echo "usage: tests/gpu/run_all.sh [--dry-run] [--budget SECONDS]" >&2; exit 2 ;;
+    esac
+    shift
+done
 BUILD=${GPTX_GPU_BUILD:-$root/build-gpu}
 OUT=${OUT:-$BUILD/out}
 JOBS=${GPTX_JOBS:-$(nproc 2>/dev/null || echo 8)}
-mkdir -p "$OUT" "$BUILD"
-failed=0
+export PYTHONUNBUFFERED=1 # the PyTorch benchmark's lines reach its log as they come
+# the test programs link libgptx.a: they find the cuda module of this build here
+export GPTX_MODULE_PATH=$BUILD
+ARCH=${GPTX_GPU_ARCH:-90}
+PLANFILE=$BUILD/dry-run-plan.txt
+mkdir -p "$OUT" "$BUILD/json"
+# a local rerun starts its logs afresh ($OUT is emptied before each device call)
+(cd "$OUT" && rm -f summary.txt build.log tests.log bench.log torch.log bench.json nvidia-smi.txt)
+[ $DRY = 1 ] && : >"$PLANFILE"
 
-say() { echo "$*" | tee -a "$OUT/summary.log"; }
+# GPTX_GPU_TIME_SCALE (an integer, default 1) multiplies every limit and group
+# end: for a machine slower than the H200's 16 cores (the build here, 2 cores)
+SCALE=${GPTX_GPU_TIME_SCALE:-1}
+BUDGET=$((BUDGET * SCALE))
+BUILD_END=$((150 * SCALE))
+TESTS_END=$((270 * SCALE))
+MIN_STAGE=10    # a stage with less time left in its group is not started
+COMPILE_MIN=120 # torch.compile starts only with this much left
+KILL_AFTER=5    # SIGKILL this long after the limit's SIGTERM
 
-# stage NAME LOG LIMIT_S COMMAND...: runs the command with its output
-# appended to LOG, under a time limit; records the outcome in the summary.
-stage() {
-    local name=$1 log=$OUT/$2 limit=$3
-    shift 3
-    local t0=$SECONDS
-    echo "===== $name: $*" >>"$log"
-    timeout --kill-after=15 "$limit" "$@" >>"$log" 2>&1
-    local rc=$?
-    local verdict=ok
-    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then verdict="TIMEOUT after ${limit}s"
-    elif [ $rc -eq 77 ]; then verdict="SKIPPED: no device"
-    elif [ $rc -ne 0 ]; then verdict="FAILED (exit $rc)"; fi
-    [ "$verdict" = ok ] || failed=1
-    say "$(printf '%-28s %-22s %4ds  -> %s' "$name" "$verdict" $((SECONDS - t0)) "$(basename "$log")")"
+# name | group | limit in s (0: what is left, optional) | expected s on an H200 | log
+PLAN=(
+    "configure|build|60|12|build.log"
+    "build|build|150|40|build.log"
+    "test_cuda_kernels|tests|60|8|tests.log"
+    "test_cuda_model|tests|60|8|tests.log"
+    "test_reference_cuda|tests|60|5|tests.log"
+    "test_cuda_train|tests|90|10|tests.log"
+    "test_cuda_pure|tests|60|8|tests.log"
+    "test_cuda_graphs|tests|60|6|tests.log"
+    "test_cuda_timer|tests|60|3|tests.log"
+    "test_sampler_device|tests|90|15|tests.log"
+    "bench_bf16_b64|bench|60|12|bench.log"
+    "bench_bf16_b64_graphs|bench|60|12|bench.log"
+    "bench_bf16_b64_separate|bench|60|12|bench.log"
+    "bench_bf16_largest|bench|90|30|bench.log"
+    "bench_fp32_b64|bench|60|15|bench.log"
+    "bench_tf32_b64|bench|45|12|bench.log"
+    "torch_eager_b64|bench|60|25|torch.log"
+    "torch_compile_b64|bench|0|100|torch.log"
+)
+NST=${#PLAN[@]}
+declare -a S_NAME S_GROUP S_LIMIT S_EXPECT S_LOG S_STATUS S_TIME S_RUNLIMIT S_FIG
+for ((i = 0; i < NST; i++)); do
+    IFS='|' read -r "S_NAME[i]" "S_GROUP[i]" "S_LIMIT[i]" "S_EXPECT[i]" "S_LOG[i]" <<<"${PLAN[i]}"
+    S_STATUS[i]=pending
+    S_TIME[i]=
+    S_RUNLIMIT[i]=
+    S_FIG[i]=
+done
+
+T0=$SECONDS
+VCLOCK=0
+now() { if [ $DRY = 1 ]; then echo $VCLOCK; else echo $((SECONDS - T0)); fi; }
+group_end() {
+    case $1 in build) echo $BUILD_END ;; tests) echo $TESTS_END ;; *) echo "$BUDGET" ;; esac
+}
+NODEVICE=0
+MACHINE=
+
+# ---- the summary ----------------------------------------------------------------
+
+list_of() { # STATUS-PREFIX: "name (detail), ..." of the stages whose status starts so
+    local i out=
+    for ((i = 0; i < NST; i++)); do
+        case ${S_STATUS[i]} in
+        "$1"*) out+="${out:+, }${S_NAME[i]}${S_STATUS[i]#"$1"}" ;;
+        esac
+    done
+    echo "${out:-none}"
+}
+
+count_of() {
+    local i n=0
+    for ((i = 0; i < NST; i++)); do case ${S_STATUS[i]} in "$1"*) n=$((n + 1)) ;; esac; done
+    echo $n
+}
+
+write_summary() { # [final]
+    local result nf nr np ns npend
+    np=$(count_of PASSED)
+    nf=$(count_of FAILED)
+    nr=$(count_of "NOT REACHED")
+    ns=$(count_of SKIPPED)
+    npend=$(count_of pending)
+    if [ -z "${1:-}" ] && [ "$npend" -gt 0 ]; then result="IN PROGRESS (or cut short)"
+    elif [ "$nf" -gt 0 ]; then result=FAILED
+    elif [ $NODEVICE = 1 ]; then result="NO DEVICE (the tests exited 77: no usable CUDA device; benchmarks not run)"
+    elif [ "$nr" -gt 0 ]; then result=INCOMPLETE
+    else result=PASSED; fi
+    {
+        echo "gptx GPU check: $result, $(now) s of the $BUDGET s budget"
+        echo "passed ($np): $(list_of PASSED)"
+        echo "failed ($nf): $(list_of FAILED)"
+        echo "not reached ($nr): $(list_of "NOT REACHED")"
+        echo "skipped ($ns): $(list_of SKIPPED)"
+        [ "$npend" -gt 0 ] && echo "pending ($npend): $(list_of pending)"
+        echo
+        echo "plan: build until ${BUILD_END} s, tests until ${TESTS_END} s, bench until ${BUDGET} s" \
+            "(groups ${BUILD_END} + $((TESTS_END - BUILD_END)) + $((BUDGET - TESTS_END)) s);" \
+            "$JOBS jobs, CUDA architectures $ARCH$([ $DRY = 1 ] && echo ', DRY RUN')"
+        printf '%-24s %-6s %6s %6s %6s  %s\n' stage group limit expect time result
+        local i
+        for ((i = 0; i < NST; i++)); do
+            printf '%-24s %-6s %6s %6s %6s  %s\n' "${S_NAME[i]}" "${S_GROUP[i]}" \
+                "${S_RUNLIMIT[i]:-${S_LIMIT[i]}}" "${S_EXPECT[i]}" "${S_TIME[i]:--}" "${S_STATUS[i]}"
+        done
+        echo
+        echo "figures:"
+        for ((i = 0; i < NST; i++)); do
+            [ -n "${S_FIG[i]}" ] && printf '  %-24s %s\n' "${S_NAME[i]}" "${S_FIG[i]}"
+        done
+        [ -n "$MACHINE" ] && echo "machine: $MACHINE"
+    } >"$OUT/summary.txt"
+}
+
+# ---- running a stage --------------------------------------------------------------
+
+# The simulated outcome of stage $1 in a dry run: "OUTCOME SECONDS".
+dry_outcome() {
+    local name=$1 expect=$2 entry pat rest outcome secs
+    local IFS=,
+    for entry in ${GPTX_GPU_DRY_SIM:-}; do
+        pat=${entry%%=*}
+        rest=${entry#*=}
+        # shellcheck disable=SC2053 # the pattern is a glob on purpose
+        if [[ $name == $pat ]]; then
+            outcome=${rest%%:*}
+            secs=$expect
+            [ "$rest" != "$outcome" ] && secs=${rest#*:}
+            echo "$outcome $secs"
+            return
+        fi
+    done
+    echo "ok $expect"
+}
+
+# run_stage INDEX COMMAND...: under min(limit, time left in its group).
+run_stage() {
+    local i=$1
+    shift
+    local name=${S_NAME[i]} log=$OUT/${S_LOG[i]}
+    local left=$(($(group_end "${S_GROUP[i]}") - $(now)))
+    local limit=$((S_LIMIT[i] * SCALE))
+    [ "$limit" = 0 ] && limit=$left
+    [ "$limit" -gt $((left - KILL_AFTER)) ] && limit=$((left - KILL_AFTER))
+    if [ "${S_LIMIT[i]}" = 0 ] && [ "$left" -lt $COMPILE_MIN ]; then # optional
+        S_STATUS[i]="SKIPPED (optional, needs ${COMPILE_MIN} s: ${left} s left)"
+        write_summary
+        return 1
+    fi
+    if [ "$limit" -lt $MIN_STAGE ]; then
+        S_STATUS[i]="NOT REACHED (time budget: ${left} s left)"
+        write_summary
+        return 1
+    fi
+    S_RUNLIMIT[i]=$limit
+    echo "===== $name (limit ${limit} s, at $(now) s): $*" >>"$log"
+    local start rc
+    start=$(now)
+    if [ $DRY = 1 ]; then
+        echo "$name|${S_GROUP[i]}|$limit|timeout --kill-after=$KILL_AFTER $limit $*" >>"$PLANFILE"
+        local outcome secs
+        read -r outcome secs <<<"$(dry_outcome "$name" "${S_EXPECT[i]}")"
+        [ "$secs" -gt "$limit" ] && outcome=timeout # would have been stopped
+        case $outcome in
+        ok) rc=0 ;;
+        fail) rc=1 ;;
+        nodevice) rc=77 ;;
+        timeout) rc=124; secs=$limit ;;
+        *) echo "GPTX_GPU_DRY_SIM: unknown outcome '$outcome'" >&2; rc=2 ;;
+        esac
+        VCLOCK=$((VCLOCK + secs))
+        echo "(dry run: $outcome after $secs s)" >>"$log"
+    else
+        timeout --kill-after=$KILL_AFTER "$limit" "$@" >>"$log" 2>&1
+        rc=$?
+    fi
+    S_TIME[i]=$(($(now) - start))
+    if [ $rc -eq 0 ]; then S_STATUS[i]=PASSED
+    elif { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && [ "${S_LIMIT[i]}" = 0 ]; then
+        S_STATUS[i]="SKIPPED (optional, stopped at the budget after ${limit} s)"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then S_STATUS[i]="FAILED (timeout after ${limit} s)"
+    elif [ $rc -eq 77 ]; then S_STATUS[i]="SKIPPED (exit 77: no device)"; NODEVICE=1
+    else S_STATUS[i]="FAILED (exit $rc)"; fi
+    echo "===== $name: ${S_STATUS[i]} in ${S_TIME[i]} s" >>"$log"
+    write_summary
     return $rc
 }
 
-# The dependency prefix, when the machine lacks the build dependencies.
+not_reached() { # INDEX REASON
+    S_STATUS[$1]="NOT REACHED ($2)"
+    write_summary
+}
+
+index_of() {
+    local i
+    for ((i = 0; i < NST; i++)); do [ "${S_NAME[i]}" = "$1" ] && { echo $i; return; }; done
+    echo "run_all.sh: no stage $1" >&2
+    exit 2
+}
+
+# ---- the machine and the build dependencies ----------------------------------------------
+
+machine_info() {
+    if [ $DRY = 1 ]; then
+        MACHINE="(dry run)"
+        echo "(dry run: nvidia-smi -q, nvcc --version, cmake --version)" >>"$OUT/nvidia-smi.txt"
+        return
+    fi
+    local smi=nvidia-smi
+    command -v nvidia-smi >/dev/null 2>&1 || smi=false
+    {
+        date -u +%FT%TZ
+        $smi -q 2>&1 || echo "nvidia-smi: not available"
+        nvcc --version 2>&1 | tail -n 2
+        cmake --version 2>&1 | head -n 1
+        ninja --version 2>&1 | sed 's/^/ninja /'
+        python3 -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -n 1
+        echo "cores: $(nproc)"
+    } >>"$OUT/nvidia-smi.txt"
+    local gpu
+    gpu=$($smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
+    MACHINE="${gpu:-no nvidia-smi}, $(nproc) cores, nvcc $(nvcc --version 2>/dev/null |
+        grep -o 'release [0-9.]*')"
+}
+
+# When the machine lacks OpenBLAS / jansson / PCRE2 / pkg-config, the .deb
+# files of build-gpu-deps/ (tests/gpu/fetch_deps.sh; carry the folder) are
+# unpacked into a private prefix and CMake and the loader pointed there.
 cmake_extra=()
 deps_prefix=${GPTX_GPU_DEPS_PREFIX:-/opt/gptx-deps}
 setup_deps() {
@@ -76,15 +307,16 @@ setup_deps() {
     done
     [ -n "$found" ] || missing+=(openblas)
     if [ ${#missing[@]} -eq 0 ] && [ -z "${GPTX_GPU_FORCE_DEPS:-}" ]; then
-        say "dependencies: from the system"
+        echo "dependencies: from the system"
         return 0
     fi
-    say "dependencies missing on this machine: ${missing[*]:-none (forced)}"
+    echo "dependencies missing on this machine: ${missing[*]:-none (forced)}"
     if ! ls "$root"/build-gpu-deps/*.deb >/dev/null 2>&1; then
-        say "no build-gpu-deps/*.deb to unpack: run tests/gpu/fetch_deps.sh and carry build-gpu-deps"
+        echo "no build-gpu-deps/*.deb to unpack: run tests/gpu/fetch_deps.sh and carry build-gpu-deps"
         return 1
     fi
     mkdir -p "$deps_prefix"
+    local deb
     for deb in "$root"/build-gpu-deps/*.deb; do
         if command -v dpkg-deb >/dev/null 2>&1; then
             dpkg-deb -x "$deb" "$deps_prefix" || return 1
@@ -101,133 +333,137 @@ setup_deps() {
     cmake_extra+=(-DCMAKE_PREFIX_PATH="$deps_prefix/usr"
                   -DGPTX_CBLAS_INCLUDE_DIR="$deps_prefix/usr/include/x86_64-linux-gnu/openblas-pthread"
                   -DBLAS_LIBRARIES="$lib/openblas-pthread/libopenblas.so")
-    say "dependencies: unpacked into $deps_prefix"
+    echo "dependencies: unpacked into $deps_prefix"
 }
 
-find_bin() { find "$BUILD" -maxdepth 4 -type f -name "$1" -perm -u+x 2>/dev/null | head -n 1; }
+# ---- the stages ------------------------------------------------------------------------
+
+TEST_BINS=(test_cuda_kernels test_cuda_model test_reference_cuda test_cuda_train test_cuda_pure
+           test_cuda_graphs test_cuda_timer test_sampler_device)
+FIXTURES=(tests/reference/fixtures/odd_tied_bias.gptxfix tests/reference/fixtures/untied_nobias.gptxfix
+          tests/reference/fixtures/padded_unmasked_untied.gptxfix)
+BENCH=$BUILD/bench/gpu/gptx-bench-gpu
 
 do_build() {
-    say "== build ($(date -u +%FT%TZ), $JOBS jobs)"
-    {
-        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
-        nvcc --version | tail -n 2 || true
-        cmake --version | head -n 1 || true
-    } >>"$OUT/summary.log" 2>&1
-    setup_deps || { failed=1; return 1; }
+    local gen=(-G Ninja)
+    if [ $DRY = 0 ] && ! command -v ninja >/dev/null 2>&1; then
+        gen=(-G "Unix Makefiles")
+        echo "ninja not found: Unix Makefiles" >>"$OUT/build.log"
+    fi
+    if [ $DRY = 0 ] && ! setup_deps >>"$OUT/build.log" 2>&1; then
+        not_reached "$(index_of configure)" "build dependencies missing: see build.log"
+        not_reached "$(index_of build)" "no configure"
+        return 1
+    fi
     local hook=()
     grep -q 'add_subdirectory(gpu)' tests/CMakeLists.txt 2>/dev/null ||
         hook=(-DCMAKE_PROJECT_INCLUDE="$root/tests/gpu/cmake_hook.cmake")
-    stage "configure" build.log 300 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGPTX_CUDA=ON \
-        -DGPTX_MPI=OFF -DGPTX_NCCL=OFF -DGPTX_BUILD_EXAMPLES=OFF "${hook[@]}" "${cmake_extra[@]}" ||
+    run_stage "$(index_of configure)" cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DGPTX_CUDA=ON -DGPTX_CUDA_ARCHITECTURES="$ARCH" -DGPTX_CUDA_PTXAS_VERBOSE=ON -DGPTX_MPI=OFF \
+        -DGPTX_NCCL=OFF -DGPTX_BUILD_EXAMPLES=OFF "${hook[@]}" "${cmake_extra[@]}" || {
+        not_reached "$(index_of build)" "configure failed"
         return 1
-    stage "build" build.log 420 cmake --build "$BUILD" -j"$JOBS" --target gptx gptx_static \
-        test_cuda_nodevice test_cuda_kernels test_cuda_model test_reference_cuda test_cuda_train \
-        test_cuda_pure test_cuda_graphs test_cuda_timer \
-        test_sampler_device gptx-bench-gpu
+    }
+    # keep going past a failing target: every test that builds still runs
+    local keep=(-- -k 0)
+    [ "${gen[1]}" = Ninja ] || keep=(-- -k)
+    run_stage "$(index_of build)" cmake --build "$BUILD" -j"$JOBS" --target gptx_cuda \
+        "${TEST_BINS[@]}" gptx-bench-gpu "${keep[@]}"
+    ptxas_lines >>"$OUT/bench.log"
+    return 0 # what did build runs (a missing binary is "not built")
 }
 
-do_test() {
-    say "== test"
-    stage "ctest -L gpu" ctest.log 300 ctest --test-dir "$BUILD" -L gpu --output-on-failure \
-        --timeout 240
-    if grep -q 'Skipped' "$OUT/ctest.log"; then
-        say "ctest: some gpu tests were SKIPPED (no usable device?)"
-        failed=1
+# ptxas's report (registers, spills) of the attention kernels, from the build log
+ptxas_lines() {
+    echo "===== ptxas -v, attention kernels (sm_$ARCH), from build.log"
+    awk '/Compiling entry function/ { show = ($0 ~ /attention/) ? 4 : 0 } show > 0 { print; show-- }' \
+        "$OUT/build.log" | if command -v c++filt >/dev/null 2>&1; then c++filt; else cat; fi
+}
+
+do_tests() {
+    local t i bin args
+    for t in "${TEST_BINS[@]}"; do
+        i=$(index_of "$t")
+        bin=$BUILD/tests/gpu/$t
+        if [ $DRY = 0 ] && [ ! -x "$bin" ]; then
+            not_reached "$i" "not built"
+            continue
+        fi
+        args=()
+        case $t in
+        test_reference_cuda) args=(--precision all "${FIXTURES[@]}") ;;
+        test_cuda_train) args=(--steps 50) ;;
+        esac
+        run_stage "$i" "$bin" "${args[@]}"
+        S_FIG[i]=$(tail -n 2 "$OUT/tests.log" | head -n 1) # its last line of output
+    done
+    write_summary
+}
+
+# bench_stage NAME COMMAND...: one benchmark run (gptx-bench-gpu or the PyTorch
+# twin, both take --json FILE), its JSON line and figures kept
+bench_stage() {
+    local name=$1 i
+    shift
+    i=$(index_of "$name")
+    if [ $NODEVICE = 1 ]; then
+        S_STATUS[i]="SKIPPED (no device)"
+        write_summary
+        return
     fi
-    local fixtures=("$root"/tests/reference/fixtures/*.gptxfix)
-    local ref train pure
-    ref=$(find_bin test_reference_cuda)
-    train=$(find_bin test_cuda_train)
-    pure=$(find_bin test_cuda_pure)
-    if [ -n "$ref" ]; then
-        stage "reference fixtures" reference.log 120 "$ref" --precision all "${fixtures[@]}"
-    else
-        say "reference fixtures: test_reference_cuda was not built"; failed=1
+    if [ $DRY = 0 ] && [ ! -x "$1" ] && ! command -v "$1" >/dev/null 2>&1; then
+        not_reached "$i" "$(basename "$1") not built"
+        return
     fi
-    if [ -n "$train" ]; then
-        stage "50 steps bf16 vs cpu fp32" train.log 180 "$train" --steps 50
-        grep -E '^loss gap|^final loss' "$OUT/train.log" | tail -n 2 | tee -a "$OUT/summary.log"
-    else
-        say "training comparison: test_cuda_train was not built"; failed=1
+    local json=$BUILD/json/$name.json
+    rm -f "$json"
+    run_stage "$i" "$@" --json "$json"
+    keep_figures "$i" "$json"
+}
+
+keep_figures() { # INDEX JSON
+    local i=$1 json=$2
+    if [ -s "$json" ]; then
+        echo "{\"stage\": \"${S_NAME[i]}\", \"result\": $(tr -d '\n' <"$json")}" >>"$OUT/bench.json"
+        S_FIG[i]=$(python3 - "$json" 2>/dev/null <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"batch {r['batch']}: {r['tokens_per_s']:.0f} tok/s, MFU {100 * r['mfu']:.1f} %, "
+      f"median {r['step_median_s'] * 1e3:.1f} ms/step, cold step {r['cold_step_s']:.2f} s")
+EOF
+        )
     fi
-    if [ -n "$pure" ]; then
-        stage "pure bf16, round to nearest and stochastic" pure.log 120 "$pure"
-        grep -E '^loss gap|^small updates|^sr rerun|^checkpoint' "$OUT/pure.log" |
-            tee -a "$OUT/summary.log"
-    else
-        say "pure bf16: test_cuda_pure was not built"; failed=1
-    fi
-    local graphs timer
-    graphs=$(find_bin test_cuda_graphs)
-    timer=$(find_bin test_cuda_timer)
-    if [ -n "$graphs" ] && [ -n "$timer" ]; then
-        stage "CUDA graphs off/on bitwise" graphs.log 120 "$graphs"
-        stage "event timer" graphs.log 60 "$timer"
-        grep -E 'bitwise equal|^intervals' "$OUT/graphs.log" | tee -a "$OUT/summary.log"
-    else
-        say "graphs/timer: test_cuda_graphs or test_cuda_timer was not built"; failed=1
-    fi
+    write_summary
 }
 
 do_bench() {
-    say "== bench"
-    local bench
-    bench=$(find_bin gptx-bench-gpu)
-    if [ -z "$bench" ]; then
-        say "bench: gptx-bench-gpu was not built"; failed=1
-        return 1
-    fi
-    stage "gptx bf16, largest batch" bench.log 150 "$bench" --precision bf16 --json "$BUILD/b1.json"
-    stage "gptx bf16, batch 64" bench.log 90 "$bench" --precision bf16 --batch 64 --json "$BUILD/b2.json"
-    stage "gptx bf16, batch 64, graphs" bench.log 90 "$bench" --precision bf16 --batch 64 --graphs 1 \
-        --json "$BUILD/b3.json"
-    stage "gptx bf16_pure, batch 64" bench.log 90 "$bench" --precision bf16_pure --batch 64 \
-        --warmup 1 --steps 5
-    stage "gptx tf32, batch 64" bench.log 90 "$bench" --precision tf32 --batch 64 --warmup 1 --steps 3
-    stage "gptx fp32, batch 64" bench.log 120 "$bench" --precision fp32 --batch 64 --warmup 1 --steps 3
-    for j in "$BUILD"/b1.json "$BUILD"/b2.json "$BUILD"/b3.json; do [ -f "$j" ] && cat "$j" >>"$OUT/bench.log"; done
-    grep -E '^(batch  |throughput|memory|cold|graphs)' "$OUT/bench.log" | tee -a "$OUT/summary.log"
-    if command -v python3 >/dev/null 2>&1; then
-        export PYTHONUNBUFFERED=1
-        stage "pytorch compile, batch 64" torch.log 300 python3 \
-            bench/gpu/torch_gpu_bench.py --batch 64 --json "$BUILD/torch.json"
-        [ -f "$BUILD/torch.json" ] && cat "$BUILD/torch.json" >>"$OUT/torch.log"
-        grep -E '^(batch  |throughput|memory|cold)' "$OUT/torch.log" | tee -a "$OUT/summary.log"
-    else
-        say "pytorch: no python3"; failed=1
+    local torch=(python3 bench/gpu/torch_gpu_bench.py)
+    bench_stage bench_bf16_b64 "$BENCH" --precision bf16 --batch 64 --warmup 2 --steps 5
+    bench_stage bench_bf16_b64_graphs "$BENCH" --precision bf16 --batch 64 --graphs 1 --warmup 2 \
+        --steps 5
+    bench_stage bench_bf16_b64_separate "$BENCH" --precision bf16 --batch 64 --fused 0 --warmup 2 \
+        --steps 5
+    bench_stage bench_bf16_largest "$BENCH" --precision bf16 --max-batch 512 --warmup 1 --steps 2
+    bench_stage bench_fp32_b64 "$BENCH" --precision fp32 --batch 64 --warmup 1 --steps 3
+    bench_stage bench_tf32_b64 "$BENCH" --precision tf32 --batch 64 --warmup 1 --steps 3
+    bench_stage torch_eager_b64 "${torch[@]}" --batch 64 --no-compile --warmup 2 --steps 5
+    bench_stage torch_compile_b64 "${torch[@]}" --batch 64 --warmup 2 --steps 5
+    if [ $DRY = 0 ] && [ $NODEVICE = 0 ]; then
+        {
+            echo "===== after the benchmarks"
+            nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,memory.used \
+                --format=csv 2>&1 || true
+        } >>"$OUT/nvidia-smi.txt"
     fi
 }
 
-do_sanitize() {
-    say "== sanitize"
-    local kern
-    kern=$(find_bin test_cuda_kernels)
-    if ! command -v compute-sanitizer >/dev/null 2>&1 || [ -z "$kern" ]; then
-        say "sanitize: compute-sanitizer or test_cuda_kernels missing"; failed=1
-        return 1
-    fi
-    stage "memcheck kernels (fp32)" sanitize.log 240 compute-sanitizer --tool memcheck \
-        --leak-check full --error-exitcode 9 "$kern"
-    stage "racecheck attention" sanitize.log 240 compute-sanitizer --tool racecheck \
-        --error-exitcode 9 "$kern" attention
-    # the bf16 kernels (templated on the activation type) run only through the model
-    local model
-    model=$(find_bin test_cuda_model)
-    [ -n "$model" ] && stage "memcheck model (fp32 + bf16)" sanitize.log 240 compute-sanitizer \
-        --tool memcheck --error-exitcode 9 "$model"
-}
-
-stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(all)
-for s in "${stages[@]}"; do
-    case $s in
-    build) do_build ;;
-    test) do_test ;;
-    bench) do_bench ;;
-    sanitize) do_sanitize ;;
-    all) do_build && do_test; do_bench ;;
-    *) say "unknown stage '$s' (build, test, bench, sanitize, all)"; failed=1 ;;
-    esac
+machine_info
+write_summary
+do_build && do_tests
+for ((i = 0; i < NST; i++)); do # what the build's failure left behind
+    case ${S_NAME[i]} in test_*) [ "${S_STATUS[i]}" = pending ] && not_reached "$i" "no build" ;; esac
 done
-say "== done: $([ $failed -eq 0 ] && echo 'all stages ok' || echo 'some stage FAILED or was SKIPPED (a skip means no usable device: on the GPU machine that is a failure)') (logs in $OUT)"
-exit $failed
+do_bench
+write_summary final
+head -n 6 "$OUT/summary.txt"
+case $(head -n 1 "$OUT/summary.txt") in *": PASSED,"*) exit 0 ;; *) exit 1 ;; esac

@@ -196,10 +196,14 @@ static double logits_error(const snapshot *r, const snapshot *a) {
  * orders of a product round it apart: few elements, each by one bf16 ulp,
  * so the measure is the relative norm of the difference (a maximum would
  * see one such ulp as large as bf16's whole error). Pass: logits and
- * gradients at most a tenth of the smaller error to fp32 (the emulation,
+ * gradients at most a third of the smaller error to fp32 (the emulation,
  * whose products sum in the same order per tile as one fp32 loop, agrees
  * exactly on the logits and to 1.4e-7 on the gradients, against 5e-3 and
- * 1.3e-2 to fp32). */
+ * 1.3e-2 to fp32). A third, not less: on a device cuBLASLt sums in its own
+ * order and its GELU epilogue may use a faster tanh (or the erf form, up to
+ * 4.7e-4 apart), which moves a few percent of the GELU outputs across a bf16
+ * rounding boundary; an implementation that does not round where the CPU
+ * does (bf16 computed as fp32) is still far outside (ratio ~1). */
 static void compare_bf16_implementations(gptx_context *cpu, gptx_model_config cfg, int B, int T,
                                          gptx_context *cu_bf16, const char *label) {
     gptx_context *cpu_bf16 = NULL;
@@ -231,8 +235,8 @@ static void compare_bf16_implementations(gptx_context *cpu, gptx_model_config cf
                "  gradients  %.3g / %.3g / %.3g (worst tensor, relative norm)\n"
                "  parameters %.3g / %.3g / %.3g after 3 steps (worst tensor norm)\n",
                label, l_ar, l_cr, l_ac, g_ar, g_cr, g_ac, p_ar, p_cr, p_ac);
-        CHECK(l_ac <= fmin(l_ar, l_cr) / 10);
-        CHECK(g_ac <= fmin(g_ar, g_cr) / 10);
+        CHECK(l_ac <= fmin(l_ar, l_cr) / 3);
+        CHECK(g_ac <= fmin(g_ar, g_cr) / 3);
     } else {
         check_failures++;
     }
@@ -376,9 +380,12 @@ static void test_generate_and_loader(gptx_context *cpu, gptx_context *cu) {
 
 /* Generation on the CUDA backend through the generator: at every one of 40
  * positions (the window of 16 slides) the cached logits against a full
- * forward pass over the window, and the same tokens with and without the
- * cache. Tolerance relative to max(1, max |logit|): 1e-5 fp32, 2e-2 bf16. */
-static void test_generator(gptx_context *cu, double tol, const char *label) {
+ * forward pass over the window, and (same_tokens) the same tokens with and
+ * without the cache. Tolerance relative to max(1, max |logit|): 1e-5 fp32,
+ * 2e-2 bf16. The tokens are compared in fp32 only: in bf16 the cached path's
+ * (1, C) products and the full pass's (T, C) ones may sum in other orders on
+ * a device, and a bf16 ulp of difference can move a sampled token. */
+static void test_generator(gptx_context *cu, double tol, int same_tokens, const char *label) {
     gptx_model_config cfg = small_config();
     enum { VP = 64, CTX = 16, N = 40 };
     gptx_model *m = NULL;
@@ -423,14 +430,14 @@ static void test_generator(gptx_context *cu, double tol, const char *label) {
     printf("generator (%s): 40 positions, cached vs full logits %.3g (tolerance %g); %d of %d "
            "tokens differ without the cache\n",
            label, worst, tol, differ, N);
-    CHECK(worst <= tol && differ == 0);
+    CHECK(worst <= tol && (differ == 0 || !same_tokens));
     free(all);
     gptx_model_destroy(m);
 }
 
 /* bf16 mixed: activations take half the bytes; parameters stay fp32 (a value
  * set is read back exactly, not rounded to bf16); the last-position logits
- * of generation equal the last row of a full forward pass; a checkpoint
+ * of generation match the last row of a full forward pass (to one bf16 ulp); a checkpoint
  * records the policy and loads into an fp32 CPU model unchanged. */
 static void test_bf16_storage(gptx_context *cpu, gptx_context *bf) {
     gptx_model_config cfg = small_config();
@@ -456,7 +463,29 @@ static void test_bf16_storage(gptx_context *cpu, gptx_context *bf) {
     CHECK_OK(gptx_model_forward(m, in, NULL, 1, T, NULL));
     CHECK_OK(gptx_model_get_logits(m, full, (size_t)T * Vp));
     CHECK_OK(gptx_model_forward_last_logits(m, in, T, T, last));
-    CHECK(memcmp(last, full + (size_t)(T - 1) * Vp, (size_t)Vp * sizeof *last) == 0);
+    /* not bitwise: lm_head is a (1, C) product here and a (T, C) one in the
+     * full pass, and cuBLASLt may take another kernel (summation order) per
+     * shape. The rows under it are the same kernels at the same shapes, so
+     * a logit may differ by the two fp32 sums' rounding (at most 2 C 2^-24
+     * = 2e-6 of sum |x w| for C = 16; allowed: 1e-4 of the row's largest
+     * logit) plus one bf16 ulp (<= 2^-7 of the larger value) from the bf16
+     * store. Another row's logits differ by far more. */
+    const float *want = full + (size_t)(T - 1) * Vp;
+    double lmax = 0.0;
+    size_t off_bound = 0;
+    for (int j = 0; j < Vp; j++)
+        if (isfinite(want[j])) lmax = fmax(lmax, fabs(want[j]));
+    for (int j = 0; j < Vp; j++) {
+        if (isinf(want[j]) || isinf(last[j])) {
+            off_bound += want[j] != last[j];
+            continue;
+        }
+        double ulp = 0x1p-7 * fmax(fabs(want[j]), fabs(last[j]));
+        off_bound += !(fabs(last[j] - want[j]) <= ulp + 1e-4 * lmax);
+    }
+    printf("bf16 last-position logits vs the full pass's last row: %zu of %d beyond one bf16 ulp\n",
+           off_bound, Vp);
+    CHECK(off_bound == 0);
     int bf16_exact = 1;
     for (int j = 0; j < Vp; j++) {
         uint32_t u;
@@ -573,8 +602,8 @@ int main(void) {
 
     test_memory(cu);
     test_generate_and_loader(cpu, cu);
-    test_generator(cu, 1e-5, "fp32");
-    test_generator(bf, 2e-2, "bf16");
+    test_generator(cu, 1e-5, 1, "fp32");
+    test_generator(bf, 2e-2, 0, "bf16");
 
 #ifndef GPTX_TEST_CUDA_EMU
     /* errors of the CUDA-specific settings */

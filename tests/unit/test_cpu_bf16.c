@@ -390,7 +390,8 @@ static void test_products(gptx_backend *b16) {
 }
 
 /* The GELU fused into its products: the forward's pre-activation is the
- * plain product's output bit for bit and its output the GELU of the
+ * plain product's output (bit for bit where the products are widened, within
+ * a bound on bf16 hardware) and its output the GELU of the
  * unrounded product (within one bf16 rounding of GELU(pre)); the backward's
  * dinp = (dout @ w) * gelu'(pre) rounded once, within the product bound. */
 static void test_gelu_products(gptx_backend *b16) {
@@ -403,7 +404,27 @@ static void test_gelu_products(gptx_backend *b16) {
                                  (float *)bias.h, M, K, OC));
     CHECK_OK(ops->matmul_gelu_forward(b16, (float *)out, (float *)pre, (float *)inp.h,
                                       (float *)w.h, (float *)bias.h, M, K, OC));
-    CHECK(memcmp(plain, pre, n * 2) == 0);
+    /* pre and the plain product round the same sums, but from two oneDNN
+     * primitives (fp32 and bf16 destination), which may block K differently
+     * on bf16 hardware (AVX512_BF16, AMX): there the fp32 sums differ by up
+     * to K·2^-24·S each (S = sum of |a||b| + |bias|) and a rounding may land
+     * one bf16 step apart. On the widened path they are the same bits. */
+    size_t differ = 0;
+    double worst_ratio = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (plain[i] == pre[i]) continue;
+        differ++;
+        size_t r = i / OC, c = i % OC;
+        double S = fabs(bias.f[c]);
+        for (size_t k = 0; k < K; k++) S += fabs(inp.f[r * K + k]) * fabs(w.f[c * K + k]);
+        double a = gptx_cpu_bf16_to_f32(plain[i]), p = gptx_cpu_bf16_to_f32(pre[i]);
+        double step = ldexp(1.0, ilogb(fmax(fabs(a), fabs(p))) - 7); /* one bf16 step */
+        worst_ratio = fmax(worst_ratio, fabs(a - p) / (step + 2 * K * ldexp(S, -24)));
+    }
+    printf("  %-34s pre vs plain product: %zu of %zu differ, at most %.2f of the bound\n",
+           "matmul_gelu_forward", differ, n, worst_ratio);
+    CHECK(worst_ratio <= 1.0);
+    if (!gptx_cpu_bf16_hardware()) CHECK(differ == 0);
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         double x = gptx_cpu_bf16_to_f32(pre[i]);
@@ -412,7 +433,7 @@ static void test_gelu_products(gptx_backend *b16) {
         double bound = ldexp(fabs(g), -8) + 1.13 * ldexp(fabs(x), -8) + 1e-30;
         worst = fmax(worst, fabs(gptx_cpu_bf16_to_f32(out[i]) - g) / bound);
     }
-    printf("  %-34s pre = plain product bit for bit; out / bound %.3f\n", "matmul_gelu_forward",
+    printf("  %-34s out / bound %.3f\n", "matmul_gelu_forward",
            worst);
     CHECK(worst <= 1.0);
     /* backward: dout (M, OC) @ w (OC, K), times gelu'(pre) of an (M, K) pre */
