@@ -46,7 +46,7 @@ for w in "-G Ninja" "-DCMAKE_BUILD_TYPE=Release" "-DGPTX_CUDA=ON" "-DGPTX_CUDA_A
     "-DGPTX_CUDA_PTXAS_VERBOSE=ON"; do
     has "$cfg" "$w" "configure"
 done
-has "$(grep '^build|' "$plan")" "--target $tests gptx-bench-gpu -- -k 0" "build targets"
+has "$(grep '^build|' "$plan")" "--target gptx_cuda $tests gptx-bench-gpu -- -k 0" "build targets"
 for t in $tests; do
     l=$(grep "^$t|" "$plan")
     lim=$(cut -d'|' -f3 <<<"$l")
