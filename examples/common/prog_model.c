@@ -71,7 +71,8 @@ int prog_hf_config_parse(const char *json, gptx_model_config *c) {
     gptx_model_config_init(c);
     c->tied_head = json_bool(json, "tie_word_embeddings", 1); /* transformers' default */
     c->padded_vocab_size = 0; /* = the file's vocabulary */
-    if (!have_heads || n_head < 1 || n_head > 4096) return -1;
+    /* NaN fails both comparisons (fuzz finding: "n_head": nan reached the int cast) */
+    if (!have_heads || !(n_head >= 1 && n_head <= 4096) || n_head != (int)n_head) return -1;
     c->n_head = (int)n_head;
     c->layernorm_eps = (float)eps;
     return 0;
