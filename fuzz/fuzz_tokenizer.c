@@ -155,10 +155,11 @@ static size_t put_token(char *out, const unsigned *b2c, const char *bytes, size_
     return o;
 }
 
-/* A small tokenizer: the 256 bytes, `merges` merges of the list, EOT; its
- * vocab.bpe with or without the version line, with \n or \r\n. */
+/* A small tokenizer: the 256 bytes, `merges` merges of the list, EOT (its
+ * id moved up by eot_shift: 1 makes it one past the last id); its vocab.bpe
+ * with or without the version line, with \n or \r\n. */
 static int write_tok_seed(const char *dir, const char *name, size_t merges, int version, int crlf,
-                          const char *text) {
+                          size_t eot_shift, const char *text) {
     static const char *const pairs[][2] = {
         {"h", "e"}, {"t", "he"}, {" ", "the"}, {"i", "n"}, {" ", "in"}, {"e", "r"},
         {"o", "n"}, {" ", "t"}, {"a", "n"}, {"an", "d"}, {" ", "and"}, {"\n", "\n"},
@@ -188,7 +189,7 @@ static int write_tok_seed(const char *dir, const char *name, size_t merges, int 
         v += put_token(bpe + v, b2c, pairs[i][1], strlen(pairs[i][1]), 0);
         v += (size_t)snprintf(bpe + v, cap - v, "%s\n", crlf ? "\r" : "");
     }
-    e += (size_t)snprintf(enc + e, cap - e, "\"%s\": %zu}", eot_text, 256 + merges);
+    e += (size_t)snprintf(enc + e, cap - e, "\"%s\": %zu}", eot_text, 256 + merges + eot_shift);
     gptx_fuzz_part parts[3] = {{(const uint8_t *)enc, e}, {(const uint8_t *)bpe, v},
                                {(const uint8_t *)text, text ? strlen(text) : 0}};
     int rc = gptx_fuzz_write_seed(dir, name, parts, text ? 3 : 2, &nul, 1);
@@ -199,9 +200,11 @@ static int write_tok_seed(const char *dir, const char *name, size_t merges, int 
 
 int gptx_fuzz_tok_files_seeds(const char *dir) {
     const char *text = "the cat and then in there's 12 \n\n<|endoftext|>  in the end";
-    int rc = write_tok_seed(dir, "seed_16_merges", 16, 1, 0, text);
-    rc |= write_tok_seed(dir, "seed_crlf_no_version", 12, 0, 1, text);
-    rc |= write_tok_seed(dir, "seed_bytes_only", 0, 1, 0, NULL);
+    int rc = write_tok_seed(dir, "seed_16_merges", 16, 1, 0, 0, text);
+    rc |= write_tok_seed(dir, "seed_crlf_no_version", 12, 0, 1, 0, text);
+    rc |= write_tok_seed(dir, "seed_bytes_only", 0, 1, 0, 0, NULL);
+    /* refused, at the bound of the id check (ids must be < the entry count) */
+    rc |= write_tok_seed(dir, "edge_id_equals_count", 0, 1, 0, 1, NULL);
     return rc;
 }
 
