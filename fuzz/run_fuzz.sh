@@ -70,8 +70,9 @@ for t in "$@"; do
     rm -f "$dir"/artifacts/*
     dict=
     [ -f "$here/$t.dict" ] && dict=-dict=$here/$t.dict
-    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-    UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
+    # the caller's options come last and win
+    ASAN_OPTIONS=detect_leaks=1:${ASAN_OPTIONS:-} \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-} \
     "$fuzzer" -max_total_time="$secs" -max_len="$maxlen" -timeout=20 -rss_limit_mb=2048 \
         $dict "$@" -artifact_prefix="$dir/artifacts/" -print_final_stats=1 "$dir/corpus" \
         >"$dir/log" 2>&1
