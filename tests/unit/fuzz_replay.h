@@ -12,33 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "gptx/gptx.h"
 
 static int fuzz_replay_cmp(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static unsigned char *fuzz_replay_read(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    unsigned char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        unsigned char *nb = realloc(buf, 2 * cap);
-        if (!nb) free(buf);
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
 }
 
 /* Every file of dir, in name order, through one(); seed_ok(name, accepted)
@@ -62,7 +40,7 @@ static int fuzz_replay_dir(const char *dir, int (*one)(const uint8_t *, size_t),
         char p[1024];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         size_t len = 0;
-        unsigned char *data = fuzz_replay_read(p, &len);
+        unsigned char *data = check_read_file(p, &len);
         if (!data) {
             fprintf(stderr, "cannot read %s\n", p);
             failures++;
@@ -74,7 +52,8 @@ static int fuzz_replay_dir(const char *dir, int (*one)(const uint8_t *, size_t),
             if (strncmp(names[i], "seed_", 5) == 0) {
                 seeds++;
                 if (!seed_ok(names[i], accepted)) {
-                    fprintf(stderr, "%s: seed accepted %d time(s), not as expected (last error: %s)\n",
+                    fprintf(stderr,
+                            "%s: seed accepted %d time(s), not as expected (last error: %s)\n",
                             names[i], accepted, gptx_last_error());
                     failures++;
                 }
