@@ -64,7 +64,8 @@ int gptx_fuzz_hf_config(const uint8_t *data, size_t size) {
 int gptx_fuzz_hf_config_seeds(const char *dir) {
     static const char *const seeds[][2] = {
         {"seed_gpt2_config.json",
-         "{\n  \"activation_function\": \"gelu_new\",\n  \"architectures\": [\"GPT2LMHeadModel\"],\n"
+         "{\n  \"activation_function\": \"gelu_new\",\n"
+         "  \"architectures\": [\"GPT2LMHeadModel\"],\n"
          "  \"attn_pdrop\": 0.1,\n  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256,\n"
          "  \"layer_norm_epsilon\": 1e-05,\n  \"model_type\": \"gpt2\",\n  \"n_ctx\": 4,\n"
          "  \"n_embd\": 4,\n  \"n_head\": 2,\n  \"n_layer\": 1,\n  \"n_positions\": 4,\n"
@@ -72,7 +73,8 @@ int gptx_fuzz_hf_config_seeds(const char *dir) {
         {"seed_attention_heads.json",
          "{\"num_attention_heads\":4,\"layer_norm_epsilon\":1e-6,\"tie_word_embeddings\":false}"},
         {"seed_one_head.json",
-         "{ \"tie_word_embeddings\" : false , \"n_head\" :\t1 ,\r\n \"layer_norm_epsilon\": 0.001 }"},
+         "{ \"tie_word_embeddings\" : false , \"n_head\" :\t1 ,\r\n"
+         " \"layer_norm_epsilon\": 0.001 }"},
     };
     int rc = 0;
     for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {

@@ -53,7 +53,8 @@ static void check_batch(const gptx_dataloader_options *o, const int32_t *in, con
         for (int t = 0; t < T; t++) {
             int32_t a = in[r * T + t], b = tg[r * T + t];
             if (a < 0 || a >= top || b < 0 || b >= top) broken("an id out of range");
-            if (t + 1 < T && b != in[r * T + t + 1]) broken("targets are not inputs shifted by one");
+            if (t + 1 < T && b != in[r * T + t + 1])
+                broken("targets are not inputs shifted by one");
         }
 }
 

@@ -28,7 +28,8 @@ static const char eot_text[] = "<|endoftext|>";
 static const char nul = '\0'; /* between the files: neither may contain one */
 
 static void broken(const char *what, size_t len, int allow_special) {
-    fprintf(stderr, "tokenizer round trip: %s (%zu input bytes, allow_special %d; last error: %s)\n",
+    fprintf(stderr,
+            "tokenizer round trip: %s (%zu input bytes, allow_special %d; last error: %s)\n",
             what, len, allow_special, gptx_last_error());
     abort();
 }
@@ -224,7 +225,8 @@ int gptx_fuzz_tok_roundtrip(const uint8_t *data, size_t size) {
 
 int gptx_fuzz_tok_roundtrip_seeds(const char *dir) {
     static const char *const texts[][2] = {
-        {"seed_english", "It was a bright cold day in April, and the clocks were striking thirteen."},
+        {"seed_english",
+         "It was a bright cold day in April, and the clocks were striking thirteen."},
         {"seed_unicode", "caf\xc3\xa9 na\xc3\xafve \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 "
                          "\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5 a\xe1\xa0\x8e" "b"},
         {"seed_invalid_utf8", "ab\xff\xfe cd \xc3 \xe4\xb8 \xed\xa0\x80 \xf4\x90\x80\x80 \x80x"},

@@ -50,7 +50,8 @@ int gptx_fuzz_train_options_check(int argc, char **argv, FILE *err) {
     if (train_options_resume(&back, &cli, copy, "fuzz.safetensors") == 0) {
         char *second = format(&back);
         if (same_numbers(&o, &back) && strcmp(first, second) == 0) result = 0;
-        else if (err) fprintf(err, "round trip differs:\n--- saved\n%s--- resumed\n%s", first, second);
+        else if (err)
+            fprintf(err, "round trip differs:\n--- saved\n%s--- resumed\n%s", first, second);
         free(second);
     } else if (err) {
         fprintf(err, "the saved configuration does not resume:\n%s", first);

@@ -124,7 +124,8 @@ int gptx_shard_read_src(const gptx_src *src, int32_t **tokens, size_t *n) {
                          size < expected ? "truncated" : "trailing data");
     size_t cnt = (size_t)count;
     int32_t *out = malloc(cnt ? cnt * sizeof *out : 1);
-    if (!out) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate %zu tokens for '%s'", cnt, path);
+    if (!out)
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate %zu tokens for '%s'", cnt, path);
     /* Read the uint16 tokens into the upper half of the int32 buffer and widen
      * in place, front to back: element i is written to bytes [4i, 4i+4), which
      * never reach a not-yet-read element (at 2*cnt + 2j for j > i). */
