@@ -21,6 +21,8 @@
 #include "errors.h"
 #include "abi_struct.h"
 #include "philox.h"
+#include "safetensors.h"
+#include "shard.h"
 
 /* One of the two batch buffers: rows x T inputs and targets. */
 typedef struct batch_slot {
@@ -440,6 +442,49 @@ static int finish_create(const char *fn, gptx_dataloader *dl) {
     return GPTX_OK;
 }
 
+/* Reads shard i of a create call's sources; *label names it in messages. */
+typedef int (*shard_reader)(const void *sources, int i, int32_t **t, size_t *n, const char **label);
+
+/* A loader over n shards read one at a time (only one file open at once). */
+static int create_from_shards(const char *fn, gptx_dataloader **out, gptx_context *ctx,
+                              const void *sources, int n, shard_reader read,
+                              const gptx_dataloader_options *opts) {
+    gptx_dataloader *dl = NULL;
+    GPTX_TRY(begin_create(fn, &dl, ctx, opts, (size_t)n));
+    dl->data_hash = fnv_mix(0xcbf29ce484222325ull, (uint64_t)n);
+    int rc = GPTX_OK;
+    for (int i = 0; i < n && rc == GPTX_OK; i++) {
+        int32_t *t = NULL;
+        size_t len = 0;
+        const char *label = NULL;
+        rc = read(sources, i, &t, &len, &label);
+        if (rc != GPTX_OK) break;
+        dl->file_tokens[i] = t;
+        dl->file_len[i] = len;
+        dl->n_files = (size_t)i + 1;
+        rc = check_ids(fn, dl, t, len, label, 1);
+    }
+    if (rc == GPTX_OK) rc = finish_create(fn, dl);
+    if (rc != GPTX_OK) {
+        gptx_dataloader_destroy(dl);
+        return rc;
+    }
+    *out = dl;
+    return GPTX_OK;
+}
+
+static int read_path(const void *sources, int i, int32_t **t, size_t *n, const char **label) {
+    const char *const *paths = sources;
+    *label = paths[i];
+    return gptx_shard_read(paths[i], t, n);
+}
+
+static int read_src(const void *sources, int i, int32_t **t, size_t *n, const char **label) {
+    const gptx_src *srcs = sources;
+    *label = srcs[i].label;
+    return gptx_shard_read_src(&srcs[i], t, n);
+}
+
 int gptx_dataloader_create_from_files(gptx_dataloader **out, gptx_context *ctx,
                                       const char *const *paths, int n_paths,
                                       const gptx_dataloader_options *opts) {
@@ -450,27 +495,17 @@ int gptx_dataloader_create_from_files(gptx_dataloader **out, gptx_context *ctx,
         return GPTX_FAIL(GPTX_ERR_INVALID, "n_paths is %d; at least one file is needed", n_paths);
     for (int i = 0; i < n_paths; i++)
         if (!paths[i]) return GPTX_FAIL(GPTX_ERR_NULL, "paths[%d] is NULL", i);
-    gptx_dataloader *dl = NULL;
-    GPTX_TRY(begin_create(__func__, &dl, ctx, opts, (size_t)n_paths));
-    dl->data_hash = fnv_mix(0xcbf29ce484222325ull, (uint64_t)n_paths);
-    int rc = GPTX_OK;
-    for (int i = 0; i < n_paths && rc == GPTX_OK; i++) {
-        int32_t *t = NULL;
-        size_t n = 0;
-        rc = gptx_shard_read(paths[i], &t, &n);
-        if (rc != GPTX_OK) break;
-        dl->file_tokens[i] = t;
-        dl->file_len[i] = n;
-        dl->n_files = (size_t)i + 1;
-        rc = check_ids(__func__, dl, t, n, paths[i], 1);
-    }
-    if (rc == GPTX_OK) rc = finish_create(__func__, dl);
-    if (rc != GPTX_OK) {
-        gptx_dataloader_destroy(dl);
-        return rc;
-    }
-    *out = dl;
-    return GPTX_OK;
+    return create_from_shards(__func__, out, ctx, paths, n_paths, read_path, opts);
+}
+
+int gptx_dataloader_create_from_srcs(gptx_dataloader **out, gptx_context *ctx,
+                                     const gptx_src *srcs, int n_srcs,
+                                     const gptx_dataloader_options *opts) {
+    *out = NULL;
+    if (n_srcs <= 0)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "n_srcs is %d; at least one shard is needed", n_srcs);
+    return create_from_shards("gptx_dataloader_create_from_files", out, ctx, srcs, n_srcs,
+                              read_src, opts);
 }
 
 int gptx_dataloader_create_from_tokens(gptx_dataloader **out, gptx_context *ctx,

@@ -23,4 +23,11 @@ typedef struct gptx_dataloader_geometry {
 /* Fills *g; dl must not be NULL. */
 void gptx_dataloader_geometry_get(const gptx_dataloader *dl, gptx_dataloader_geometry *g);
 
+struct gptx_src;
+/* gptx_dataloader_create_from_files over opened sources (files or memory: the
+ * fuzzer's entry); the same checks, messages name each source's label. */
+int gptx_dataloader_create_from_srcs(gptx_dataloader **out, gptx_context *ctx,
+                                     const struct gptx_src *srcs, int n_srcs,
+                                     const gptx_dataloader_options *opts);
+
 #endif

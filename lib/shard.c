@@ -3,16 +3,12 @@
  * tokens as little-endian uint16. Writes are atomic; reads verify everything. */
 #include "shard.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "atomic_file.h"
 #include "errors.h"
+#include "safetensors.h"
 
 #define HEADER_WORDS 256
 #define CHUNK_TOKENS 32768 /* tokens converted per write() */
@@ -93,6 +89,59 @@ static const char *describe_magic(const unsigned char *head, size_t len) {
     return "not an llm.c shard";
 }
 
+int gptx_shard_read_src(const gptx_src *src, int32_t **tokens, size_t *n) {
+    *tokens = NULL;
+    *n = 0;
+    const char *path = src->label;
+    unsigned char head[GPTX_SHARD_HEADER_BYTES];
+    size_t got = src->size < sizeof head ? (size_t)src->size : sizeof head;
+    GPTX_TRY(gptx_src_read(src, 0, head, got, "the shard header"));
+    long long size = (long long)src->size;
+    if (got >= 4 && get_le32(head) != GPTX_SHARD_MAGIC)
+        return GPTX_FAIL(GPTX_ERR_FORMAT,
+                         "'%s' has magic %u and looks like %s; expected an llm.c token shard "
+                         "(magic %u)",
+                         path, get_le32(head), describe_magic(head, got), GPTX_SHARD_MAGIC);
+    if (got < sizeof head)
+        return GPTX_FAIL(GPTX_ERR_FORMAT,
+                         "'%s' is %lld bytes, shorter than the %d-byte shard header (truncated)",
+                         path, size, GPTX_SHARD_HEADER_BYTES);
+    uint32_t version = get_le32(head + 4);
+    if (version != GPTX_SHARD_VERSION)
+        return GPTX_FAIL(GPTX_ERR_FORMAT,
+                         "'%s' is shard version %u%s; supported: version %d (uint16 tokens)", path,
+                         version, version == 2 ? " (llm.c's uint32 tokens)" : "",
+                         GPTX_SHARD_VERSION);
+    int32_t count = (int32_t)get_le32(head + 8);
+    if (count < 0)
+        return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s' has a negative token count %d in its header", path,
+                         (int)count);
+    long long expected = GPTX_SHARD_HEADER_BYTES + 2LL * count;
+    if (size != expected)
+        return GPTX_FAIL(GPTX_ERR_FORMAT,
+                         "'%s' is %lld bytes but its header says %d tokens, i.e. %lld bytes (%s)",
+                         path, size, (int)count, expected,
+                         size < expected ? "truncated" : "trailing data");
+    size_t cnt = (size_t)count;
+    int32_t *out = malloc(cnt ? cnt * sizeof *out : 1);
+    if (!out)
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate %zu tokens for '%s'", cnt, path);
+    /* Read the uint16 tokens into the upper half of the int32 buffer and widen
+     * in place, front to back: element i is written to bytes [4i, 4i+4), which
+     * never reach a not-yet-read element (at 2*cnt + 2j for j > i). */
+    unsigned char *raw = (unsigned char *)out + 2 * cnt;
+    int rc = gptx_src_read(src, GPTX_SHARD_HEADER_BYTES, raw, 2 * cnt, "the tokens");
+    if (rc != GPTX_OK) {
+        free(out);
+        return rc;
+    }
+    for (size_t i = 0; i < cnt; i++)
+        out[i] = (int32_t)((uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8);
+    *tokens = out;
+    *n = cnt;
+    return GPTX_OK;
+}
+
 int gptx_shard_read(const char *path, int32_t **tokens, size_t *n) {
     GPTX_CHECK_NULL(tokens);
     *tokens = NULL;
@@ -100,89 +149,10 @@ int gptx_shard_read(const char *path, int32_t **tokens, size_t *n) {
     *n = 0;
     GPTX_CHECK_NULL(path);
     if (path[0] == '\0') return GPTX_FAIL(GPTX_ERR_INVALID, "path is empty");
-
-    FILE *f = fopen(path, "rb");
-    if (!f) return GPTX_FAIL(GPTX_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    int rc = GPTX_OK;
-    int32_t *out = NULL;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        rc = GPTX_FAIL(GPTX_ERR_IO, "'%s' is not a regular file", path);
-        goto done;
-    }
-    unsigned char head[GPTX_SHARD_HEADER_BYTES];
-    size_t got = fread(head, 1, sizeof head, f);
-    if (got < sizeof head && ferror(f)) {
-        rc = GPTX_FAIL(GPTX_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-        goto done;
-    }
-    long long size = (long long)st.st_size;
-    if (got >= 4 && get_le32(head) != GPTX_SHARD_MAGIC) {
-        rc = GPTX_FAIL(GPTX_ERR_FORMAT,
-                       "'%s' has magic %u and looks like %s; expected an llm.c token shard "
-                       "(magic %u)",
-                       path, get_le32(head), describe_magic(head, got), GPTX_SHARD_MAGIC);
-        goto done;
-    }
-    if (got < sizeof head) {
-        rc = GPTX_FAIL(GPTX_ERR_FORMAT,
-                       "'%s' is %lld bytes, shorter than the %d-byte shard header (truncated)",
-                       path, size, GPTX_SHARD_HEADER_BYTES);
-        goto done;
-    }
-    uint32_t version = get_le32(head + 4);
-    if (version != GPTX_SHARD_VERSION) {
-        rc = GPTX_FAIL(GPTX_ERR_FORMAT,
-                       "'%s' is shard version %u%s; supported: version %d (uint16 tokens)", path,
-                       version, version == 2 ? " (llm.c's uint32 tokens)" : "",
-                       GPTX_SHARD_VERSION);
-        goto done;
-    }
-    int32_t count = (int32_t)get_le32(head + 8);
-    if (count < 0) {
-        rc = GPTX_FAIL(GPTX_ERR_FORMAT, "'%s' has a negative token count %d in its header", path,
-                       (int)count);
-        goto done;
-    }
-    long long expected = GPTX_SHARD_HEADER_BYTES + 2LL * count;
-    if (size != expected) {
-        rc = GPTX_FAIL(GPTX_ERR_FORMAT,
-                       "'%s' is %lld bytes but its header says %d tokens, i.e. %lld bytes (%s)",
-                       path, size, (int)count, expected,
-                       size < expected ? "truncated" : "trailing data");
-        goto done;
-    }
-    size_t cnt = (size_t)count;
-    out = malloc(cnt ? cnt * sizeof *out : 1);
-    if (!out) {
-        rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate %zu tokens for '%s'", cnt, path);
-        goto done;
-    }
-    /* Read the uint16 tokens into the upper half of the int32 buffer and widen
-     * in place, front to back: element i is written to bytes [4i, 4i+4), which
-     * never reach a not-yet-read element (at 2*cnt + 2j for j > i). */
-    unsigned char *raw = (unsigned char *)out + 2 * cnt;
-    if (fread(raw, 2, cnt, f) != cnt) {
-        if (ferror(f))
-            rc = GPTX_FAIL(GPTX_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-        else
-            rc = GPTX_FAIL(GPTX_ERR_FORMAT, "'%s' ended early (the file changed while read)", path);
-        goto done;
-    }
-    for (size_t i = 0; i < cnt; i++) {
-        int32_t v = (int32_t)((uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8);
-        out[i] = v;
-    }
-    *tokens = out;
-    *n = cnt;
-    out = NULL;
-done:
-    free(out);
-    fclose(f);
+    gptx_src src;
+    GPTX_TRY(gptx_src_open_file(&src, path));
+    int rc = gptx_shard_read_src(&src, tokens, n);
+    gptx_src_close(&src);
     return rc;
 }
 

@@ -217,13 +217,10 @@ static int read_file(const char *path, const char *what, unsigned char **buf, si
 }
 
 /* Fills offsets/bytes/eot/vocab_size from encoder.json's {token: id} object. */
-static int load_encoder(gptx_tokenizer *t, const char *path, const int16_t *cp_to_byte) {
-    unsigned char *text;
-    size_t len;
-    GPTX_TRY(read_file(path, "encoder.json", &text, &len));
+static int load_encoder(gptx_tokenizer *t, const unsigned char *text, size_t len, const char *path,
+                        const int16_t *cp_to_byte) {
     json_error_t jerr;
     json_t *root = json_loadb((const char *)text, len, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
     if (!root)
         return GPTX_FAIL(GPTX_ERR_FORMAT, "encoder.json '%s' is not valid JSON (line %d: %s)", path,
                          jerr.line, jerr.text);
@@ -345,15 +342,10 @@ static int build_token_table(gptx_tokenizer *t, const char *path) {
 /* Checks vocab.bpe: after an optional "#version" line, merge i ("a b") must
  * produce token 256 + i and every ordinary token must come from a merge or
  * be a single byte (tiktoken's own consistency check). */
-static int check_merges(gptx_tokenizer *t, const char *path, const int16_t *cp_to_byte) {
-    unsigned char *text;
-    size_t len;
-    GPTX_TRY(read_file(path, "vocab.bpe", &text, &len));
+static int check_merges(gptx_tokenizer *t, const unsigned char *text, size_t len, const char *path,
+                        const int16_t *cp_to_byte) {
     unsigned char *buf = malloc(len + 1);
-    if (!buf) {
-        free(text);
-        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    }
+    if (!buf) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     int rc = GPTX_OK;
     size_t pos = 0, line_no = 0, merges = 0;
     while (pos < len) {
@@ -395,7 +387,6 @@ static int check_merges(gptx_tokenizer *t, const char *path, const int16_t *cp_t
     }
 done:
     free(buf);
-    free(text);
     return rc;
 }
 
@@ -455,12 +446,10 @@ void gptx_tokenizer_destroy(gptx_tokenizer *tok) {
     free(tok);
 }
 
-int gptx_tokenizer_load_gpt2(gptx_tokenizer **out, const char *encoder_json_path,
-                             const char *vocab_bpe_path) {
-    GPTX_CHECK_NULL(out);
+int gptx_tok_load_gpt2_mem(gptx_tokenizer **out, const void *encoder_json, size_t encoder_len,
+                           const char *encoder_name, const void *vocab_bpe, size_t vocab_len,
+                           const char *vocab_name) {
     *out = NULL;
-    GPTX_CHECK_NULL(encoder_json_path);
-    GPTX_CHECK_NULL(vocab_bpe_path);
     gptx_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     uint32_t b2c[256];
@@ -468,9 +457,9 @@ int gptx_tokenizer_load_gpt2(gptx_tokenizer **out, const char *encoder_json_path
     byte_to_codepoint(b2c);
     for (int i = 0; i < ALPHABET_END; i++) c2b[i] = -1;
     for (int b = 0; b < 256; b++) c2b[b2c[b]] = (int16_t)b;
-    int rc = load_encoder(t, encoder_json_path, c2b);
-    if (rc == GPTX_OK) rc = build_token_table(t, encoder_json_path);
-    if (rc == GPTX_OK) rc = check_merges(t, vocab_bpe_path, c2b);
+    int rc = load_encoder(t, encoder_json, encoder_len, encoder_name, c2b);
+    if (rc == GPTX_OK) rc = build_token_table(t, encoder_name);
+    if (rc == GPTX_OK) rc = check_merges(t, vocab_bpe, vocab_len, vocab_name, c2b);
     if (rc == GPTX_OK) rc = build_pair_table(t);
     if (rc == GPTX_OK) rc = compile_pattern(t);
     if (rc != GPTX_OK) {
@@ -479,6 +468,24 @@ int gptx_tokenizer_load_gpt2(gptx_tokenizer **out, const char *encoder_json_path
     }
     *out = t;
     return GPTX_OK;
+}
+
+int gptx_tokenizer_load_gpt2(gptx_tokenizer **out, const char *encoder_json_path,
+                             const char *vocab_bpe_path) {
+    GPTX_CHECK_NULL(out);
+    *out = NULL;
+    GPTX_CHECK_NULL(encoder_json_path);
+    GPTX_CHECK_NULL(vocab_bpe_path);
+    unsigned char *enc = NULL, *bpe = NULL;
+    size_t enc_len = 0, bpe_len = 0;
+    int rc = read_file(encoder_json_path, "encoder.json", &enc, &enc_len);
+    if (rc == GPTX_OK) rc = read_file(vocab_bpe_path, "vocab.bpe", &bpe, &bpe_len);
+    if (rc == GPTX_OK)
+        rc = gptx_tok_load_gpt2_mem(out, enc, enc_len, encoder_json_path, bpe, bpe_len,
+                                    vocab_bpe_path);
+    free(enc);
+    free(bpe);
+    return rc;
 }
 
 int gptx_tokenizer_vocab_size(const gptx_tokenizer *tok) { return tok ? tok->vocab_size : 0; }

@@ -7,7 +7,7 @@ if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get update -qq
 "${as_root[@]}" apt-get install -y -qq --no-install-recommends \
-  cmake make gcc g++ clang pkg-config file binutils ca-certificates \
+  cmake make gcc g++ clang libclang-rt-14-dev pkg-config file binutils ca-certificates \
   libopenblas-dev abigail-tools libjansson-dev libpcre2-dev libdnnl-dev \
   openmpi-bin libopenmpi-dev >/dev/null
 echo "install-deps.sh: build dependencies installed"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (CI runs it through .ci/run):
 #   1. normal build in build/ (RelWithDebInfo, warnings are errors), all tests;
-#   2. ASan+UBSan build in build-asan/, tests labelled `unit`.
+#   2. ASan+UBSan build in build-asan/, tests labelled `unit`;
+#   3. the libFuzzer targets built with clang in build-fuzz/ (nothing else),
+#      each run for GPTX_FUZZ_SMOKE_SECONDS (15): a crash fails the run.
 # Exits non-zero as soon as a step fails. GPTX_JOBS sets the parallelism (2).
 set -euo pipefail
 
@@ -31,5 +33,15 @@ step "build build-asan/"
 cmake --build build-asan -j"$jobs"
 step "test build-asan/ (label unit)"
 ctest --test-dir build-asan -L unit --output-on-failure -j"$jobs"
+
+step "configure build-fuzz/ (clang, libFuzzer targets only)"
+CC=clang cmake -S . -B build-fuzz -DGPTX_FUZZ=ON -DGPTX_WERROR=ON -DGPTX_CUDA=OFF \
+    -DGPTX_BUILD_TESTS=OFF -DGPTX_BUILD_EXAMPLES=OFF -DGPTX_BUILD_BENCH=OFF
+step "build build-fuzz/"
+cmake --build build-fuzz -j"$jobs" --target gptx_fuzz_all
+fuzz_secs=${GPTX_FUZZ_SMOKE_SECONDS:-15}
+step "fuzz smoke: every target for ${fuzz_secs} s (fuzz/run_fuzz.sh)"
+rm -rf build-fuzz/smoke
+fuzz/run_fuzz.sh -b build-fuzz -w build-fuzz/smoke "$fuzz_secs"
 
 step "all tests passed"

@@ -63,27 +63,33 @@ static int fail(const char *prog, const char *path, int rc) {
     return rc;
 }
 
+int prog_hf_config_parse(const char *json, gptx_model_config *c) {
+    double n_head = 0, eps = 1e-5;
+    int have_heads = json_number(json, "n_head", &n_head) ||
+                     json_number(json, "num_attention_heads", &n_head);
+    json_number(json, "layer_norm_epsilon", &eps);
+    gptx_model_config_init(c);
+    c->tied_head = json_bool(json, "tie_word_embeddings", 1); /* transformers' default */
+    c->padded_vocab_size = 0; /* = the file's vocabulary */
+    /* NaN fails both comparisons (fuzz finding: "n_head": nan reached the int cast) */
+    if (!have_heads || !(n_head >= 1 && n_head <= 4096) || n_head != (int)n_head) return -1;
+    c->n_head = (int)n_head;
+    c->layernorm_eps = (float)eps;
+    return 0;
+}
+
 static int open_hf(const char *prog, gptx_model **out, gptx_context *ctx, const char *weights,
                    const char *config) {
     size_t len = 0;
     char *json = prog_read_file(prog, "the Hugging Face config", config, &len);
     if (!json) return GPTX_ERR_IO;
-    double n_head = 0, eps = 1e-5;
-    int have_heads = json_number(json, "n_head", &n_head) ||
-                     json_number(json, "num_attention_heads", &n_head);
-    json_number(json, "layer_norm_epsilon", &eps);
-    int tied = json_bool(json, "tie_word_embeddings", 1); /* transformers' default */
+    gptx_model_config c;
+    int bad = prog_hf_config_parse(json, &c);
     free(json);
-    if (!have_heads || n_head < 1 || n_head > 4096) {
+    if (bad) {
         fprintf(stderr, "%s: %s has no usable \"n_head\"\n", prog, config);
         return GPTX_ERR_FORMAT;
     }
-    gptx_model_config c;
-    gptx_model_config_init(&c);
-    c.n_head = (int)n_head;
-    c.layernorm_eps = (float)eps;
-    c.tied_head = tied;
-    c.padded_vocab_size = 0; /* = the file's vocabulary */
     int rc = gptx_model_import_hf(out, ctx, weights, &c);
     return rc == GPTX_OK ? rc : fail(prog, weights, rc);
 }

@@ -16,4 +16,11 @@
 int prog_model_open(const char *prog, gptx_model **out, gptx_context *ctx, const char *path,
                     const char **format);
 
+/* The import settings of a Hugging Face config.json's text (NUL-terminated):
+ * n_head (or num_attention_heads), layer_norm_epsilon (default 1e-5),
+ * tie_word_embeddings (default true); the rest of *c is
+ * gptx_model_config_init's, padded_vocab_size 0 (the file's vocabulary).
+ * 0, or -1 when there is no usable n_head (a whole number in [1, 4096]). */
+int prog_hf_config_parse(const char *json, gptx_model_config *c);
+
 #endif

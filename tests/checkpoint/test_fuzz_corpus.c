@@ -1,20 +1,21 @@
 /* Replays every file of the fuzz corpus (tests/checkpoint/corpus: the seed
  * files and any input the fuzzer ever crashed on) through the fuzzer's own
- * entry point, gptx_fuzz_one_input. Under ASan/UBSan this is the regression
- * test for the bugs the fuzzer found. Seeds ("seed_*") must be accepted by
- * the loaders they are made for, so they stay valid starting points for the
- * fuzzer (and match its fixed model).
+ * entry point, gptx_fuzz_one_input (tests/unit/fuzz_replay.h). Under
+ * ASan/UBSan this is the regression test for the bugs the fuzzer found.
+ * Seeds ("seed_*") must be accepted by exactly the loaders they are made
+ * for, so they stay valid starting points for the fuzzer (and match its
+ * fixed model).
  *
  *   test_fuzz_corpus DIR                 replay
  *   test_fuzz_corpus DIR --write-seeds   (re)create the seed files in DIR */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "ckpt_util.h"
 #include "fuzz_entry.h"
+#include "fuzz_replay.h"
 #include "safetensors.h"
 
 static int fetch_host(void *ud, const gptx_st_entry *e, float *dst) {
@@ -158,9 +159,7 @@ static int expected_accepts(const char *name) {
     return 1;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int seed_ok(const char *name, int accepted) { return accepted == expected_accepts(name); }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -168,45 +167,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (argc == 3 && strcmp(argv[2], "--write-seeds") == 0) return write_seeds(argv[1]);
-    DIR *d = opendir(argv[1]);
-    if (!d) {
-        fprintf(stderr, "cannot open %s\n", argv[1]);
-        return 1;
-    }
-    char *names[4096];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < 4096)
-        if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
-    int seeds = 0;
-    for (int i = 0; i < n; i++) {
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", argv[1], names[i]);
-        size_t len = 0;
-        unsigned char *data = read_all(p, &len);
-        if (!data) {
-            fprintf(stderr, "cannot read %s\n", p);
-            check_failures++;
-            free(names[i]);
-            continue;
-        }
-        int accepted = gptx_fuzz_one_input(data, len);
-        printf("%-40s %7zu bytes  accepted by %d loader(s)\n", names[i], len, accepted);
-        if (strncmp(names[i], "seed_", 5) == 0) {
-            seeds++;
-            int want = expected_accepts(names[i]);
-            if (accepted != want) {
-                fprintf(stderr, "%s: accepted by %d loaders, expected %d (last error: %s)\n",
-                        names[i], accepted, want, gptx_last_error());
-                check_failures++;
-            }
-        }
-        free(data);
-        free(names[i]);
-    }
-    CHECK(seeds >= 5);
+    check_failures += fuzz_replay_dir(argv[1], gptx_fuzz_one_input, seed_ok, 5);
     gptx_fuzz_cleanup();
     return check_exit("test_fuzz_corpus");
 }

@@ -41,29 +41,11 @@ static int run_tool(const char *const *args) {
         }                                                                                   \
     } while (0)
 
-static unsigned char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        unsigned char *nb = realloc(buf, 2 * cap);
-        if (!nb) free(buf);
-        buf = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 /* Parses an llm.c shard by hand (independently of gptx_shard_read): 256
  * little-endian int32 (magic 20240520, version 1, count), then count uint16. */
 static int32_t *read_shard(const char *path, size_t *n) {
     size_t len;
-    unsigned char *b = read_all(path, &len);
+    unsigned char *b = check_read_file(path, &len);
     *n = 0;
     if (!b || len < 1024) {
         fprintf(stderr, "%s: missing or shorter than its header\n", path);
@@ -145,7 +127,7 @@ int main(int argc, char **argv) {
     gptx_tokenizer *tok = NULL;
     REQUIRE_OK(gptx_tokenizer_load_gpt2(&tok, encoder_path, vocab_path));
     size_t len = 0;
-    unsigned char *text = read_all(input, &len);
+    unsigned char *text = check_read_file(input, &len);
     if (!text) {
         fprintf(stderr, "cannot read %s\n", input);
         return 1;

@@ -23,25 +23,6 @@ static uint32_t rng_next(void) { /* xorshift64*, seeded per test */
     return (uint32_t)((rng_state * 0x2545f4914f6cdd1dull) >> 32);
 }
 
-static unsigned char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap + 1);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        unsigned char *nb = realloc(buf, 2 * cap + 1);
-        if (!nb) free(buf);
-        buf = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static int write_all(const char *path, const void *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
@@ -142,7 +123,7 @@ static void check_case(const gptx_tokenizer *tok, const char *name, int special,
 
 static int test_reference(const gptx_tokenizer *tok, const char *path) {
     size_t flen;
-    unsigned char *file = read_all(path, &flen);
+    unsigned char *file = check_read_file(path, &flen);
     if (!file) {
         fprintf(stderr, "cannot read %s\n", path);
         return -1;
@@ -460,7 +441,8 @@ static void test_load_errors(void) {
     expect_load(encoder_path, encoder_path, GPTX_ERR_FORMAT, "vocab.bpe");
 
     size_t elen, vlen;
-    unsigned char *enc = read_all(encoder_path, &elen), *voc = read_all(vocab_path, &vlen);
+    unsigned char *enc = check_read_file(encoder_path, &elen);
+    unsigned char *voc = check_read_file(vocab_path, &vlen);
     if (!enc || !voc) {
         fprintf(stderr, "cannot read the GPT-2 files\n");
         check_failures++;

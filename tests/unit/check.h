@@ -4,6 +4,7 @@
 #define GPTX_TEST_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gptx/gptx.h"
@@ -60,6 +61,32 @@ static inline int check_exit(const char *name) {
     }
     printf("%s: all checks passed\n", name);
     return 0;
+}
+
+/* The bytes of a file, NUL-terminated (the NUL not counted in *len); NULL
+ * when it cannot be read. */
+static inline unsigned char *check_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        unsigned char *nb = realloc(buf, 2 * cap + 1);
+        if (!nb) free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    if (buf) buf[n] = 0;
+    *len = n;
+    return buf;
 }
 
 #endif
