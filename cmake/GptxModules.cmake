@@ -1,5 +1,5 @@
 # Modules: backends and communicator engines built as shared objects that
-# libgptx loads on demand (lib/module.h, docs/modules.md), so the core
+# libgptx loads on demand (lib/core/module.h, docs/modules.md), so the core
 # library and its static archive need neither CUDA nor MPI.
 #
 #   gptx_add_module(<name> SOURCES ... [LINK ...] [INCLUDE ...] [DEFINE ...])
@@ -22,7 +22,7 @@ function(gptx_add_module name)
     CUDA_VISIBILITY_PRESET hidden
     LINK_DEPENDS ${PROJECT_SOURCE_DIR}/backends/common/module.map)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include
-    ${PROJECT_SOURCE_DIR}/lib ${PROJECT_SOURCE_DIR}/backends/common ${M_INCLUDE})
+    ${GPTX_LIB_INCLUDE_DIRS} ${M_INCLUDE})
   target_compile_definitions(${target} PRIVATE GPTX_BUILDING_LIBRARY _POSIX_C_SOURCE=200809L
     GPTX_BUILD_VERSION_NUMBER=${GPTX_VERSION_NUMBER} ${M_DEFINE})
   target_compile_options(${target} PRIVATE

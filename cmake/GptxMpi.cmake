@@ -39,7 +39,7 @@ if(GPTX_HAVE_MPI)
     LINK MPI::MPI_C)
   # MPI's headers are someone else's code: no warnings from them
   target_include_directories(gptx_mpi SYSTEM PRIVATE ${MPI_C_INCLUDE_DIRS})
-  # mpirun for the tests (tests/mpi); found next to the compiler wrapper
+  # mpirun for the tests (tests/comm); found next to the compiler wrapper
   if(NOT MPIEXEC_EXECUTABLE)
     find_program(MPIEXEC_EXECUTABLE NAMES mpirun mpiexec)
   endif()

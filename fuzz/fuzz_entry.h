@@ -1,6 +1,6 @@
 /* One fuzz input through every loader of gptx files. Shared by the libFuzzer
  * target (fuzz_checkpoint.c) and the corpus replay test
- * (tests/checkpoint/test_fuzz_corpus.c), so a crash found by the fuzzer is
+ * (tests/io/test_fuzz_corpus.c), so a crash found by the fuzzer is
  * replayed through exactly the same path. */
 #ifndef GPTX_FUZZ_ENTRY_H
 #define GPTX_FUZZ_ENTRY_H

@@ -1,6 +1,6 @@
 /* The libFuzzer side of every target, compiled once per target with
  * GPTX_FUZZ_ONE naming its entry (fuzz_util.h); the same entry is what the
- * corpus replay test (tests/unit/fuzz_replay.c) calls. */
+ * corpus replay test (tests/support/fuzz_replay.c) calls. */
 #include <stddef.h>
 #include <stdint.h>
 

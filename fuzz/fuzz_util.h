@@ -1,6 +1,6 @@
 /* What the fuzz targets share: one input cut into parts (several files, or
  * argv), the seed files written back in the same framing, and the generic
- * declarations of the targets (fuzz_main.c and tests/unit/fuzz_replay.c are
+ * declarations of the targets (fuzz_main.c and tests/support/fuzz_replay.c are
  * compiled once per target with GPTX_FUZZ_ONE / GPTX_FUZZ_SEEDS naming them). */
 #ifndef GPTX_FUZZ_UTIL_H
 #define GPTX_FUZZ_UTIL_H

@@ -39,9 +39,9 @@ shift
 # (-close_fd_mask=3 silences a target's own messages; sanitizer reports stay)
 settings() {
     case $1 in
-    checkpoint) echo "tests/checkpoint/corpus 16384" ;;
-    tok_files) echo "tests/tokenizer/corpus_files 8192" ;;
-    tok_roundtrip) echo "tests/tokenizer/corpus_roundtrip 4096" ;;
+    checkpoint) echo "tests/io/corpus 16384" ;;
+    tok_files) echo "tests/text/corpus_files 8192" ;;
+    tok_roundtrip) echo "tests/text/corpus_roundtrip 4096" ;;
     shard) echo "tests/data/corpus 8192" ;;
     hf_config) echo "tests/examples/corpus_hf_config 2048 -close_fd_mask=3" ;;
     train_options) echo "tests/examples/corpus_train_options 1024 -close_fd_mask=3" ;;

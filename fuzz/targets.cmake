@@ -11,11 +11,11 @@
 set(GPTX_FUZZ_TARGETS tok_files tok_roundtrip shard hf_config train_options)
 
 set(GPTX_FUZZ_tok_files_SOURCES fuzz/fuzz_tokenizer.c)
-set(GPTX_FUZZ_tok_files_CORPUS tests/tokenizer/corpus_files)
+set(GPTX_FUZZ_tok_files_CORPUS tests/text/corpus_files)
 set(GPTX_FUZZ_tok_files_DEFS GPTX_FUZZ_GPT2_DIR="${PROJECT_SOURCE_DIR}/data/gpt2")
 
 set(GPTX_FUZZ_tok_roundtrip_SOURCES fuzz/fuzz_tokenizer.c)
-set(GPTX_FUZZ_tok_roundtrip_CORPUS tests/tokenizer/corpus_roundtrip)
+set(GPTX_FUZZ_tok_roundtrip_CORPUS tests/text/corpus_roundtrip)
 set(GPTX_FUZZ_tok_roundtrip_DEFS ${GPTX_FUZZ_tok_files_DEFS})
 
 set(GPTX_FUZZ_shard_SOURCES fuzz/fuzz_shard.c)
@@ -26,7 +26,7 @@ set(GPTX_FUZZ_hf_config_SOURCES fuzz/fuzz_hf_config.c examples/common/prog_model
                                 examples/common/prog_files.c examples/common/prog_error.c)
 set(GPTX_FUZZ_hf_config_CORPUS tests/examples/corpus_hf_config)
 set(GPTX_FUZZ_hf_config_DEFS
-    GPTX_FUZZ_HF_WEIGHTS="${PROJECT_SOURCE_DIR}/tests/checkpoint/corpus/seed_hf_f16.safetensors")
+    GPTX_FUZZ_HF_WEIGHTS="${PROJECT_SOURCE_DIR}/tests/io/corpus/seed_hf_f16.safetensors")
 set(GPTX_FUZZ_hf_config_INCLUDES examples/common)
 set(GPTX_FUZZ_hf_config_SEED_MIN 2) # parsed and imported
 

@@ -1,4 +1,4 @@
-/* Inside a module (lib/module.h): the core functions a module's code calls
+/* Inside a module (lib/core/module.h): the core functions a module's code calls
  * by their usual names (gptx_fail, gptx_clear_error, the communicator's
  * poller, the precision names), forwarded to what the core lent it in
  * gptx_module_entry. The module's version script exports nothing but

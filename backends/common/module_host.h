@@ -1,4 +1,4 @@
-/* A module's side of lib/module.h (module_host.c). */
+/* A module's side of lib/core/module.h (module_host.c). */
 #ifndef GPTX_MODULE_HOST_H
 #define GPTX_MODULE_HOST_H
 

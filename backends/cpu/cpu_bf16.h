@@ -4,7 +4,7 @@
  * nearest even, input and output denormals flushed to signed zero, NaN kept
  * quiet (its top 16 bits with the quiet bit set). Where the CPU has the
  * instruction it does the narrowing; elsewhere the same function in plain C
- * gives the same bits (test_cpu_bf16). This differs from lib/bf16_round.h
+ * gives the same bits (test_cpu_bf16). This differs from lib/core/bf16_round.h
  * (the CUDA backend's rounding) for denormal inputs only, |x| < 2^-126.
  * Widening is exact: the 16 bits become the top half of the fp32 value. */
 #ifndef GPTX_CPU_BF16_H

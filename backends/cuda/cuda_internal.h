@@ -1,6 +1,6 @@
 /* CUDA backend internals shared by the .cu files of backends/cuda: the
  * backend state, launch and error helpers. With GPTX_CUDA_EMU the same code
- * compiles as plain C++ against cuda_emu.h (the CPU-emulation tests). */
+ * compiles as plain C++ against the tests' CPU emulation (tests/gpu/emu). */
 #ifndef GPTX_CUDA_INTERNAL_H
 #define GPTX_CUDA_INTERNAL_H
 
@@ -12,13 +12,9 @@
 #include <string.h>
 
 #ifdef GPTX_CUDA_EMU
+/* the tests' CPU emulation (tests/gpu/emu/cuda_emu.h) supplies the CUDA API
+ * subset, GPTX_CUDA_FN, GPTX_LAUNCH and GPTX_CUDA_MAX_BLOCKS */
 #include "cuda_emu.h"
-#ifndef GPTX_CUDA_FN
-#define GPTX_CUDA_FN static __attribute__((unused))
-#endif
-/* arguments by value: a capturing stream keeps the launch for replay */
-#define GPTX_LAUNCH(kernel, grid, block, stream, ...)                                              \
-    gptx_emu::launch_on((stream), (grid), (block), [=]() { kernel(__VA_ARGS__); })
 #else
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -56,7 +52,7 @@ static __device__ __forceinline__ void gptx_st(gptx_bf16 *p, float v) { *p = __f
         }                                                                                          \
     } while (0)
 
-/* The residual stream ([res], lib/backend.h: the embedding output, the
+/* The residual stream ([res], lib/core/backend.h: the embedding output, the
  * block sums, their gradient) and the LayerNorm and embedding weights ([p])
  * share one type: fp32, except under bf16_pure. GPTX_LAUNCH_RES launches
  * kernel<res_t>, GPTX_LAUNCH_ACT_RES kernel<act_t, res_t>. */
@@ -192,10 +188,8 @@ struct gptx_backend {
     } while (0)
 
 /* Blocks for a grid-stride loop over n items (at least 1, at most a cap;
- * the CPU emulation uses few blocks so every thread loops). */
-#ifdef GPTX_CUDA_EMU
-#define GPTX_CUDA_MAX_BLOCKS ((size_t)16)
-#else
+ * the CPU emulation sets a small cap so every thread loops). */
+#ifndef GPTX_CUDA_MAX_BLOCKS
 #define GPTX_CUDA_MAX_BLOCKS ((size_t)1 << 20)
 #endif
 static inline unsigned gptx_cuda_blocks(size_t n, unsigned threads) {

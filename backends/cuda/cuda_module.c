@@ -1,7 +1,7 @@
 /* The cuda module, libgptx_cuda.so: the CUDA backend's table (cuda_table.c)
  * and, when built with NCCL, the NCCL engine beside it (cuda_nccl.c). It
  * links the CUDA runtime, cuBLASLt and NCCL; libgptx links none of them and
- * loads this module when a context asks for the cuda backend (lib/module.h). */
+ * loads this module when a context asks for the cuda backend (lib/core/module.h). */
 #include "cuda_ops.h"
 #include "module_host.h"
 #ifdef GPTX_HAVE_NCCL

@@ -1,4 +1,4 @@
-/* Entries of the CUDA backend's table (lib/backend.h), defined in the .cu
+/* Entries of the CUDA backend's table (lib/core/backend.h), defined in the .cu
  * files of backends/cuda and collected by cuda_table.c. C linkage, no CUDA
  * types: the table is plain C. */
 #ifndef GPTX_CUDA_OPS_H
@@ -126,10 +126,7 @@ GPTX_CUDA_FN int gptx_cuda_attention_kv_forward(gptx_backend *be, float *out, fl
                                                 const float *qkv, float *kcache, float *vcache,
                                                 int n, int pos0, int cap, int C, int NH);
 
-/* cuda_table.c */
-#ifdef GPTX_CUDA_EMU
-#define gptx_cuda_backend_ops gptx_cuda_emu_backend_ops
-#endif
+/* cuda_table.c (the emulation renames it: tests/gpu/emu/cuda_emu.h) */
 const gptx_backend_ops *gptx_cuda_backend_ops(void);
 
 #ifdef __cplusplus

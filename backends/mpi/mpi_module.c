@@ -1,5 +1,5 @@
 /* The MPI module, libgptx_mpi.so: the MPI engine for CPU data parallelism
- * (mpi_engine.c), loaded by lib/comm.c when a world of several ranks needs
+ * (mpi_engine.c), loaded by lib/comm/comm.c when a world of several ranks needs
  * it. It links the MPI library; libgptx does not. */
 #include "module_host.h"
 #include "mpi_engine.h"

@@ -1,5 +1,5 @@
 /* gptx-train's data-parallel pieces: validation spread over the ranks and a
- * barrier that carries a status. tests/mpi checks them against a single
+ * barrier that carries a status. tests/comm checks them against a single
  * process. With one rank (the "single" engine) they do exactly what the
  * single-process trainer did, in the same order. */
 #ifndef GPTX_TRAIN_DP_H

@@ -2,7 +2,7 @@
  *   - against the real backend (label `gpu`): exits 77 (skipped) when no
  *     CUDA device is present;
  *   - with GPTX_TEST_CUDA_EMU (label `emu`): against the same backend sources
- *     compiled for the CPU emulation (tests/gpu/cuda_emu_backend.cpp), which
+ *     compiled for the CPU emulation (tests/gpu/emu/cuda_emu_backend.cpp), which
  *     runs everywhere and checks the kernels' logic, not the GPU.
  * The precision policy is the context option (a name of
  * gptx_precision_name; NULL = fp32); GPTX_CUDA_PRECISION, which would
@@ -28,7 +28,7 @@ static inline const gptx_backend_ops *cuda_test_ops(void) { return gptx_cuda_emu
 #define CUDA_TEST_KIND "cuda (CPU emulation)"
 #else
 #include "module.h"
-/* the cuda module's table (lib/module.h); NULL when the module is missing */
+/* the cuda module's table (lib/core/module.h); NULL when the module is missing */
 static inline const gptx_backend_ops *cuda_test_ops(void) {
     const gptx_module_exports *x = gptx_module_lookup("cuda");
     return x ? x->backend_ops : NULL;

@@ -1,4 +1,4 @@
-/* Sampler equivalence on the device: a one-thread kernel runs lib/sampling.h
+/* Sampler equivalence on the device: a one-thread kernel runs lib/sample/sampling.h
  * (gptx_sampling_uniform + gptx_sample_row, compiled __host__ __device__)
  * on the same logits, seed, stream and counters as the host sampler
  * (gptx_sampler_sample) and must pick the same token every time: greedy,

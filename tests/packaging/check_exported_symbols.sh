@@ -109,18 +109,18 @@ LC_ALL=C sort -u -o "$tmp/exported" "$tmp/exported"
 LC_ALL=C sort -u -o "$tmp/got_nodes" "$tmp/got_nodes"
 
 if [ -s "$tmp/foreign" ]; then
-    problem "$lib exports symbols outside the gptx_ namespace (check lib/gptx.map):"
+    problem "$lib exports symbols outside the gptx_ namespace (check lib/core/gptx.map):"
     sed 's/^/    /' "$tmp/foreign" >&2
 fi
 if [ -s "$tmp/unversioned" ]; then
-    problem "exported symbols without a GPTX_* symbol version (is lib/gptx.map applied?):"
+    problem "exported symbols without a GPTX_* symbol version (is lib/core/gptx.map applied?):"
     sed 's/^/    /' "$tmp/unversioned" >&2
 fi
 
 LC_ALL=C comm -23 "$tmp/declared" "$tmp/exported" >"$tmp/missing"
 LC_ALL=C comm -13 "$tmp/declared" "$tmp/exported" >"$tmp/unexpected"
 if [ -s "$tmp/missing" ]; then
-    problem "declared GPTX_API in the headers but not exported by $lib (list them in lib/gptx.map):"
+    problem "declared GPTX_API in the headers but not exported by $lib (list them in lib/core/gptx.map):"
     sed 's/^/    - /' "$tmp/missing" >&2
 fi
 if [ -s "$tmp/unexpected" ]; then
@@ -132,7 +132,7 @@ fi
 # exported names only: the lists above report the rest)
 LC_ALL=C join "$tmp/want_nodes" "$tmp/got_nodes" | awk '$2 != $3' >"$tmp/wrong_node"
 if [ -s "$tmp/wrong_node" ]; then
-    problem "exported under another version node than their header's (name, wanted, got; see lib/gptx.map):"
+    problem "exported under another version node than their header's (name, wanted, got; see lib/core/gptx.map):"
     sed 's/^/    /' "$tmp/wrong_node" >&2
 fi
 

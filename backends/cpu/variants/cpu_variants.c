@@ -2,7 +2,7 @@
  * gptx_context_set_variant): instance_ops gives a model or optimizer its
  * own copy of the table with these entries in place of the production ops,
  * and op_buffers sizes what they need. Each computes the same function as
- * the op it replaces (tests/unit/test_variants.c): naive attention with
+ * the op it replaces (tests/model/test_variants.c): naive attention with
  * (B, NH, T, T) probabilities kept per layer, separate Q, K, V products,
  * step-by-step LayerNorm and GELU, and AdamW dispatched per tensor. fp32
  * only. */

@@ -1,0 +1,150 @@
+/* Model internals shared by model.c, model_layout.c and optimizer.c. */
+#ifndef GPTX_MODEL_H
+#define GPTX_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "context.h"
+
+#define GPTX_NAME_MAX 48
+
+/* One named parameter tensor: a view into the flat parameter buffer. */
+typedef struct gptx_param_desc {
+    char name[GPTX_NAME_MAX];
+    int ndim;
+    int64_t shape[2];
+    size_t numel;
+    size_t offset; /* elements from the start of the flat buffer */
+} gptx_param_desc;
+
+/* Indexes into the descriptor table for one transformer block. */
+typedef struct gptx_layer_params {
+    int ln1_w, ln1_b, qkv_w, qkv_b, attn_proj_w, attn_proj_b;
+    int ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+} gptx_layer_params;
+
+typedef struct gptx_layout {
+    gptx_param_desc *tensors;
+    int ntensors;
+    size_t nparams;
+    int wte, wpe, lnf_w, lnf_b, lm_head; /* lm_head == wte when tied */
+    gptx_layer_params *layers;
+} gptx_layout;
+
+/* Builds the canonical parameter table for a validated config. */
+int gptx_layout_build(gptx_layout *layout, const gptx_model_config *cfg);
+void gptx_layout_free(gptx_layout *layout);
+/* Index of a tensor by name, -1 if absent. */
+int gptx_layout_find(const gptx_layout *layout, const char *name);
+
+/* Activations saved by forward for backward, one set per layer, each a view
+ * into one activation buffer sized for (B, T). */
+typedef struct gptx_layer_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* (BT, C), (BT), (BT) */
+    float *qkv;                       /* (BT, 3C) */
+    float *atty, *att_lse;            /* (BT, C), (B, NH, T) */
+    float *attproj, *residual2;       /* (BT, C) */
+    float *ln2, *ln2_mean, *ln2_rstd; /* (BT, C), (BT), (BT) */
+    float *fch, *fch_gelu;            /* (BT, 4C) */
+    float *fcproj, *residual3;        /* (BT, C) */
+    void *att_state;                  /* the backend's per-layer attention state (op_buffers) */
+} gptx_layer_acts;
+
+typedef enum { GPTX_PHASE_NONE, GPTX_PHASE_FORWARD, GPTX_PHASE_BACKWARD } gptx_phase;
+
+struct gptx_model {
+    gptx_context *ctx;
+    gptx_model_config cfg;
+    gptx_layout layout;
+    /* flat device buffers, layout.nparams each: params [p] (param_bytes
+     * per element, lib/core/param_storage.h), grads fp32 */
+    float *params, *grads;
+    size_t param_bytes;
+    /* the backend's compute copy of the weights (NULL when the ops read the
+     * parameters), wcopy_bytes per element; refreshed before the next
+     * forward pass whenever the parameters changed */
+    void *wcopy;
+    size_t wcopy_bytes;
+    int wcopy_stale;
+
+    /* activations, (re)allocated when B*T grows; act_bytes per element of
+     * an activation tensor (the backend's storage) */
+    int act_B, act_T;
+    size_t act_bytes;
+    size_t res_bytes; /* per element of the residual stream (encoded, residual2/3, dresidual) */
+    size_t act_size; /* bytes in act_buf */
+    void *act_buf;
+    int32_t *inputs, *targets; /* (BT) device copies */
+    float *encoded;            /* (BT, C) */
+    gptx_layer_acts *acts;     /* n_layer */
+    float *lnf, *lnf_mean, *lnf_rstd;
+    float *logits;             /* (BT, Vp); becomes dlogits in backward */
+    int dlogits_ready;         /* the last forward left dlogits, not logits (forward_backward) */
+    float *losses;              /* (BT) */
+    float *loss_lse;            /* (3 BT): lse, then backend statistics */
+    /* backward scratch */
+    float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
+    float *dres_act; /* dresidual in the activation type, when res_bytes differs */
+    void *att_work, *qkv_work; /* the ops' shared scratch (op_buffers), NULL when none */
+    /* the table this model runs on: the context's, with the kernel variants
+     * of the context at creation applied by the backend (instance_ops) */
+    gptx_backend_ops ops;
+    gptx_kernel_variants variants;
+
+    uint64_t params_version; /* counts gptx_model_params_changed calls */
+
+    int B, T;
+    gptx_phase phase;
+    int have_targets;
+    int64_t loss_tokens;
+    float loss;
+};
+
+/* Every write to m->params outside the ops of a forward/backward pass
+ * (uploads, loads, optimizer steps) calls this: the compute copy of the
+ * weights is refreshed before the next forward pass. */
+void gptx_model_params_changed(gptx_model *m);
+
+/* For generation: runs the model on one row of T tokens (B = 1, T in
+ * [1, context_length], ids checked) and writes the padded_vocab_size logits of
+ * the last position only to host_logits, masked like gptx_model_forward's.
+ * Activations are sized for max(T, T_reserve) rows (capped at the context
+ * length) so a context growing by one token per call allocates once.
+ * Leaves the model with no forward pass (get_logits and backward fail until
+ * the next gptx_model_forward). */
+int gptx_model_forward_last_logits(gptx_model *m, const int32_t *inputs, int T, int T_reserve,
+                                   float *host_logits);
+
+/* A generation cache of keys and values (lib/model/generator.c): cap positions,
+ * gptx_model_kv_bytes(m, cap) bytes allocated through the context; pos0 is
+ * where the next rows go (positions before it are filled). */
+typedef struct gptx_kv {
+    void *base;
+    int cap, pos0;
+} gptx_kv;
+
+size_t gptx_model_kv_bytes(const gptx_model *m, int cap);
+/* Runs n tokens at positions kv->pos0 .. kv->pos0 + n - 1 of a window whose
+ * earlier positions are in the cache, stores their keys and values, and
+ * writes the padded_vocab_size logits of the last one to host_logits (masked
+ * like gptx_model_forward's). Leaves the model with no forward pass, as
+ * gptx_model_forward_last_logits does. GPTX_ERR_UNSUPPORTED when the
+ * backend has no cached attention. */
+int gptx_model_forward_kv(gptx_model *m, const gptx_kv *kv, const int32_t *tokens, int n,
+                          float *host_logits);
+
+/* Called by backward each time a region [offset, offset + count) of the
+ * flat gradient buffer is final: ln_f (+ an untied lm_head) first, then each
+ * layer from the last, then the embeddings (+ a tied head). The regions are
+ * contiguous, reported from the end of the buffer to its start, and cover it
+ * exactly once. On a device the work that produced them may still be queued. */
+typedef int (*gptx_grads_ready_fn)(void *arg, size_t offset, size_t count);
+
+/* The checks of gptx_model_backward, without side effects (reported as func). */
+int gptx_model_backward_check(const gptx_model *m, float loss_scale, const char *func);
+/* gptx_model_backward with a hook (NULL: none); a failing hook stops backward. */
+int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready_fn ready,
+                               void *arg, const char *func);
+
+#endif

@@ -1,0 +1,21 @@
+/* The CUDA backend compiled as plain C++ against cuda_emu.h (beside this file):
+ * its kernels run on the CPU (one fiber per GPU thread), so the tests can
+ * execute the backend's logic on machines without a GPU. One translation
+ * unit: every backend function is static except gptx_cuda_emu_backend_ops,
+ * so this library links next to a libgptx that holds the real backend. */
+#define GPTX_CUDA_EMU 1
+#define GPTX_CUDA_FN static __attribute__((unused))
+
+#include "cuda_internal.h"
+
+extern "C" {
+#include "cuda_cache.c"
+#include "cuda_table.c"
+}
+
+#include "cuda_attention.cu"
+#include "cuda_backend.cu"
+#include "cuda_events.cu"
+#include "cuda_graph.cu"
+#include "cuda_matmul.cu"
+#include "cuda_ops.cu"
