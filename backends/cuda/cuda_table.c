@@ -1,12 +1,12 @@
 /* The CUDA backend's table, and its kernel variants: the separate-QKV
- * projection (backends/common/qkv_separate.c over this backend's products)
+ * projection (backends/common/variant_ops.c over this backend's products)
  * and AdamW per tensor are offered; naive attention and the step-by-step
  * LayerNorm/GELU are not (GPTX_ERR_UNSUPPORTED when a context asks for
  * them). Entries are in declaration order (this file is also compiled as
  * C++20 by the CPU-emulation tests). */
 #include "cuda_ops.h"
 #include "errors.h"
-#include "qkv_separate.h"
+#include "variant_ops.h"
 
 /* Flash attention keeps nothing beyond lse and needs no workspace. */
 static int cuda_attention_forward(gptx_backend *be, float *out, float *lse, void *state,
@@ -68,9 +68,7 @@ static int cuda_qkv_backward_separate(gptx_backend *be, float *dinp, float *dw, 
 static int cuda_adamw_per_tensor(gptx_backend *be, float *params, const float *grads, float *m,
                                  float *v, const gptx_param_range *ranges, int nranges,
                                  const gptx_adamw_hyper *h) {
-    for (int r = 0; r < nranges; r++)
-        GPTX_TRY(gptx_cuda_adamw(be, params, grads, m, v, &ranges[r], 1, h));
-    return GPTX_OK;
+    return gptx_adamw_per_tensor(gptx_cuda_adamw, be, params, grads, m, v, ranges, nranges, h);
 }
 
 static int cuda_instance_ops(const gptx_backend *be, const gptx_kernel_variants *v,

@@ -644,7 +644,7 @@ static void test_elementwise(pair *p) {
         free(r);
     }
     /* The separate-Q, K, V instance (the interleave of three (C, C)
-     * products, backends/common/qkv_separate.c) against the one (3C, C)
+     * products, backends/common/variant_ops.c) against the one (3C, C)
      * product: the same function within the product bound. A misplaced
      * column would be off by the size of the values. */
     int N = 37, C = 24;

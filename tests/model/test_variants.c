@@ -9,9 +9,38 @@
 #include <gptx/gptx_experimental.h>
 
 #include "check.h"
+#include "context.h"
 #include "test_util.h"
 
 #define STEPS 3
+
+/* Each variant is the backend's own op in the instance's table, not the
+ * production one: the same function computed another way (the checks above
+ * cannot tell a variant that silently ran the default). */
+static void check_instance_tables(const gptx_context_options *o) {
+    gptx_context *ctx = NULL;
+    CHECK_OK(gptx_context_create(&ctx, o));
+    const gptx_backend_ops *b = ctx->ops;
+    gptx_backend_ops inst;
+    gptx_kernel_variants v;
+    CHECK_OK(gptx_context_instance_ops(ctx, &inst, &v));
+    CHECK(memcmp(&inst, b, sizeof inst) == 0); /* no variant: the context's table */
+    CHECK_OK(gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION, GPTX_ATTENTION_NAIVE));
+    CHECK_OK(gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_QKV, 0));
+    CHECK_OK(gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_NORM_GELU, 0));
+    CHECK_OK(gptx_context_set_variant(ctx, GPTX_VARIANT_FUSED_ADAMW, 0));
+    CHECK_OK(gptx_context_instance_ops(ctx, &inst, &v));
+    CHECK(inst.attention_forward != b->attention_forward);
+    CHECK(inst.attention_backward != b->attention_backward);
+    CHECK(inst.qkv_forward != b->qkv_forward && inst.qkv_backward != b->qkv_backward);
+    CHECK(inst.layernorm_forward != b->layernorm_forward);
+    CHECK(inst.residual_layernorm_forward != b->residual_layernorm_forward);
+    CHECK(inst.matmul_gelu_forward != b->matmul_gelu_forward);
+    CHECK(inst.matmul_backward_dgelu != b->matmul_backward_dgelu);
+    CHECK(inst.adamw != b->adamw);
+    CHECK(inst.matmul_forward == b->matmul_forward); /* what no variant touches stays */
+    gptx_context_destroy(ctx);
+}
 
 typedef struct {
     int attention, fused_qkv, fused_norm_gelu, fused_adamw;
@@ -163,6 +192,7 @@ int main(void) {
     gptx_model_destroy(flash);
     gptx_model_destroy(naive);
     gptx_context_destroy(ctx);
+    check_instance_tables(&base);
     free(ref.grads);
     free(ref.params);
     return check_exit("test_variants");

@@ -10,7 +10,7 @@
 
 #include "../cpu_backend.h"
 #include "errors.h"
-#include "qkv_separate.h"
+#include "variant_ops.h"
 
 static size_t round64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -37,7 +37,7 @@ static int naive_backward(gptx_backend *be, float *dqkv, const float *dout, cons
     return gptx_cpu_attention_naive_backward(be, dqkv, datt, dout, qkv, state, B, T, C, NH);
 }
 
-/* ---- separate Q, K, V (backends/common/qkv_separate.c) ------------------------- */
+/* ---- separate Q, K, V (backends/common/variant_ops.c) ------------------------- */
 
 static const gptx_qkv_separate_ops separate_ops = {
     .matmul_forward = gptx_cpu_matmul_forward,
@@ -88,9 +88,7 @@ static int unfused_matmul_dgelu(gptx_backend *be, float *dinp, float *dw, float 
 static int adamw_per_tensor(gptx_backend *be, float *params, const float *grads, float *m,
                             float *v, const gptx_param_range *ranges, int nranges,
                             const gptx_adamw_hyper *h) {
-    for (int r = 0; r < nranges; r++)
-        GPTX_TRY(gptx_cpu_adamw(be, params, grads, m, v, &ranges[r], 1, h));
-    return GPTX_OK;
+    return gptx_adamw_per_tensor(gptx_cpu_adamw, be, params, grads, m, v, ranges, nranges, h);
 }
 
 /* ---- the instance ----------------------------------------------------------------- */

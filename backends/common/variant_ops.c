@@ -1,5 +1,5 @@
-/* See qkv_separate.h. */
-#include "qkv_separate.h"
+/* See variant_ops.h. */
+#include "variant_ops.h"
 
 #include "errors.h"
 
@@ -44,5 +44,14 @@ int gptx_qkv_separate_backward(const gptx_qkv_separate_ops *o, gptx_backend *be,
                                     w_at(o, w, i * CC), N, C, C));
         if (i > 0) GPTX_TRY(o->residual_forward(be, dinp, dinp, dtmp, (size_t)N * C));
     }
+    return GPTX_OK;
+}
+
+int gptx_adamw_per_tensor(gptx_adamw_fn adamw, gptx_backend *be, float *params,
+                          const float *grads, float *m, float *v,
+                          const gptx_param_range *ranges, int nranges,
+                          const gptx_adamw_hyper *h) {
+    for (int r = 0; r < nranges; r++)
+        GPTX_TRY(adamw(be, params, grads, m, v, &ranges[r], 1, h));
     return GPTX_OK;
 }

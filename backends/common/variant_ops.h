@@ -1,11 +1,13 @@
-/* The separate-Q, K, V ablation variant of the QKV projection, composed from
- * a backend's own ops (the CPU and CUDA backends both offer it): three
+/* Ablation variants composed from a backend's own ops, shared by the CPU and
+ * CUDA backends (their instance_ops plug them in).
+ *
+ * The separate-Q, K, V variant of the QKV projection: three
  * (C, C) products with the weight's row blocks [Wq; Wk; Wv], then a concat
  * into the (N, 3C) layout attention reads; backward splits dqkv and adds the
  * three input gradients. Same function as one (3C, C) product, other
  * rounding order. */
-#ifndef GPTX_QKV_SEPARATE_H
-#define GPTX_QKV_SEPARATE_H
+#ifndef GPTX_VARIANT_OPS_H
+#define GPTX_VARIANT_OPS_H
 
 #include <stddef.h>
 
@@ -41,6 +43,16 @@ int gptx_qkv_separate_forward(const gptx_qkv_separate_ops *o, gptx_backend *be, 
 int gptx_qkv_separate_backward(const gptx_qkv_separate_ops *o, gptx_backend *be, float *dinp,
                                float *dw, float *dbias, const float *dqkv, const float *inp,
                                const float *w, void *work, int N, int C);
+
+/* AdamW dispatched once per tensor (range), the unfused variant of a
+ * backend's one-pass adamw: the same arithmetic, one launch per range. */
+typedef int (*gptx_adamw_fn)(gptx_backend *be, float *params, const float *grads, float *m,
+                             float *v, const gptx_param_range *ranges, int nranges,
+                             const gptx_adamw_hyper *h);
+int gptx_adamw_per_tensor(gptx_adamw_fn adamw, gptx_backend *be, float *params,
+                          const float *grads, float *m, float *v,
+                          const gptx_param_range *ranges, int nranges,
+                          const gptx_adamw_hyper *h);
 
 #ifdef __cplusplus
 }
