@@ -24,7 +24,7 @@ function(gptx_add_module name)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include
     ${GPTX_LIB_INCLUDE_DIRS} ${M_INCLUDE})
   target_compile_definitions(${target} PRIVATE GPTX_BUILDING_LIBRARY _POSIX_C_SOURCE=200809L
-    GPTX_BUILD_VERSION_NUMBER=${GPTX_VERSION_NUMBER} ${M_DEFINE})
+    ${M_DEFINE})
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:C>:-O3 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
                             -Wno-unused-parameter $<$<BOOL:${GPTX_WERROR}>:-Werror>>)

@@ -13,7 +13,7 @@
 static const gptx_module_host *core;
 
 int gptx_module_host_set(const gptx_module_host *host) {
-    if (!host || host->abi != GPTX_MODULE_ABI || host->version != GPTX_BUILD_VERSION_NUMBER)
+    if (!host || host->abi != GPTX_MODULE_ABI || host->version != GPTX_VERSION_NUMBER)
         return 0;
     core = host;
     return 1;

@@ -11,7 +11,7 @@
 const gptx_module_exports *gptx_module_entry(const gptx_module_host *host) {
     static gptx_module_exports exports = {
         .abi = GPTX_MODULE_ABI,
-        .version = GPTX_BUILD_VERSION_NUMBER,
+        .version = GPTX_VERSION_NUMBER,
         .name = "cuda",
 #ifdef GPTX_HAVE_NCCL
         .nccl_check = gptx_comm_nccl_check_context,

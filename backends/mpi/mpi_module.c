@@ -7,7 +7,7 @@
 const gptx_module_exports *gptx_module_entry(const gptx_module_host *host) {
     static const gptx_module_exports exports = {
         .abi = GPTX_MODULE_ABI,
-        .version = GPTX_BUILD_VERSION_NUMBER,
+        .version = GPTX_VERSION_NUMBER,
         .name = "mpi",
         .mpi_create = gptx_comm_mpi_create,
     };

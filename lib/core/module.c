@@ -39,7 +39,7 @@ static int host_fail(int status, const char *where, const char *message) {
 
 static const gptx_module_host host = {
     .abi = GPTX_MODULE_ABI,
-    .version = GPTX_BUILD_VERSION_NUMBER,
+    .version = GPTX_VERSION_NUMBER,
     .fail = host_fail,
     .clear_error = gptx_clear_error,
     .poll_until_done = gptx_comm_poll_until_done,
@@ -122,12 +122,12 @@ static void load(slot *s, const char *name) {
     void *sym = dlsym(h, GPTX_MODULE_ENTRY);
     memcpy(&entry, &sym, sizeof entry); /* object to function pointer, as POSIX allows */
     const gptx_module_exports *x = entry ? entry(&host) : NULL;
-    if (!x || x->abi != GPTX_MODULE_ABI || x->version != GPTX_BUILD_VERSION_NUMBER) {
+    if (!x || x->abi != GPTX_MODULE_ABI || x->version != GPTX_VERSION_NUMBER) {
         snprintf(s->why, sizeof s->why,
                  "libgptx_%s.so is not a module of this gptx (%s; module version %u, interface "
                  "%u; this library %u, interface %u): install the module of the same build",
                  name, !entry ? "no " GPTX_MODULE_ENTRY : !x ? "it refused this library" : "mismatch",
-                 x ? x->version : 0u, x ? x->abi : 0u, (unsigned)GPTX_BUILD_VERSION_NUMBER,
+                 x ? x->version : 0u, x ? x->abi : 0u, (unsigned)GPTX_VERSION_NUMBER,
                  GPTX_MODULE_ABI);
         s->status = GPTX_ERR_UNSUPPORTED;
         dlclose(h);

@@ -23,7 +23,7 @@
  * error message or the core's state). */
 typedef struct gptx_module_host {
     uint32_t abi;
-    unsigned version; /* GPTX_VERSION_NUMBER of the core */
+    unsigned version; /* GPTX_VERSION_NUMBER of the core (gptx.h) */
     /* records `where: message` as the calling thread's error; returns status */
     int (*fail)(int status, const char *where, const char *message);
     void (*clear_error)(void);

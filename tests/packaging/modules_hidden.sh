@@ -13,7 +13,10 @@
 #      GPTX_ERR_UNSUPPORTED naming the module and the library it misses;
 #   3. with the modules not installed at all, the answer says where it looked;
 #   4. with everything visible, the same program loads both modules (the
-#      cuda backend then says there is no device, the MPI engine starts).
+#      cuda backend then says there is no device, the MPI engine starts);
+#   5. the CMake package: find_package(gptx) looks up neither CUDA nor MPI
+#      (it configures with both hidden); COMPONENTS cuda mpi finds the
+#      installed modules as gptx::cuda and gptx::mpi; a missing component fails.
 # Exit 77 where a private mount namespace cannot be made (not root).
 set -euo pipefail
 if [ $# -ne 2 ]; then
@@ -115,4 +118,29 @@ grep -q '^features: cuda 1 .* mpi 1' <<< "$out" || fail "features with the modul
 grep -q '^cuda: \(GPTX_OK\|GPTX_ERR_UNSUPPORTED: .*no CUDA device\)' <<< "$out" ||
     fail "the cuda module did not answer for itself"
 grep -q '^mpi: GPTX_OK' <<< "$out" || fail "the MPI engine did not start"
+# ---- 5. the CMake package's components ---------------------------------------------
+comp_src=$here/components
+configure() { # NAME [COMPONENTS]: configures components/ into $work/cmake-NAME
+    rm -rf "$work/cmake-$1"
+    "$CMAKE" -S "$comp_src" -B "$work/cmake-$1" -DCMAKE_PREFIX_PATH="$prefix" \
+        -DGPTX_COMPONENTS="${2:-}" > "$work/cmake-$1.log" 2>&1
+}
+export -f configure
+export CMAKE comp_src work prefix
+unshare -m --propagation private bash -c '
+    set -e
+    mount -t tmpfs none "$1"; shift
+    for f in "$@"; do mount --bind /dev/null "$f"; done
+    configure core' _ "$cuda_root" $mpi_libs || fail "find_package(gptx) failed with CUDA and MPI hidden: $(cat "$work/cmake-core.log")"
+grep -q "CUDAToolkit looked up: ;" "$work/cmake-core.log" || fail "find_package(gptx) looked up CUDA"
+configure both "cuda;mpi" || fail "COMPONENTS cuda mpi: $(cat "$work/cmake-both.log")"
+grep -q "gptx component cuda: $libdir/libgptx_cuda.so" "$work/cmake-both.log" || fail "gptx::cuda"
+grep -q "gptx component mpi: $libdir/libgptx_mpi.so" "$work/cmake-both.log" || fail "gptx::mpi"
+grep -q "CUDAToolkit looked up: TRUE; MPI looked up: TRUE" "$work/cmake-both.log" ||
+    fail "COMPONENTS cuda mpi did not find what the modules need"
+mv "$libdir/libgptx_mpi.so" "$work/away/"
+if configure nompi "mpi"; then fail "COMPONENTS mpi succeeded without libgptx_mpi.so"; fi
+grep -q "gptx_mpi_FOUND\|component\|mpi" "$work/cmake-nompi.log" || fail "no word about the missing component"
+mv "$work/away/libgptx_mpi.so" "$libdir/"
+echo "ok: find_package(gptx) needs neither CUDA nor MPI; COMPONENTS cuda mpi find the modules"
 echo "modules_hidden: all checks passed"
