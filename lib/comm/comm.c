@@ -309,7 +309,6 @@ int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options
                          o.timeout_seconds);
     comm_setup s;
     memset(&s, 0, sizeof s);
-    s.ctx = ctx;
     s.ops = ctx->ops;
     s.be = ctx->be;
     s.device = ctx->opts.device;

@@ -114,9 +114,9 @@ int gptx_comm_allgather_host(gptx_comm *c, float *host, size_t count);
 
 /* What an engine is created from: the launch, the deadline, and what an
  * engine may use of the context's backend (its table and instance, the
- * device, what kind of memory its buffers are: backend.h capabilities). */
+ * device, what kind of memory its buffers are: backend.h capabilities);
+ * never the context itself, whose layout is the core's business. */
 typedef struct comm_setup {
-    gptx_context *ctx;
     const gptx_backend_ops *ops;
     gptx_backend *be;
     int device;
