@@ -22,6 +22,12 @@
 #define GPTX_CUDA_FN
 #define GPTX_LAUNCH(kernel, grid, block, stream, ...)                                              \
     kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+/* with `smem` bytes of dynamic shared memory, reached in the kernel through
+ * GPTX_DYNAMIC_SMEM (above 48 KiB the kernel's
+ * cudaFuncAttributeMaxDynamicSharedMemorySize must have been raised) */
+#define GPTX_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)                                   \
+    kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define GPTX_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
 #endif
 
 extern "C" {

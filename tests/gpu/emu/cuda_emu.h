@@ -41,6 +41,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 struct uint3 {
     unsigned x, y, z;
@@ -367,6 +368,9 @@ struct state {
     barrier warp_bar[32];
     uint64_t slots[32][32];
     int order; /* 0 unread, 1 forward, 2 reverse */
+    unsigned long long block_serial; /* blocks run so far: per-block state resets when it moves */
+    unsigned char *dsmem;            /* the launch's dynamic shared memory */
+    size_t dsmem_bytes, dsmem_cap;
 };
 inline state g;
 
@@ -393,6 +397,9 @@ static inline unsigned linear_tid(void) {
 
 static inline void run_block(void) {
     unsigned n = g.n;
+    g.block_serial++;
+    /* shared memory starts as garbage on a device: NaN bits for bf16 and fp32 */
+    if (g.dsmem_bytes) memset(g.dsmem, 0xFF, g.dsmem_bytes);
     g.block_bar = barrier{n, 0, 0};
     for (unsigned w = 0; w < 32; w++) {
         unsigned lo = w * 32;
@@ -436,18 +443,46 @@ static inline void run_block(void) {
     }
 }
 
-static inline void launch(dim3 grid, dim3 block, const std::function<void()> &fn);
+static inline void launch(dim3 grid, dim3 block, const std::function<void()> &fn,
+                          size_t smem = 0, const void *kernel = NULL);
 
 /* A launch on a stream: run now, or recorded (with its arguments, by
- * value) while the stream captures a graph. */
-static inline void launch_on(cudaStream_t s, dim3 grid, dim3 block, std::function<void()> fn) {
+ * value) while the stream captures a graph. smem: bytes of dynamic shared
+ * memory for `kernel` (its cudaFuncAttributeMaxDynamicSharedMemorySize
+ * must allow more than 48 KiB, as on a device). */
+static inline void launch_on(cudaStream_t s, dim3 grid, dim3 block, std::function<void()> fn,
+                             size_t smem = 0, const void *kernel = NULL) {
     if (s && s->capture)
-        s->capture->ops.push_back([grid, block, fn]() { launch(grid, block, fn); });
+        s->capture->ops.push_back(
+            [grid, block, fn, smem, kernel]() { launch(grid, block, fn, smem, kernel); });
     else
-        launch(grid, block, fn);
+        launch(grid, block, fn, smem, kernel);
 }
 
-static inline void launch(dim3 grid, dim3 block, const std::function<void()> &fn) {
+/* cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) */
+inline std::unordered_map<const void *, size_t> max_dynamic_smem;
+
+static inline void set_dynamic_smem(size_t smem, const void *kernel) {
+    size_t allowed = 48 * 1024;
+    auto it = max_dynamic_smem.find(kernel);
+    if (it != max_dynamic_smem.end()) allowed = it->second;
+    if (smem > allowed) {
+        fprintf(stderr, "cuda emu: launch with %zu bytes of dynamic shared memory; the kernel "
+                        "allows %zu (cudaFuncSetAttribute)\n", smem, allowed);
+        abort();
+    }
+    if (smem > g.dsmem_cap) {
+        free(g.dsmem);
+        g.dsmem = NULL;
+        if (posix_memalign((void **)&g.dsmem, 128, smem) != 0) abort();
+        g.dsmem_cap = smem;
+    }
+    g.dsmem_bytes = smem;
+}
+
+static inline void launch(dim3 grid, dim3 block, const std::function<void()> &fn, size_t smem,
+                          const void *kernel) {
+    set_dynamic_smem(smem, kernel);
     if (!g.order) {
         const char *o = getenv("GPTX_CUDA_EMU_ORDER");
         g.order = o && strcmp(o, "reverse") == 0 ? 2 : 1;
@@ -843,7 +878,25 @@ static inline cublasStatus_t gptx_emu_lt_matmul(cublasLtMatmulDesc_t d, const vo
 #endif
 #define GPTX_LAUNCH(kernel, grid, block, stream, ...)                                              \
     gptx_emu::launch_on((stream), (grid), (block), [=]() { kernel(__VA_ARGS__); })
+#define GPTX_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...)                                   \
+    gptx_emu::launch_on((stream), (grid), (block), [=]() { kernel(__VA_ARGS__); }, (smem),        \
+                        reinterpret_cast<const void *>(kernel))
+/* the launch's dynamic shared memory (extern __shared__ on a device) */
+#define GPTX_DYNAMIC_SMEM(name) unsigned char *name = gptx_emu::g.dsmem
 #define GPTX_CUDA_MAX_BLOCKS ((size_t)16)
 #define gptx_cuda_backend_ops gptx_cuda_emu_backend_ops
+
+/* cudaFuncSetAttribute for the one attribute the backend sets */
+typedef enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 } cudaFuncAttribute;
+template <typename K>
+static inline cudaError_t cudaFuncSetAttribute(K *kernel, cudaFuncAttribute attr, int value) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > 227 * 1024)
+        return cudaErrorInvalidValue; /* sm_90: at most 227 KiB per block */
+    gptx_emu::max_dynamic_smem[reinterpret_cast<const void *>(kernel)] = (size_t)value;
+    return cudaSuccess;
+}
+
+/* mma.sync, ldmatrix, cp.async */
+#include "cuda_emu_mma.h"
 
 #endif
