@@ -223,6 +223,7 @@ GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options
     gptx_cuda_cache_init(&be->cache, raw_alloc, raw_free, quiesce, be);
     int rc = create_streams(be);
     if (rc == GPTX_OK) rc = create_blas(be);
+    if (rc == GPTX_OK) rc = gptx_cuda_flash_init(be);
     if (rc != GPTX_OK) {
         gptx_cuda_destroy(be);
         return rc;

@@ -221,6 +221,20 @@ GPTX_CUDA_FN int gptx_cuda_pinned_mark(gptx_cuda_pinned *p, cudaStream_t stream)
  * acc[c] += sum_n x[n, c] (x2 NULL), or for LayerNorm (x2 = inp):
  * acc[c] += sum_n x[n, c] * (x2[n, c] - mean[n]) * rstd[n] and
  * acc2[c] += sum_n x[n, c]. Two passes, no atomics. */
+/* cuda_flash.cu: causal attention on tensor cores (bf16, head size 64 or
+ * 128); gptx_cuda_flash_eligible says whether a call may take it. */
+GPTX_CUDA_FN int gptx_cuda_flash_init(gptx_backend *be);
+GPTX_CUDA_FN int gptx_cuda_flash_eligible(const gptx_backend *be, int C, int NH,
+                                          const void *const *bufs, int nbufs);
+GPTX_CUDA_FN int gptx_cuda_flash_forward(gptx_backend *be, float *out, float *lse,
+                                         const float *qkv, int B, int T, int C, int NH);
+GPTX_CUDA_FN int gptx_cuda_flash_kv_forward(gptx_backend *be, float *out, float *lse,
+                                            const float *qkv, const float *kcache,
+                                            const float *vcache, int n, int pos0, int cap, int C,
+                                            int NH);
+GPTX_CUDA_FN int gptx_cuda_flash_backward(gptx_backend *be, float *dqkv, const float *dout,
+                                          const float *qkv, const float *lse, const float *dsum,
+                                          int B, int T, int C, int NH);
 GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2, const float *x,
                                        const float *x2, const float *mean, const float *rstd, int N,
                                        int C);

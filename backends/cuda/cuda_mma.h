@@ -44,6 +44,20 @@ static __device__ __forceinline__ uint32_t gptx_pack_bf16x2(float lo, float hi) 
     return gptx_bf16_bits(__float2bfloat16(lo)) | (gptx_bf16_bits(__float2bfloat16(hi)) << 16);
 }
 
+/* 16 bytes from src to dst, both 16-byte aligned (one vector load and
+ * store; the emulation checks the alignment a device would fault on). */
+static __device__ __forceinline__ void gptx_copy16(void *dst, const void *src) {
+#ifdef GPTX_CUDA_EMU
+    if ((uintptr_t)dst % 16 || (uintptr_t)src % 16) {
+        fprintf(stderr, "cuda emu: 16-byte copy from %p to %p is not 16-byte aligned\n", src, dst);
+        abort();
+    }
+    memcpy(dst, src, 16);
+#else
+    *(uint4 *)dst = *(const uint4 *)src;
+#endif
+}
+
 /* The A fragment (16x16) of the C fragments lo (columns 0-7) and hi
  * (columns 8-15), rounded to bf16. */
 static __device__ __forceinline__ void gptx_mma_c_to_a(uint32_t a[4], const float lo[4],

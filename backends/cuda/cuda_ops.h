@@ -116,15 +116,19 @@ GPTX_CUDA_FN int gptx_cuda_matmul_backward(gptx_backend *be, float *dinp, float 
                                            const float *dout, const float *inp, const float *w,
                                            int N, int C, int OC);
 
-/* cuda_attention.cu: causal flash attention */
+/* cuda_attention.cu: causal flash attention; tensor_cores = 1 takes the
+ * tensor-core kernels (cuda_flash.cu) where they apply, 0 always the
+ * CUDA-core ones (the GPTX_ATTENTION_FLASH_SIMT variant) */
 GPTX_CUDA_FN int gptx_cuda_attention_forward(gptx_backend *be, float *out, float *lse,
-                                             const float *qkv, int B, int T, int C, int NH);
+                                             const float *qkv, int B, int T, int C, int NH,
+                                             int tensor_cores);
 GPTX_CUDA_FN int gptx_cuda_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
                                               const float *qkv, const float *out, const float *lse,
-                                              int B, int T, int C, int NH);
+                                              int B, int T, int C, int NH, int tensor_cores);
 GPTX_CUDA_FN int gptx_cuda_attention_kv_forward(gptx_backend *be, float *out, float *lse,
                                                 const float *qkv, float *kcache, float *vcache,
-                                                int n, int pos0, int cap, int C, int NH);
+                                                int n, int pos0, int cap, int C, int NH,
+                                                int tensor_cores);
 
 /* cuda_table.c (the emulation renames it: tests/gpu/emu/cuda_emu.h) */
 const gptx_backend_ops *gptx_cuda_backend_ops(void);

@@ -1,6 +1,7 @@
 /* The CUDA backend's table, and its kernel variants: the separate-QKV
  * projection (backends/common/variant_ops.c over this backend's products)
- * and AdamW per tensor are offered; naive attention and the step-by-step
+ * and AdamW per tensor are offered, and attention on CUDA cores only
+ * (GPTX_ATTENTION_FLASH_SIMT); naive attention and the step-by-step
  * LayerNorm/GELU are not (GPTX_ERR_UNSUPPORTED when a context asks for
  * them). Entries are in declaration order (this file is also compiled as
  * C++20 by the CPU-emulation tests). */
@@ -8,12 +9,14 @@
 #include "errors.h"
 #include "variant_ops.h"
 
-/* Flash attention keeps nothing beyond lse and needs no workspace. */
+/* Flash attention keeps nothing beyond lse and needs no workspace. The
+ * default takes the tensor-core kernels where they apply (bf16, head size 64
+ * or 128); the GPTX_ATTENTION_FLASH_SIMT variant keeps the CUDA-core ones. */
 static int cuda_attention_forward(gptx_backend *be, float *out, float *lse, void *state,
                                   void *work, const float *qkv, int B, int T, int C, int NH) {
     (void)state;
     (void)work;
-    return gptx_cuda_attention_forward(be, out, lse, qkv, B, T, C, NH);
+    return gptx_cuda_attention_forward(be, out, lse, qkv, B, T, C, NH, 1);
 }
 
 static int cuda_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
@@ -21,7 +24,37 @@ static int cuda_attention_backward(gptx_backend *be, float *dqkv, const float *d
                                    const void *state, void *work, int B, int T, int C, int NH) {
     (void)state;
     (void)work;
-    return gptx_cuda_attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    return gptx_cuda_attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH, 1);
+}
+
+static int cuda_attention_kv_forward(gptx_backend *be, float *out, float *lse, const float *qkv,
+                                     float *kcache, float *vcache, int n, int pos0, int cap, int C,
+                                     int NH) {
+    return gptx_cuda_attention_kv_forward(be, out, lse, qkv, kcache, vcache, n, pos0, cap, C, NH,
+                                          1);
+}
+
+static int cuda_attention_forward_simt(gptx_backend *be, float *out, float *lse, void *state,
+                                       void *work, const float *qkv, int B, int T, int C, int NH) {
+    (void)state;
+    (void)work;
+    return gptx_cuda_attention_forward(be, out, lse, qkv, B, T, C, NH, 0);
+}
+
+static int cuda_attention_backward_simt(gptx_backend *be, float *dqkv, const float *dout,
+                                        const float *qkv, const float *out, const float *lse,
+                                        const void *state, void *work, int B, int T, int C,
+                                        int NH) {
+    (void)state;
+    (void)work;
+    return gptx_cuda_attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH, 0);
+}
+
+static int cuda_attention_kv_forward_simt(gptx_backend *be, float *out, float *lse,
+                                          const float *qkv, float *kcache, float *vcache, int n,
+                                          int pos0, int cap, int C, int NH) {
+    return gptx_cuda_attention_kv_forward(be, out, lse, qkv, kcache, vcache, n, pos0, cap, C, NH,
+                                          0);
 }
 
 /* The QKV projection: one (3C, C) product. */
@@ -73,11 +106,16 @@ static int cuda_adamw_per_tensor(gptx_backend *be, float *params, const float *g
 
 static int cuda_instance_ops(const gptx_backend *be, const gptx_kernel_variants *v,
                              gptx_backend_ops *ops) {
-    if (v->attention != GPTX_ATTENTION_FLASH || !v->fused_norm_gelu)
+    if (v->attention == GPTX_ATTENTION_NAIVE || !v->fused_norm_gelu)
         return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
                          "the cuda backend offers neither naive attention nor the step-by-step "
                          "LayerNorm/GELU variants (attention %d, fused_norm_gelu %d)",
                          v->attention, v->fused_norm_gelu);
+    if (v->attention == GPTX_ATTENTION_FLASH_SIMT) {
+        ops->attention_forward = cuda_attention_forward_simt;
+        ops->attention_backward = cuda_attention_backward_simt;
+        ops->attention_kv_forward = cuda_attention_kv_forward_simt;
+    }
     if (!v->fused_qkv) {
         gptx_backend_storage st = {4, 0, 4, 0};
         gptx_cuda_storage(be, &st);
@@ -161,7 +199,7 @@ static const gptx_backend_ops cuda_table = {
     .instance_ops = cuda_instance_ops,
     .op_buffers = cuda_op_buffers,
     .compute_stream = gptx_cuda_compute_stream,
-    .attention_kv_forward = gptx_cuda_attention_kv_forward,
+    .attention_kv_forward = cuda_attention_kv_forward,
     .event_create = gptx_cuda_event_create,
     .event_destroy = gptx_cuda_event_destroy,
     .event_record = gptx_cuda_event_record,

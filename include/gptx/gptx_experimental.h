@@ -32,8 +32,11 @@ typedef enum gptx_variant {
 } gptx_variant;
 
 typedef enum gptx_attention_impl {
-    GPTX_ATTENTION_FLASH = 0, /* per-row log-sum-exp saved, probabilities recomputed */
-    GPTX_ATTENTION_NAIVE = 1  /* explicit (B, NH, T, T) probabilities and a float causal mask */
+    GPTX_ATTENTION_FLASH = 0,     /* per-row log-sum-exp saved, probabilities recomputed (on
+                                   * CUDA: tensor cores where they apply) */
+    GPTX_ATTENTION_NAIVE = 1,     /* explicit (B, NH, T, T) probabilities and a float causal mask */
+    GPTX_ATTENTION_FLASH_SIMT = 2 /* CUDA only: flash attention in fp32 on CUDA cores, never
+                                   * the tensor-core kernels (their reference and baseline) */
 } gptx_attention_impl;
 
 /* Sets a variant of ctx for the models and optimizers created afterwards

@@ -204,7 +204,7 @@ int gptx_context_set_variant(gptx_context *ctx, int variant, int value) {
     if (!slot)
         return GPTX_FAIL(GPTX_ERR_INVALID, "variant is %d; expected GPTX_VARIANT_*", variant);
     if (variant == GPTX_VARIANT_ATTENTION && value != GPTX_ATTENTION_FLASH &&
-        value != GPTX_ATTENTION_NAIVE)
+        value != GPTX_ATTENTION_NAIVE && value != GPTX_ATTENTION_FLASH_SIMT)
         return GPTX_FAIL(GPTX_ERR_INVALID, "attention variant is %d; expected GPTX_ATTENTION_*",
                          value);
     if (variant != GPTX_VARIANT_ATTENTION && value != 0 && value != 1)

@@ -100,6 +100,10 @@ int gptx_cpu_instance_ops(const gptx_backend *be, const gptx_kernel_variants *v,
                          "the cpu backend offers its kernel variants under the fp32 policy only "
                          "(the context's policy is %s)",
                          gptx_precision_name(be->precision));
+    if (v->attention == GPTX_ATTENTION_FLASH_SIMT)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "GPTX_ATTENTION_FLASH_SIMT is a variant of the cuda "
+                                               "backend; the cpu backend has no tensor cores to "
+                                               "leave out");
     if (v->attention == GPTX_ATTENTION_NAIVE) {
         ops->attention_forward = naive_forward;
         ops->attention_backward = naive_backward;

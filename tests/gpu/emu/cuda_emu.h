@@ -9,7 +9,12 @@
  *     __syncthreads() and warp shuffles are barriers: a fiber runs until it
  *     waits at one, then the next fiber runs. GPTX_CUDA_EMU_ORDER=reverse
  *     resumes fibers in reverse order, which exposes a missing barrier (a
- *     read that only works when the writer happened to run first). A barrier
+ *     read that only works when the writer happened to run first);
+ *     =warps (=warps-reverse) always resumes the lowest (highest) runnable
+ *     thread, so a warp runs ahead of the others up to a block barrier,
+ *     which exposes a buffer overwritten while another warp still reads it
+ *     (with GPTX_CUDA_EMU_CP_ASYNC=eager: a prefetch without the barrier
+ *     that should hold it back). A barrier
  *     that some threads of the block never reach is reported and aborts.
  *   - runtime: device memory is host memory; streams and events are
  *     synchronous no-ops; GPTX_CUDA_EMU_DEVICES=0 reports no device and
@@ -367,7 +372,7 @@ struct state {
     barrier block_bar;
     barrier warp_bar[32];
     uint64_t slots[32][32];
-    int order; /* 0 unread, 1 forward, 2 reverse */
+    int order; /* 0 unread, 1 forward, 2 reverse, 3 warps, 4 warps-reverse */
     unsigned long long block_serial; /* blocks run so far: per-block state resets when it moves */
     unsigned char *dsmem;            /* the launch's dynamic shared memory */
     size_t dsmem_bytes, dsmem_cap;
@@ -421,7 +426,7 @@ static inline void run_block(void) {
     for (;;) {
         int left = 0, progressed = 0;
         for (unsigned k = 0; k < n; k++) {
-            unsigned i = g.order == 2 ? n - 1 - k : k;
+            unsigned i = g.order == 2 || g.order == 4 ? n - 1 - k : k;
             fiber &f = g.fibers[i];
             if (f.done) continue;
             left = 1;
@@ -431,6 +436,7 @@ static inline void run_block(void) {
             threadIdx = f.tid;
             swapcontext(&g.sched, &f.ctx);
             progressed = 1;
+            if (g.order >= 3) break; /* greedy: the first runnable thread again */
         }
         if (!left) break;
         if (!progressed) {
@@ -485,7 +491,11 @@ static inline void launch(dim3 grid, dim3 block, const std::function<void()> &fn
     set_dynamic_smem(smem, kernel);
     if (!g.order) {
         const char *o = getenv("GPTX_CUDA_EMU_ORDER");
-        g.order = o && strcmp(o, "reverse") == 0 ? 2 : 1;
+        g.order = !o                             ? 1
+                  : strcmp(o, "reverse") == 0       ? 2
+                  : strcmp(o, "warps") == 0         ? 3
+                  : strcmp(o, "warps-reverse") == 0 ? 4
+                                                    : 1;
     }
     unsigned n = block.x * block.y * block.z;
     if (n == 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||

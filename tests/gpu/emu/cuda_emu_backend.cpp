@@ -16,6 +16,7 @@ extern "C" {
 #include "cuda_attention.cu"
 #include "cuda_backend.cu"
 #include "cuda_events.cu"
+#include "cuda_flash.cu"
 #include "cuda_graph.cu"
 #include "cuda_matmul.cu"
 #include "cuda_ops.cu"
