@@ -188,6 +188,43 @@ static double logits_error(const snapshot *r, const snapshot *a) {
     return sqrt(dd / (rr > 0 ? rr : 1));
 }
 
+/* The tensor-core attention (head size 64 or 128 under bf16) rounds where
+ * the CUDA-core kernels do not: P before P V and dS before its two products
+ * are bf16 operands, as in FlashAttention-2. It may cost accuracy, not much:
+ * against CPU fp32, its logits and gradients must stay within 1.5 times the
+ * error of the same model with the CUDA-core attention
+ * (GPTX_ATTENTION_FLASH_SIMT; measured on the emulation at head size 64:
+ * 1.007 and 1.036). Both runs are on the emulation, so the check does not
+ * depend on the machine's CPU. Checked by mutation: dS without D in the
+ * dK/dV kernel gives a gradient ratio of 3.8, dQ without the softmax scale
+ * 60; a causal mask off by one fails compare_runs first. */
+static void compare_attention_paths(gptx_context *cpu, gptx_model_config cfg, int B, int T,
+                                    gptx_context *tc, gptx_context *simt) {
+    snapshot r = {0}, a = {0}, s = {0};
+    CHECK_OK(run(cpu, &cfg, B, T, 3, &r));
+    CHECK_OK(run(tc, &cfg, B, T, 3, &a));
+    CHECK_OK(run(simt, &cfg, B, T, 3, &s));
+    gptx_model *layout = NULL;
+    CHECK_OK(gptx_model_create(&layout, cpu, &cfg));
+    if (r.logits && a.logits && s.logits && layout) {
+        double l_ar = logits_error(&r, &a), l_sr = logits_error(&r, &s);
+        double g_ar = compare_tensors(layout, r.grads, a.grads, -1, 1, "");
+        double g_sr = compare_tensors(layout, r.grads, s.grads, -1, 1, "");
+        printf("head size %d, bf16: error to cpu fp32 with tensor-core / CUDA-core attention\n"
+               "  logits     %.3g / %.3g (ratio %.3f, at most 1.5)\n"
+               "  gradients  %.3g / %.3g (ratio %.3f, at most 1.5)\n",
+               cfg.n_embd / cfg.n_head, l_ar, l_sr, l_ar / l_sr, g_ar, g_sr, g_ar / g_sr);
+        CHECK(l_ar <= 1.5 * l_sr);
+        CHECK(g_ar <= 1.5 * g_sr);
+    } else {
+        check_failures++;
+    }
+    gptx_model_destroy(layout);
+    snapshot_free(&r);
+    snapshot_free(&a);
+    snapshot_free(&s);
+}
+
 /* Two independent implementations of the bf16 policy, this backend's and the
  * CPU backend's (oneDNN products, CPU kernels), against each other and
  * against fp32: they round the same values at the same places, so they must
@@ -385,8 +422,10 @@ static void test_generate_and_loader(gptx_context *cpu, gptx_context *cu) {
  * 2e-2 bf16. The tokens are compared in fp32 only: in bf16 the cached path's
  * (1, C) products and the full pass's (T, C) ones may sum in other orders on
  * a device, and a bf16 ulp of difference can move a sampled token. */
-static void test_generator(gptx_context *cu, double tol, int same_tokens, const char *label) {
+static void test_generator(gptx_context *cu, int n_embd, double tol, int same_tokens,
+                           const char *label) {
     gptx_model_config cfg = small_config();
+    cfg.n_embd = n_embd; /* 128 with 2 heads: head size 64, the tensor-core attention in bf16 */
     enum { VP = 64, CTX = 16, N = 40 };
     gptx_model *m = NULL;
     CHECK_OK(gptx_model_create(&m, cu, &cfg));
@@ -554,7 +593,7 @@ static void test_fused_classifier(gptx_context *cu, gptx_model_config cfg, const
 
 int main(void) {
     gptx_context *cpu = NULL, *cu = NULL, *cu_sep = NULL, *cu_naive = NULL;
-    gptx_context *bf = NULL, *bf_sep = NULL;
+    gptx_context *bf = NULL, *bf_sep = NULL, *bf_simt = NULL;
     int rc = make_cuda(&cu, 1, GPTX_ATTENTION_FLASH, "fp32");
     if (rc == GPTX_ERR_UNSUPPORTED) return cuda_test_skip("test_cuda_model");
     if (rc != GPTX_OK) {
@@ -569,6 +608,7 @@ int main(void) {
     REQUIRE_OK(make_cuda(&cu_naive, 1, GPTX_ATTENTION_NAIVE, "fp32"));
     REQUIRE_OK(make_cuda(&bf, 1, GPTX_ATTENTION_FLASH, "bf16"));
     REQUIRE_OK(make_cuda(&bf_sep, 0, GPTX_ATTENTION_FLASH, "bf16"));
+    REQUIRE_OK(make_cuda(&bf_simt, 1, GPTX_ATTENTION_FLASH_SIMT, "bf16"));
     CHECK(gptx_context_precision(cu) == GPTX_PRECISION_FP32);
     CHECK(gptx_context_precision(bf) == GPTX_PRECISION_BF16);
 
@@ -590,6 +630,13 @@ int main(void) {
         gptx_model *sep = NULL;
         CHECK_STATUS(gptx_model_create(&sep, bf_sep, &a), GPTX_ERR_UNSUPPORTED);
     }
+    /* head size 64 under bf16: the tensor-core attention (cuda_flash.cu) in the model */
+    gptx_model_config c = small_config();
+    c.n_embd = 128;
+    c.context_length = 48;
+    c.n_layer = 1;
+    compare_runs(cpu, bf, c, 2, 40, "head size 64 (tensor-core attention), B 2 T 40");
+    compare_attention_paths(cpu, c, 2, 40, bf, bf_simt);
     compare_bf16_implementations(cpu, a, 2, 16, bf, "tied head, padded vocabulary masked");
     compare_bf16_implementations(cpu, b, 3, 11, bf, "untied, padded columns in the softmax");
     test_bf16_storage(cpu, bf);
@@ -602,8 +649,9 @@ int main(void) {
 
     test_memory(cu);
     test_generate_and_loader(cpu, cu);
-    test_generator(cu, 1e-5, 1, "fp32");
-    test_generator(bf, 2e-2, 0, "bf16");
+    test_generator(cu, 16, 1e-5, 1, "fp32");
+    test_generator(bf, 16, 2e-2, 0, "bf16");
+    test_generator(bf, 128, 2e-2, 0, "bf16, head size 64");
 
 #ifndef GPTX_TEST_CUDA_EMU
     /* errors of the CUDA-specific settings */
@@ -625,6 +673,7 @@ int main(void) {
 #endif
     gptx_context_destroy(bf);
     gptx_context_destroy(bf_sep);
+    gptx_context_destroy(bf_simt);
     gptx_context_destroy(cu_naive);
     gptx_context_destroy(cu_sep);
     gptx_context_destroy(cu);
