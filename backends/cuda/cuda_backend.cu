@@ -59,16 +59,36 @@ static void pinned_free(gptx_cuda_pinned *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* The old scratch block while a graph is being captured: nodes captured so
+ * far use it, so it stays with that graph (graph_drop frees it). */
+static int scratch_retire(gptx_backend *be) {
+    gptx_cuda_graph *g = &be->graph[be->capture_segment];
+    if (g->nretired == g->retired_cap) {
+        int cap = g->retired_cap ? 2 * g->retired_cap : 4;
+        void **r = (void **)realloc(g->retired, (size_t)cap * sizeof *r);
+        if (!r) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        g->retired = r;
+        g->retired_cap = cap;
+    }
+    g->retired[g->nretired++] = be->scratch;
+    return GPTX_OK;
+}
+
 GPTX_CUDA_FN int gptx_cuda_scratch(gptx_backend *be, size_t bytes, void **ptr) {
     if (bytes > be->scratch_bytes) {
         /* the old block goes back to the cache; kernels already queued on the
-         * compute stream finish with it before any later user touches it */
-        gptx_cuda_cache_free(&be->cache, be->scratch);
-        /* captured graphs bake the old address in */
-        for (int i = 0; i < GPTX_CUDA_GRAPH_SEGMENTS; i++) be->graph[i].stale = 1;
+         * compute stream finish with it before any later user touches it. A
+         * capture's nodes are not queued but recorded: then it is retired. */
+        if (be->capture_segment >= 0 && be->scratch)
+            GPTX_TRY(scratch_retire(be));
+        else
+            gptx_cuda_cache_free(&be->cache, be->scratch);
+        /* the other captured graphs bake the old address in */
+        for (int i = 0; i < GPTX_CUDA_GRAPH_SEGMENTS; i++)
+            if (i != be->capture_segment) be->graph[i].stale = 1;
         be->scratch = NULL;
         be->scratch_bytes = 0;
-        size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes;
+        size_t want = bytes < GPTX_CUDA_SCRATCH_MIN ? GPTX_CUDA_SCRATCH_MIN : bytes;
         GPTX_TRY(gptx_cuda_cache_alloc(&be->cache, want, 1, &be->scratch));
         be->scratch_bytes = want;
     }
@@ -220,6 +240,7 @@ GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options
     be->res_f32 = be->act_bf16 && !be->param_bf16;
     be->deterministic = opts->deterministic;
     be->graphs = opts->cuda_graphs;
+    be->capture_segment = -1;
     gptx_cuda_cache_init(&be->cache, raw_alloc, raw_free, quiesce, be);
     int rc = create_streams(be);
     if (rc == GPTX_OK) rc = create_blas(be);

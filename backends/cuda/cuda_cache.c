@@ -89,12 +89,15 @@ GPTX_CUDA_FN int gptx_cuda_cache_alloc(gptx_cuda_cache *c, size_t bytes, int int
         if (!blk) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
         void *p = NULL;
         int rc = c->raw_alloc(c->user, size, &p);
-        if (rc != 0 && gptx_cuda_cache_release(c) > 0) rc = c->raw_alloc(c->user, size, &p);
+        if (rc != 0 && !c->hold_cached && gptx_cuda_cache_release(c) > 0)
+            rc = c->raw_alloc(c->user, size, &p);
         if (rc != 0 || !p) {
             free(blk);
             return GPTX_FAIL(GPTX_ERR_NO_MEMORY,
-                             "cannot allocate %zu bytes of device memory (%llu bytes reserved)",
-                             bytes, (unsigned long long)c->reserved);
+                             "cannot allocate %zu bytes of device memory (%llu bytes reserved%s)",
+                             bytes, (unsigned long long)c->reserved,
+                             c->hold_cached ? ", cached blocks kept: a CUDA graph is being captured"
+                                            : "");
         }
         c->raw_allocs++;
         blk->ptr = p;

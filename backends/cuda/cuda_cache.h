@@ -56,6 +56,7 @@ typedef struct gptx_cuda_cache {
     uint64_t reserved;              /* bytes held from the raw allocator (live + cached) */
     uint64_t peak;                  /* highest `allocated` since init or reset_peak */
     uint64_t raw_allocs, raw_frees; /* calls to the raw allocator */
+    int hold_cached;                /* no release-and-retry (a graph capture is open) */
 } gptx_cuda_cache;
 
 /* The class size that serves a request of `bytes` (>= bytes; 0 on overflow). */
@@ -64,7 +65,10 @@ GPTX_CUDA_FN void gptx_cuda_cache_init(gptx_cuda_cache *c, gptx_cuda_raw_alloc_f
                                        gptx_cuda_raw_free_fn raw_free, gptx_cuda_quiesce_fn quiesce,
                                        void *user);
 /* GPTX_OK or GPTX_ERR_NO_MEMORY (message set). When the raw allocator fails,
- * the cached blocks are released and the request is retried once. */
+ * the cached blocks are released and the request is retried once, unless
+ * c->hold_cached is set (a CUDA graph is being captured: waiting for the
+ * device or freeing memory then would invalidate the capture), when the
+ * request fails at once and the caller releases later. */
 GPTX_CUDA_FN int gptx_cuda_cache_alloc(gptx_cuda_cache *c, size_t bytes, int internal, void **ptr);
 /* Returns the block to its free list. 0, or -1 for a pointer it did not hand
  * out (ignored). NULL is a no-op. */

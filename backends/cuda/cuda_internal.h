@@ -130,7 +130,12 @@ typedef struct gptx_cuda_graph {
     int nkey;                          /* 0: none seen yet */
     cudaGraphExec_t exec; /* NULL: the key was seen once, not captured */
     int capturing;
-    int stale; /* the backend scratch moved: exec may use a freed block */
+    int stale;   /* the backend scratch moved: exec may use a freed block */
+    int backoff; /* a capture of this key failed: run it normally until the key changes */
+    /* scratch blocks the scratch outgrew during this graph's capture: its
+     * earlier nodes use them, so they live as long as the graph */
+    void **retired;
+    int nretired, retired_cap;
 } gptx_cuda_graph;
 
 struct gptx_backend {
@@ -171,6 +176,7 @@ struct gptx_backend {
     size_t bucket_counts_cap;
     int graphs; /* context option cuda_graphs */
     gptx_cuda_graph graph[GPTX_CUDA_GRAPH_SEGMENTS];
+    int capture_segment; /* the segment being captured, -1 when none */
     int64_t graph_captures, graph_replays;
 };
 
@@ -192,6 +198,11 @@ struct gptx_backend {
             return GPTX_FAIL(GPTX_ERR_BACKEND, "kernel %s: %s", (what),                            \
                              cudaGetErrorString(gptx_cuda_err_));                                  \
     } while (0)
+
+/* The smallest op scratch (the emulation sets less, so tests see it grow). */
+#ifndef GPTX_CUDA_SCRATCH_MIN
+#define GPTX_CUDA_SCRATCH_MIN ((size_t)1 << 20)
+#endif
 
 /* Blocks for a grid-stride loop over n items (at least 1, at most a cap;
  * the CPU emulation sets a small cap so every thread loops). */

@@ -37,7 +37,7 @@ GPTX_CUDA_FN int gptx_cuda_event_elapsed(gptx_backend *be, void *start, void *st
 /* cuda_graph.cu: capture and replay of lib/'s op sequences */
 GPTX_CUDA_FN int gptx_cuda_graph_begin(gptx_backend *be, int segment, const uint64_t *key,
                                        int nkey, int *replayed);
-GPTX_CUDA_FN int gptx_cuda_graph_end(gptx_backend *be, int segment, int status);
+GPTX_CUDA_FN int gptx_cuda_graph_end(gptx_backend *be, int segment, int status, int *rerun);
 GPTX_CUDA_FN int gptx_cuda_act_from_res(gptx_backend *be, float *dst, const float *src, size_t n);
 GPTX_CUDA_FN void gptx_cuda_describe(const gptx_backend *be, gptx_context_info *info);
 GPTX_CUDA_FN void gptx_cuda_graph_counts(const gptx_backend *be, int64_t *captures,

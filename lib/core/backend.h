@@ -288,10 +288,13 @@ struct gptx_backend_ops {
      * skips the ops and does not call graph_end. Else (*replayed = 0) lib/
      * issues the ops, which must not touch the host (no downloads, no
      * synchronization, no uploads), and calls graph_end with their status,
-     * also on failure (the backend may be capturing them). */
+     * also on failure (the backend may be capturing them). graph_end sets
+     * *rerun = 1 when it abandoned a capture of the segment before any of
+     * its ops ran (the capture failed, or ran out of memory: the backend has
+     * released what it could): lib/ then issues the ops again, uncaptured. */
     int (*graph_begin)(gptx_backend *be, int segment, const uint64_t *key, int nkey,
                        int *replayed);
-    int (*graph_end)(gptx_backend *be, int segment, int status);
+    int (*graph_end)(gptx_backend *be, int segment, int status, int *rerun);
     /* counts of graphs captured and replayed so far (both 0 when off) */
     void (*graph_counts)(const gptx_backend *be, int64_t *captures, int64_t *replays);
 };

@@ -482,10 +482,11 @@ static int run_segment(gptx_model *m, int seg, const uint64_t *key, int nkey,
                        int (*fn)(gptx_model *, const void *), const void *arg) {
     const gptx_backend_ops *ops = OPS(m);
     if (!ops->graph_begin) return fn(m, arg);
-    int replayed = 0;
+    int replayed = 0, rerun = 0;
     GPTX_TRY(ops->graph_begin(BE(m), seg, key, nkey, &replayed));
     if (replayed) return GPTX_OK;
-    return ops->graph_end(BE(m), seg, fn(m, arg));
+    int rc = ops->graph_end(BE(m), seg, fn(m, arg), &rerun);
+    return rerun ? fn(m, arg) : rc; /* a capture abandoned: nothing of it ran */
 }
 
 /* Segment FORWARD: the blocks, ln_f, lm_head and the cross-entropy. */

@@ -14,7 +14,23 @@
  * for bit between the two runs; the graphs-off context and the CPU report
  * no captures. On the emulation a capture records the launches (arguments
  * by value) and a replay runs them again; a synchronizing call inside a
- * captured segment fails there as it would on a device. */
+ * captured segment fails there as it would on a device, and invalidates the
+ * capture (as does cudaFree).
+ *
+ * Two device-side hazards, through the backend table (graph_begin/end
+ * bracketing matmul_backward's bias gradient, whose column sum takes the
+ * backend's scratch; the emulation's smallest scratch is 4 KiB):
+ *   - the scratch outgrows its block inside a capture: the graph's earlier
+ *     nodes still use the old block, so it must not go back to the cache
+ *     while the graph lives (a buffer allocated next of that size class
+ *     would be overwritten by every replay);
+ *   - out of device memory inside a capture (emulation only: a budget): the
+ *     allocator must not release its cache then (waiting for the device
+ *     invalidates the capture); the capture ends cleanly, the cache is
+ *     released after it, graph_end asks for a rerun, the rerun succeeds, and
+ *     the key is not captured again. */
+#include <math.h>
+
 #include "check.h"
 #include "cuda_test_util.h"
 
@@ -137,11 +153,178 @@ static int compare(const char *precision) {
     return GPTX_OK;
 }
 
+/* ---- device-side hazards, through the backend table ------------------------------ */
+
+#define HC 8   /* input width */
+#define HOC 64 /* output width: the bias gradient's columns */
+enum { N_SMALL = 1024, N_BIG = 8192 }; /* column-sum scratch 1 KiB (fits 4), 8 KiB */
+
+#ifdef GPTX_TEST_CUDA_EMU
+void gptx_cuda_emu_set_mem_limit(size_t bytes);
+size_t gptx_cuda_emu_mem_used(void);
+#endif
+
+typedef struct {
+    const gptx_backend_ops *ops;
+    gptx_backend *be;
+    float *dout, *inp, *w, *dw, *db_small, *db_big; /* device */
+    float *h_dout;                                   /* host (N_BIG, HOC) */
+} hazard;
+
+static float *hz_buffer(hazard *h, size_t n, const float *src) {
+    void *p = NULL;
+    CHECK_OK(h->ops->alloc(h->be, n * sizeof(float), &p));
+    if (p && src) CHECK_OK(h->ops->upload_f32(h->be, p, src, n));
+    if (p && !src) CHECK_OK(h->ops->fill_f32(h->be, p, 0.0f, n));
+    return p;
+}
+
+static int hz_open(hazard *h) {
+    memset(h, 0, sizeof *h);
+    h->ops = cuda_test_ops();
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CUDA;
+    o.precision = GPTX_PRECISION_FP32; /* dout as uploaded: fp32 activations */
+    o.cuda_graphs = 1;
+    cuda_test_precision(NULL);
+    int rc = h->ops->create(&h->be, &o);
+    if (rc != GPTX_OK) return rc;
+    h->h_dout = malloc((size_t)N_BIG * HOC * sizeof *h->h_dout);
+    float *in = malloc((size_t)N_BIG * HC * sizeof *in), w[HOC * HC];
+    test_fill(h->h_dout, (size_t)N_BIG * HOC, 3, -1.0f, 1.0f);
+    test_fill(in, (size_t)N_BIG * HC, 4, -1.0f, 1.0f);
+    test_fill(w, HOC * HC, 5, -1.0f, 1.0f);
+    h->dout = hz_buffer(h, (size_t)N_BIG * HOC, h->h_dout);
+    h->inp = hz_buffer(h, (size_t)N_BIG * HC, in);
+    h->w = hz_buffer(h, HOC * HC, w);
+    h->dw = hz_buffer(h, HOC * HC, NULL);
+    h->db_small = hz_buffer(h, HOC, NULL);
+    h->db_big = hz_buffer(h, HOC, NULL);
+    free(in);
+    return GPTX_OK;
+}
+
+static void hz_close(hazard *h) {
+    float *bufs[] = {h->dout, h->inp, h->w, h->dw, h->db_small, h->db_big};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) h->ops->free(h->be, bufs[i]);
+    h->ops->destroy(h->be);
+    free(h->h_dout);
+}
+
+/* db += column sums of the first n rows of dout (dw accumulates too) */
+static int hz_op(hazard *h, int n) {
+    return h->ops->matmul_backward(h->be, NULL, h->dw, n == N_BIG ? h->db_big : h->db_small,
+                                   h->dout, h->inp, h->w, n, HC, HOC);
+}
+
+/* db (downloaded) == times x the column sums of n rows of dout */
+static void hz_check_bias(hazard *h, int n, int times, const char *what) {
+    float got[HOC];
+    CHECK_OK(h->ops->download_f32(h->be, got, n == N_BIG ? h->db_big : h->db_small, HOC));
+    size_t bad = 0;
+    for (int c = 0; c < HOC; c++) {
+        double want = 0.0, mag = 0.0;
+        for (int r = 0; r < n; r++) {
+            want += h->h_dout[(size_t)r * HOC + c];
+            mag += fabs(h->h_dout[(size_t)r * HOC + c]);
+        }
+        bad += !(fabs(got[c] - times * want) <= 1e-5 * times * mag);
+    }
+    printf("  %s: %zu of %d bias-gradient columns off %d x their sum\n", what, bad, HOC, times);
+    CHECK(bad == 0);
+}
+
+/* graph_begin; ops (small, then big if both); graph_end: *rerun, status */
+static int hz_segment(hazard *h, uint64_t key, int both, int *replayed, int *rerun,
+                      int *op_status) {
+    *rerun = 0;
+    *op_status = GPTX_OK;
+    int rc = h->ops->graph_begin(h->be, 0, &key, 1, replayed);
+    if (rc != GPTX_OK || *replayed) return rc;
+    int st = hz_op(h, N_SMALL);
+    if (st == GPTX_OK && both) st = hz_op(h, N_BIG);
+    *op_status = st;
+    return h->ops->graph_end(h->be, 0, st, rerun);
+}
+
+static void test_scratch_growth_in_capture(void) {
+    hazard h;
+    if (hz_open(&h) != GPTX_OK) {
+        fprintf(stderr, "hazard backend: %s\n", gptx_last_error());
+        check_failures++;
+        return;
+    }
+    printf("scratch grown inside a capture:\n");
+    int rep = 0, rerun = 0, st = 0;
+    CHECK_OK(hz_segment(&h, 42, 0, &rep, &rerun, &st)); /* new key: runs */
+    CHECK_OK(hz_segment(&h, 42, 1, &rep, &rerun, &st)); /* captured; the scratch grows */
+    CHECK(!rep && !rerun && st == GPTX_OK);
+    /* a buffer of the old scratch's size class, then a replay */
+    float *u = NULL, got[1024];
+    CHECK_OK(h.ops->alloc(h.be, sizeof got, (void **)&u));
+    CHECK_OK(h.ops->fill_f32(h.be, u, 7.0f, 1024));
+    CHECK_OK(hz_segment(&h, 42, 1, &rep, &rerun, &st));
+    CHECK(rep == 1);
+    CHECK_OK(h.ops->download_f32(h.be, got, u, 1024));
+    size_t hit = 0;
+    for (int i = 0; i < 1024; i++) hit += got[i] != 7.0f;
+    printf("  a buffer allocated after the capture: %zu of 1024 values overwritten by the replay\n",
+           hit);
+    CHECK(hit == 0);
+    hz_check_bias(&h, N_SMALL, 3, "small sum (run, captured, replayed)");
+    hz_check_bias(&h, N_BIG, 2, "large sum (captured, replayed)");
+    int64_t caps = 0, reps = 0;
+    h.ops->graph_counts(h.be, &caps, &reps);
+    CHECK(caps == 1 && reps == 1);
+    h.ops->free(h.be, u);
+    hz_close(&h);
+}
+
+#ifdef GPTX_TEST_CUDA_EMU
+static void test_oom_in_capture(void) {
+    hazard h;
+    if (hz_open(&h) != GPTX_OK) {
+        check_failures++;
+        return;
+    }
+    printf("out of device memory inside a capture (emulated budget):\n");
+    int rep = 0, rerun = 0, st = 0;
+    CHECK_OK(hz_segment(&h, 43, 0, &rep, &rerun, &st)); /* new key: runs */
+    void *spare = NULL; /* a cached block the release can give back */
+    CHECK_OK(h.ops->alloc(h.be, 65536, &spare));
+    h.ops->free(h.be, spare);
+    gptx_cuda_emu_set_mem_limit(gptx_cuda_emu_mem_used()); /* nothing more from the device */
+    int rc = hz_segment(&h, 43, 1, &rep, &rerun, &st); /* captured: the scratch cannot grow */
+    printf("  in the capture: the large sum %s; graph_end %s, rerun %d\n", gptx_status_name(st),
+           gptx_status_name(rc), rerun);
+    CHECK(st == GPTX_ERR_NO_MEMORY);
+    CHECK(rc == GPTX_OK && rerun == 1);
+    CHECK_OK(hz_op(&h, N_SMALL)); /* the rerun lib/ makes, uncaptured */
+    CHECK_OK(hz_op(&h, N_BIG));
+    CHECK_OK(hz_segment(&h, 43, 1, &rep, &rerun, &st)); /* the key again: not captured */
+    CHECK(!rep && !rerun && st == GPTX_OK);
+    int64_t caps = -1, reps = -1;
+    h.ops->graph_counts(h.be, &caps, &reps);
+    CHECK(caps == 0 && reps == 0);
+    hz_check_bias(&h, N_SMALL, 3, "small sum (run, rerun, run)");
+    hz_check_bias(&h, N_BIG, 2, "large sum (rerun, run)");
+    gptx_cuda_emu_set_mem_limit(0);
+    hz_close(&h);
+}
+#endif
+
 int main(void) {
     int rc = compare("fp32");
     if (rc == GPTX_ERR_UNSUPPORTED) return cuda_test_skip("test_cuda_graphs");
     REQUIRE_OK(rc);
     REQUIRE_OK(compare("bf16"));
+    test_scratch_growth_in_capture();
+#ifdef GPTX_TEST_CUDA_EMU
+    test_oom_in_capture();
+#else
+    printf("out of memory inside a capture: emulation only (it needs a device budget)\n");
+#endif
     /* the CPU ignores the option and captures nothing; 2 is invalid */
     gptx_context_options o;
     gptx_context_options_init(&o);

@@ -784,8 +784,10 @@ static void adamw_both(pair *p, gptx_backend *be, int graph, float *rp, const fl
     if (graph) CHECK_OK(p->cu_ops->graph_begin(be, 2, key, 1, &replayed));
     if (replayed) return;
     int rc = p->cu_ops->adamw(be, dp, dg, dm, dv, ranges, nranges, h);
-    if (graph) rc = p->cu_ops->graph_end(be, 2, rc);
+    int rerun = 0;
+    if (graph) rc = p->cu_ops->graph_end(be, 2, rc, &rerun);
     CHECK_OK(rc);
+    CHECK(rerun == 0); /* the capture failed (a host wait?) and nothing ran */
 }
 
 /* AdamW's range table stays on the device: with CUDA graphs on, the fourth

@@ -107,7 +107,8 @@ typedef enum cudaError {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
-    cudaErrorStreamCaptureUnsupported = 900
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901
 } cudaError_t;
 typedef enum cudaMemcpyKind {
     cudaMemcpyHostToDevice = 1,
@@ -118,6 +119,7 @@ typedef enum cudaMemcpyKind {
  * launch of the instantiated graph replays it. */
 struct gptx_emu_graph_t {
     std::vector<std::function<void()>> ops;
+    unsigned long long breaks; /* gptx_emu_capture_breaks when the capture began */
 };
 struct gptx_emu_stream_t {
     gptx_emu_graph_t *capture; /* non-NULL while capturing */
@@ -141,8 +143,16 @@ typedef enum cudaStreamCaptureMode {
     cudaStreamCaptureModeThreadLocal = 1,
     cudaStreamCaptureModeRelaxed = 2
 } cudaStreamCaptureMode;
-/* streams capturing now: a synchronizing call then fails, as on a device */
+/* streams capturing now: a synchronizing call then fails, as on a device,
+ * and invalidates the captures (as does cudaFree, which may synchronize):
+ * cudaStreamEndCapture then fails with cudaErrorStreamCaptureInvalidated */
 inline int gptx_emu_capturing;
+inline unsigned long long gptx_emu_capture_breaks;
+static inline cudaError_t gptx_emu_capture_break(void) {
+    if (!gptx_emu_capturing) return cudaSuccess;
+    gptx_emu_capture_breaks++;
+    return cudaErrorStreamCaptureUnsupported;
+}
 
 struct cudaDeviceProp {
     char name[256];
@@ -168,10 +178,18 @@ static inline const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+        return "operation failed due to a previous error during capture";
     }
     return "unknown error";
 }
-static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+/* the error of the last launch (a launch into an invalidated capture) */
+inline cudaError_t gptx_emu_last_error;
+static inline cudaError_t cudaGetLastError(void) {
+    cudaError_t e = gptx_emu_last_error;
+    gptx_emu_last_error = cudaSuccess;
+    return e;
+}
 static inline cudaError_t cudaGetDeviceCount(int *n) {
     const char *e = getenv("GPTX_CUDA_EMU_DEVICES");
     *n = e ? atoi(e) : 1;
@@ -205,8 +223,13 @@ static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
     delete s;
     return cudaSuccess;
 }
+/* s captures, and something since its capture began invalidated it */
+static inline int gptx_emu_capture_invalid(cudaStream_t s) {
+    return s && s->capture && s->capture->breaks != gptx_emu_capture_breaks;
+}
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    return s->capture || gptx_emu_capturing ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
+    (void)s;
+    return gptx_emu_capture_break();
 }
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
     return cudaSuccess;
@@ -227,35 +250,39 @@ static inline void gptx_emu_event_reach(cudaEvent_t e) {
     e->recorded = 1;
 }
 static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (gptx_emu_capture_invalid(s)) return cudaErrorStreamCaptureInvalidated;
     if (s && s->capture)
         s->capture->ops.push_back([e]() { gptx_emu_event_reach(e); });
     else
         gptx_emu_event_reach(e);
     return cudaSuccess;
 }
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
-    return gptx_emu_capturing ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
-}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return gptx_emu_capture_break(); }
 static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     if ((a->flags | b->flags) & cudaEventDisableTiming) return cudaErrorInvalidResourceHandle;
     if (!a->recorded || !b->recorded) return cudaErrorInvalidResourceHandle;
     *ms = (float)((b->seconds - a->seconds) * 1e3);
     return cudaSuccess;
 }
-static inline cudaError_t cudaDeviceSynchronize(void) {
-    return gptx_emu_capturing ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
-}
+static inline cudaError_t cudaDeviceSynchronize(void) { return gptx_emu_capture_break(); }
 static inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
     if (s->capture) return cudaErrorInvalidValue;
     s->capture = new gptx_emu_graph_t();
+    s->capture->breaks = gptx_emu_capture_breaks;
     gptx_emu_capturing++;
     return cudaSuccess;
 }
 static inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
     if (!s->capture) return cudaErrorInvalidValue;
-    *g = s->capture;
+    gptx_emu_graph_t *c = s->capture;
     s->capture = NULL;
     gptx_emu_capturing--;
+    if (c->breaks != gptx_emu_capture_breaks) {
+        delete c;
+        *g = NULL;
+        return cudaErrorStreamCaptureInvalidated;
+    }
+    *g = c;
     return cudaSuccess;
 }
 static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g,
@@ -311,6 +338,7 @@ static inline void gptx_emu_free(void *p) {
 }
 static inline cudaError_t cudaMalloc(void **p, size_t bytes) { return gptx_emu_malloc(p, bytes); }
 static inline cudaError_t cudaFree(void *p) {
+    gptx_emu_capture_break(); /* it frees anyway, as the device would after its implicit sync */
     gptx_emu_free(p);
     return cudaSuccess;
 }
@@ -329,6 +357,7 @@ static inline cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
 }
 static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind,
                                           cudaStream_t s) {
+    if (gptx_emu_capture_invalid(s)) return cudaErrorStreamCaptureInvalidated;
     if (s && s->capture)
         s->capture->ops.push_back([=]() {
             if (n) memmove(dst, src, n);
@@ -338,6 +367,7 @@ static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, 
     return cudaSuccess;
 }
 static inline cudaError_t cudaMemsetAsync(void *dst, int v, size_t n, cudaStream_t s) {
+    if (gptx_emu_capture_invalid(s)) return cudaErrorStreamCaptureInvalidated;
     if (s && s->capture)
         s->capture->ops.push_back([=]() {
             if (n) memset(dst, v, n);
@@ -458,6 +488,10 @@ static inline void launch(dim3 grid, dim3 block, const std::function<void()> &fn
  * must allow more than 48 KiB, as on a device). */
 static inline void launch_on(cudaStream_t s, dim3 grid, dim3 block, std::function<void()> fn,
                              size_t smem = 0, const void *kernel = NULL) {
+    if (s && s->capture && s->capture->breaks != gptx_emu_capture_breaks) {
+        gptx_emu_last_error = cudaErrorStreamCaptureInvalidated; /* as a device reports it */
+        return;
+    }
     if (s && s->capture)
         s->capture->ops.push_back(
             [grid, block, fn, smem, kernel]() { launch(grid, block, fn, smem, kernel); });
@@ -583,6 +617,7 @@ typedef enum cublasStatus_t {
     CUBLAS_STATUS_SUCCESS = 0,
     CUBLAS_STATUS_NOT_INITIALIZED = 1,
     CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_EXECUTION_FAILED = 13,
     CUBLAS_STATUS_NOT_SUPPORTED = 15
 } cublasStatus_t;
 typedef enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
@@ -801,6 +836,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
                                             cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *,
                                             void *, size_t, cudaStream_t s) {
     if (!s || !s->capture) return gptx_emu_lt_matmul(d, alpha, A, la, B, lb, beta, C, lc, D, ld);
+    if (gptx_emu_capture_invalid(s)) return CUBLAS_STATUS_EXECUTION_FAILED;
     gptx_emu_lt_desc dc = *d;
     gptx_emu_lt_layout lac = *la, lbc = *lb, lcc = *lc, ldc = *ld;
     float al = *(const float *)alpha, bt = *(const float *)beta;
@@ -894,6 +930,7 @@ static inline cublasStatus_t gptx_emu_lt_matmul(cublasLtMatmulDesc_t d, const vo
 /* the launch's dynamic shared memory (extern __shared__ on a device) */
 #define GPTX_DYNAMIC_SMEM(name) unsigned char *name = gptx_emu::g.dsmem
 #define GPTX_CUDA_MAX_BLOCKS ((size_t)16)
+#define GPTX_CUDA_SCRATCH_MIN ((size_t)4096)
 #define gptx_cuda_backend_ops gptx_cuda_emu_backend_ops
 
 /* cudaFuncSetAttribute for the one attribute the backend sets */

@@ -20,3 +20,11 @@ extern "C" {
 #include "cuda_graph.cu"
 #include "cuda_matmul.cu"
 #include "cuda_ops.cu"
+
+/* For the tests of out-of-memory paths: the emulated device's budget (0: none)
+ * and what is allocated now. */
+extern "C" void gptx_cuda_emu_set_mem_limit(size_t bytes) {
+    gptx_emu_mem.limit = bytes;
+    gptx_emu_mem.limit_read = 1;
+}
+extern "C" size_t gptx_cuda_emu_mem_used(void) { return gptx_emu_mem.used; }
