@@ -54,55 +54,67 @@ template <int HS> static __device__ __forceinline__ int swz(int r, int c) {
     return r * HS + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);
 }
 
-/* Rows [0, rows) of a tile from src (row stride ld), rows >= valid
- * zero-filled, as 16-byte asynchronous copies by the whole block. */
-template <int HS>
-static __device__ __forceinline__ void tile_load(gptx_bf16 *tile, const gptx_bf16 *src, long long ld,
-                                                 int rows, int valid) {
-    for (int i = threadIdx.x; i < rows * (HS / 8); i += FLASH_THREADS) {
-        int r = i / (HS / 8), c = (i % (HS / 8)) * 8, ok = r < valid;
-        gptx_cp_async16(tile + swz<HS>(r, c), ok ? src + r * ld + c : src, ok ? 16 : 0);
+/* Rows [0, NROWS) of a tile from src (row stride ld), rows >= valid
+ * zero-filled, as 16-byte asynchronous copies by the whole block: a thread
+ * copies chunk threadIdx.x % (HS / 8) of every (FLASH_THREADS / (HS / 8))-th
+ * row, so its swizzle is the same in every pass and its addresses step by
+ * constants (the copies are issued inside the tile loops). */
+template <int HS, int NROWS>
+static __device__ __forceinline__ void tile_load(gptx_bf16 *tile, const gptx_bf16 *src,
+                                                 long long ld, int valid) {
+    const int CH = HS / 8, RP = FLASH_THREADS / CH; /* chunks per row, rows per pass */
+    int r = (int)threadIdx.x / CH, c = ((int)threadIdx.x % CH) * 8;
+    gptx_bf16 *dst = tile + swz<HS>(r, c);
+    const gptx_bf16 *from = src + r * ld + c;
+#pragma unroll
+    for (int it = 0; it < NROWS / RP; it++) {
+        int ok = r + it * RP < valid;
+        gptx_cp_async16(dst + it * RP * HS, ok ? from + it * RP * ld : src, ok ? 16 : 0);
     }
 }
 
 /* ---- fragments and warp products ---------------------------------------------------- */
 
-/* A fragment of rows r0..r0+15, columns c0..c0+15 of a tile. */
-template <int HS>
-static __device__ __forceinline__ void frag_a(uint32_t a[4], const gptx_bf16 *t, int r0, int c0) {
-    int lane = threadIdx.x % 32;
-    gptx_ldmatrix_x4(a, t + swz<HS>(r0 + lane % 8 + ((lane / 8) % 2) * 8, c0 + (lane / 16) * 8));
+/* Where a lane's ldmatrix row address lies in a 16x16 block of a tile, in
+ * the two orders the fragments take: "quarters" (rows lane % 8 + 8 ((lane / 8)
+ * % 2), chunk lane / 16: A, and B read down the columns) and "pairs" (rows
+ * lane % 8 + 8 (lane / 16), chunk (lane / 8) % 2: B read along the rows).
+ * The chunk is kept already XORed with row % 8 (= lane % 8 for blocks that
+ * start at a multiple of 8 rows): the block's column c0 (a multiple of 16)
+ * then enters as x ^ (c0 / 8), the lane's chunk bit and c0 / 8 never
+ * overlapping -- one XOR per load instead of the whole swizzle. */
+typedef struct lane_pos {
+    int row, x;
+} lane_pos;
+static __device__ __forceinline__ lane_pos lane_quarters(void) {
+    int l = threadIdx.x % 32;
+    lane_pos p = {l % 8 + ((l / 8) % 2) * 8, (l / 16) ^ (l % 8)};
+    return p;
 }
-/* B fragments of two n8 tiles: rows r0..r0+15 of a tile as n, columns c0..c0+15 as k
- * (the tile transposed: K in Q K^T). */
-template <int HS>
-static __device__ __forceinline__ void frag_b_rows(uint32_t b[4], const gptx_bf16 *t, int r0,
-                                                   int c0) {
-    int lane = threadIdx.x % 32;
-    gptx_ldmatrix_x4(b, t + swz<HS>(r0 + lane % 8 + (lane / 16) * 8, c0 + ((lane / 8) % 2) * 8));
+static __device__ __forceinline__ lane_pos lane_pairs(void) {
+    int l = threadIdx.x % 32;
+    lane_pos p = {l % 8 + (l / 16) * 8, ((l / 8) % 2) ^ (l % 8)};
+    return p;
 }
-/* B fragments of two n8 tiles: rows r0..r0+15 as k, columns c0..c0+15 as n (V in P V). */
-template <int HS>
-static __device__ __forceinline__ void frag_b_cols(uint32_t b[4], const gptx_bf16 *t, int r0,
-                                                   int c0) {
-    int lane = threadIdx.x % 32;
-    gptx_ldmatrix_x4_trans(b, t + swz<HS>(r0 + lane % 8 + ((lane / 8) % 2) * 8,
-                                          c0 + (lane / 16) * 8));
+/* = swz(r0 + p.row, c0 + the lane's chunk * 8) for r0 % 8 == 0, c0 % 16 == 0 */
+template <int HS> static __device__ __forceinline__ int lane_at(lane_pos p, int r0, int c0) {
+    return (r0 + p.row) * HS + ((p.x ^ (c0 >> 3)) << 3);
 }
 
 /* acc (16 x 8N) += rows ra.. of tile a (16 x HS) times rows rb..rb+8N-1 of
- * tile b transposed: a warp's S = Q K^T. */
+ * tile b transposed: a warp's S = Q K^T (A in quarters, B in pairs). */
 template <int HS, int N>
 static __device__ __forceinline__ void mma_rows_rows(float (*acc)[4], const gptx_bf16 *ta, int ra,
                                                      const gptx_bf16 *tb, int rb) {
+    lane_pos qa = lane_quarters(), pb = lane_pairs();
 #pragma unroll
     for (int kk = 0; kk < HS / 16; kk++) {
         uint32_t a[4];
-        frag_a<HS>(a, ta, ra, kk * 16);
+        gptx_ldmatrix_x4(a, ta + lane_at<HS>(qa, ra, kk * 16));
 #pragma unroll
         for (int j = 0; j < N; j += 2) {
             uint32_t b[4];
-            frag_b_rows<HS>(b, tb, rb + j * 8, kk * 16);
+            gptx_ldmatrix_x4(b, tb + lane_at<HS>(pb, rb + j * 8, kk * 16));
             gptx_mma_bf16_16816(acc[j], a, b, acc[j]);
             gptx_mma_bf16_16816(acc[j + 1], a, b + 2, acc[j + 1]);
         }
@@ -110,10 +122,11 @@ static __device__ __forceinline__ void mma_rows_rows(float (*acc)[4], const gptx
 }
 
 /* acc (16 x HS) += p (16 x 16K, C fragments, rounded to bf16) times rows
- * rb..rb+16K-1 of tile b: a warp's O += P V. */
+ * rb..rb+16K-1 of tile b: a warp's O += P V (B read down the columns). */
 template <int HS, int K>
 static __device__ __forceinline__ void mma_frags_cols(float (*acc)[4], float (*p)[4],
                                                       const gptx_bf16 *tb, int rb) {
+    lane_pos qb = lane_quarters();
 #pragma unroll
     for (int kk = 0; kk < K; kk++) {
         uint32_t a[4];
@@ -121,7 +134,7 @@ static __device__ __forceinline__ void mma_frags_cols(float (*acc)[4], float (*p
 #pragma unroll
         for (int dn = 0; dn < HS / 8; dn += 2) {
             uint32_t b[4];
-            frag_b_cols<HS>(b, tb, rb + kk * 16, dn * 8);
+            gptx_ldmatrix_x4_trans(b, tb + lane_at<HS>(qb, rb + kk * 16, dn * 8));
             gptx_mma_bf16_16816(acc[dn], a, b, acc[dn]);
             gptx_mma_bf16_16816(acc[dn + 1], a, b + 2, acc[dn + 1]);
         }
@@ -173,10 +186,11 @@ typedef struct flash_fwd_params {
     float scale_log2;  /* softmax scale * log2 e */
 } flash_fwd_params;
 
-/* One key tile of a warp's online softmax: s (16 x 64 scores, columns from
- * key k0) scaled and causally masked (query row g at position row), the
- * running max m and sum l of rows g, g+8 updated, o rescaled, and s
- * replaced by the probabilities exp2(s - m). */
+/* One key tile of a warp's online softmax: s (16 x 64 raw scores q.k,
+ * columns from key k0) causally masked (query row g at position row), the
+ * running maximum m (of raw scores: the scale is positive) and sum l of rows
+ * g, g+8 updated, o rescaled, and s replaced by the probabilities
+ * exp2(s * scale_log2 - m * scale_log2), one FFMA and one ex2 each. */
 template <int HS>
 static __device__ __forceinline__ void softmax_tile(float (*s)[4], float m[2], float l[2],
                                                     float (*o)[4], float scale_log2, int row,
@@ -187,16 +201,15 @@ static __device__ __forceinline__ void softmax_tile(float (*s)[4], float m[2], f
     for (int j = 0; j < FLASH_ROWS / 8; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            float x = s[j][i] * scale_log2;
-            if (mask && k0 + 8 * j + 2 * q + (i & 1) > row + (i >= 2 ? 8 : 0)) x = -INFINITY;
-            s[j][i] = x;
-            mx[i >= 2] = fmaxf(mx[i >= 2], x);
+            if (mask && k0 + 8 * j + 2 * q + (i & 1) > row + (i >= 2 ? 8 : 0)) s[j][i] = -INFINITY;
+            mx[i >= 2] = fmaxf(mx[i >= 2], s[j][i]);
         }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float mn = fmaxf(m[r], quad_max(mx[r]));
-        base[r] = mn == -INFINITY ? 0.0f : mn; /* a row with nothing yet: exp2(-inf) = 0 */
-        float corr = exp2f(m[r] - base[r]);
+        /* a row with nothing yet keeps base 0: exp2(-inf) = 0 */
+        base[r] = mn == -INFINITY ? 0.0f : mn * scale_log2;
+        float corr = exp2f(m[r] * scale_log2 - base[r]);
         m[r] = mn;
         l[r] *= corr;
 #pragma unroll
@@ -209,7 +222,7 @@ static __device__ __forceinline__ void softmax_tile(float (*s)[4], float m[2], f
     for (int j = 0; j < FLASH_ROWS / 8; j++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            s[j][i] = exp2f(s[j][i] - base[i >= 2]);
+            s[j][i] = exp2f(fmaf(s[j][i], scale_log2, -base[i >= 2]));
             sum[i >= 2] += s[j][i];
         }
     l[0] += sum[0];
@@ -227,9 +240,9 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_forward(flash_fw
     int rows = imin(FLASH_ROWS, p.nq - q0), nkeys = p.pos0 + q0 + rows;
     int ntiles = (nkeys + FLASH_ROWS - 1) / FLASH_ROWS;
     const gptx_bf16 *k = p.k + b * p.k_b + h * p.k_h, *v = p.v + b * p.k_b + h * p.k_h;
-    tile_load<HS>(qs, p.q + b * p.q_b + h * p.q_h + (long long)q0 * p.ldq, p.ldq, FLASH_ROWS, rows);
-    tile_load<HS>(ks, k, p.ldk, FLASH_ROWS, imin(FLASH_ROWS, nkeys));
-    tile_load<HS>(vs, v, p.ldk, FLASH_ROWS, imin(FLASH_ROWS, nkeys));
+    tile_load<HS, FLASH_ROWS>(qs, p.q + b * p.q_b + h * p.q_h + (long long)q0 * p.ldq, p.ldq, rows);
+    tile_load<HS, FLASH_ROWS>(ks, k, p.ldk, imin(FLASH_ROWS, nkeys));
+    tile_load<HS, FLASH_ROWS>(vs, v, p.ldk, imin(FLASH_ROWS, nkeys));
     gptx_cp_async_commit();
 
     int w = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, r0 = 16 * w;
@@ -241,8 +254,8 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_forward(flash_fw
         int buf = (j & 1) * FLASH_ROWS * HS, k0 = j * FLASH_ROWS;
         if (j + 1 < ntiles) { /* the next tile into the other buffer, while this one computes */
             int nb = FLASH_ROWS * HS - buf, k1 = k0 + FLASH_ROWS;
-            tile_load<HS>(ks + nb, k + (long long)k1 * p.ldk, p.ldk, FLASH_ROWS, nkeys - k1);
-            tile_load<HS>(vs + nb, v + (long long)k1 * p.ldk, p.ldk, FLASH_ROWS, nkeys - k1);
+            tile_load<HS, FLASH_ROWS>(ks + nb, k + (long long)k1 * p.ldk, p.ldk, nkeys - k1);
+            tile_load<HS, FLASH_ROWS>(vs + nb, v + (long long)k1 * p.ldk, p.ldk, nkeys - k1);
             gptx_cp_async_commit();
             gptx_cp_async_wait<1>();
         } else {
@@ -271,7 +284,8 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_forward(flash_fw
     if (threadIdx.x % 4 == 0) {
         float *lse = p.lse + b * p.lse_b + h * p.lse_h + q0 + r0;
         for (int r = 0; r < 2; r++)
-            if (r0 + g + 8 * r < rows) lse[g + 8 * r] = (m[r] + log2f(lt[r])) * FLASH_LN2;
+            if (r0 + g + 8 * r < rows)
+                lse[g + 8 * r] = (m[r] * p.scale_log2 + log2f(lt[r])) * FLASH_LN2;
     }
 }
 
@@ -302,8 +316,8 @@ static __device__ __forceinline__ void bwd_kv_load(const flash_bwd_params &p, in
                                                    float *ds) {
     const gptx_bf16 *q = p.qkv + bwd_qkv_offset(p, bh) + (long long)t0 * 3 * p.C;
     const gptx_bf16 *d = p.dout + bwd_out_offset(p, bh) + (long long)t0 * p.C;
-    tile_load<HS>(qs, q, 3 * p.C, BQ, p.T - t0);
-    tile_load<HS>(dos, d, p.C, BQ, p.T - t0);
+    tile_load<HS, BQ>(qs, q, 3 * p.C, p.T - t0);
+    tile_load<HS, BQ>(dos, d, p.C, p.T - t0);
     for (int i = threadIdx.x; i < BQ; i += FLASH_THREADS) {
         int t = t0 + i;
         ls[i] = t < p.T ? p.lse[(long long)bh * p.T + t] * FLASH_LOG2E : INFINITY;
@@ -321,8 +335,8 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_backward_kv(flas
     float *ls = (float *)(dos + 2 * BQ * HS), *ds = ls + 2 * BQ;
     int bh = blockIdx.y, s0 = blockIdx.x * FLASH_ROWS, krows = imin(FLASH_ROWS, p.T - s0);
     long long off = bwd_qkv_offset(p, bh) + (long long)s0 * 3 * p.C;
-    tile_load<HS>(ks, p.qkv + off + p.C, 3 * p.C, FLASH_ROWS, krows);
-    tile_load<HS>(vs, p.qkv + off + 2 * p.C, 3 * p.C, FLASH_ROWS, krows);
+    tile_load<HS, FLASH_ROWS>(ks, p.qkv + off + p.C, 3 * p.C, krows);
+    tile_load<HS, FLASH_ROWS>(vs, p.qkv + off + 2 * p.C, 3 * p.C, krows);
     int ntiles = (p.T - s0 + BQ - 1) / BQ; /* queries before s0 see none of these keys */
     bwd_kv_load<HS, BQ>(p, bh, s0, qs, dos, ls, ds);
     gptx_cp_async_commit();
@@ -359,7 +373,7 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_backward_kv(flas
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     int s = ws + g + (i >= 2 ? 8 : 0), c = 8 * jn + 2 * q + (i & 1);
-                    float pr = t0 + c < s ? 0.0f : exp2f(st[jn][i] * p.scale_log2 - lt[c]);
+                    float pr = t0 + c < s ? 0.0f : exp2f(fmaf(st[jn][i], p.scale_log2, -lt[c]));
                     st[jn][i] = pr;
                     dpt[jn][i] = pr * (dpt[jn][i] - dst[c]); /* dS^T */
                 }
@@ -386,10 +400,10 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_backward_q(flash
     int rows = imin(FLASH_ROWS, p.T - t0), nkeys = t0 + rows;
     int ntiles = (nkeys + FLASH_ROWS - 1) / FLASH_ROWS;
     const gptx_bf16 *slab = p.qkv + bwd_qkv_offset(p, bh);
-    tile_load<HS>(qs, slab + (long long)t0 * 3 * p.C, 3 * p.C, FLASH_ROWS, rows);
-    tile_load<HS>(dos, p.dout + bwd_out_offset(p, bh) + (long long)t0 * p.C, p.C, FLASH_ROWS, rows);
-    tile_load<HS>(ks, slab + p.C, 3 * p.C, FLASH_ROWS, imin(FLASH_ROWS, nkeys));
-    tile_load<HS>(vs, slab + 2 * p.C, 3 * p.C, FLASH_ROWS, imin(FLASH_ROWS, nkeys));
+    tile_load<HS, FLASH_ROWS>(qs, slab + (long long)t0 * 3 * p.C, 3 * p.C, rows);
+    tile_load<HS, FLASH_ROWS>(dos, p.dout + bwd_out_offset(p, bh) + (long long)t0 * p.C, p.C, rows);
+    tile_load<HS, FLASH_ROWS>(ks, slab + p.C, 3 * p.C, imin(FLASH_ROWS, nkeys));
+    tile_load<HS, FLASH_ROWS>(vs, slab + 2 * p.C, 3 * p.C, imin(FLASH_ROWS, nkeys));
     gptx_cp_async_commit();
 
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4, r0 = 16 * w;
@@ -408,10 +422,8 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_backward_q(flash
         int buf = (j & 1) * FLASH_ROWS * HS, k0 = j * FLASH_ROWS;
         if (j + 1 < ntiles) {
             int nb = FLASH_ROWS * HS - buf, k1 = k0 + FLASH_ROWS;
-            tile_load<HS>(ks + nb, slab + p.C + (long long)k1 * 3 * p.C, 3 * p.C, FLASH_ROWS,
-                          nkeys - k1);
-            tile_load<HS>(vs + nb, slab + 2 * p.C + (long long)k1 * 3 * p.C, 3 * p.C, FLASH_ROWS,
-                          nkeys - k1);
+            tile_load<HS, FLASH_ROWS>(ks + nb, slab + p.C + (long long)k1 * 3 * p.C, 3 * p.C, nkeys - k1);
+            tile_load<HS, FLASH_ROWS>(vs + nb, slab + 2 * p.C + (long long)k1 * 3 * p.C, 3 * p.C, nkeys - k1);
             gptx_cp_async_commit();
             gptx_cp_async_wait<1>();
         } else {
@@ -430,7 +442,7 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_backward_q(flash
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     int r = i >= 2, t = wt + g + 8 * r, s_ = k0 + 8 * jn + 2 * q + (i & 1);
-                    float pr = s_ > t ? 0.0f : exp2f(s[jn][i] * p.scale_log2 - l2[r]);
+                    float pr = s_ > t ? 0.0f : exp2f(fmaf(s[jn][i], p.scale_log2, -l2[r]));
                     dp[jn][i] = pr * (dp[jn][i] - dd[r]); /* dS */
                 }
             mma_frags_cols<HS, FLASH_ROWS / 16>(dq, dp, ks + buf, 0); /* dQ += dS K */
