@@ -6,6 +6,7 @@
  *     (same additions in the same order), residual, QKV layout; the fused
  *     residual + LayerNorm against the backend's separate ops (and its
  *     residual against the CPU's; its LayerNorm has LayerNorm's tolerances);
+ *     every kernel's scalar path against its vector path;
  *   elementwise |a - r| <= atol + rtol |r|: GELU (1e-6, 1e-5), LayerNorm
  *     (1e-5 scale, 1e-4), attention (1e-5 scale, 1e-4), cross-entropy
  *     loss and log-sum-exp (1e-5, 3e-5), logit gradient (1e-7, 1e-5), AdamW
@@ -237,7 +238,10 @@ static void test_embedding(pair *p) {
 /* ---- LayerNorm -------------------------------------------------------------------- */
 
 static void test_layernorm(pair *p) {
-    int shapes[][2] = {{1, 8}, {7, 24}, {257, 100}, {33, 768}, {300, 33}};
+    /* C 1600 and 1030: longer than the 1024 columns a warp keeps in
+     * registers (read again per pass); 1030 and 33 not a whole number of
+     * 16-byte groups (element by element) */
+    int shapes[][2] = {{1, 8}, {7, 24}, {257, 100}, {33, 768}, {300, 33}, {5, 1600}, {3, 1030}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int N = shapes[si][0], C = shapes[si][1];
         size_t NC = (size_t)N * C;
@@ -294,7 +298,7 @@ static void test_layernorm(pair *p) {
  * layernorm_forward (residual bitwise, the rest LayerNorm's tolerances), and
  * against the CUDA backend's own separate ops bit for bit. */
 static void test_residual_layernorm(pair *p) {
-    int shapes[][2] = {{1, 8}, {9, 40}, {257, 100}, {33, 768}};
+    int shapes[][2] = {{1, 8}, {9, 40}, {257, 100}, {33, 768}, {5, 1600}, {4, 1030}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int N = shapes[si][0], C = shapes[si][1];
         size_t NC = (size_t)N * C;
@@ -841,6 +845,173 @@ static void test_adamw_table(pair *p) {
     p->cu_ops->destroy(be);
 }
 
+/* ---- vector and scalar paths ------------------------------------------------------------ */
+
+#ifdef GPTX_TEST_CUDA_EMU
+unsigned long long gptx_cuda_emu_vector_accesses(void); /* tests/gpu/emu/cuda_emu_backend.cpp */
+#endif
+
+/* 16-byte accesses the emulated kernels made so far (not observable on a device: 0). */
+static unsigned long long vector_accesses(void) {
+#ifdef GPTX_TEST_CUDA_EMU
+    return gptx_cuda_emu_vector_accesses();
+#else
+    return 0;
+#endif
+}
+
+/* The device buffers of one case, each `off` elements past the start of its
+ * block: off 0 is 16-byte aligned (the allocator's blocks are), off 1 only
+ * 4-byte aligned, which must send every kernel down its scalar path. */
+typedef struct {
+    pair *p;
+    int off;
+    void *blocks[24];
+    int n;
+} views;
+
+static float *view_of(views *v, const float *h, size_t n) {
+    CHECK(v->n < 24);
+    float *base = dalloc(v->p, (n + 1) * sizeof(float));
+    v->blocks[v->n++] = base;
+    float *d = base + v->off;
+    if (h) CHECK_OK(v->p->cu_ops->upload_f32(v->p->cu, d, h, n));
+    return d;
+}
+
+static void views_free(views *v) {
+    for (int i = 0; i < v->n; i++) dfree(v->p, v->blocks[i]);
+}
+
+/* A case's outputs, downloaded one after another. */
+typedef struct {
+    float *x;
+    size_t n;
+} results;
+
+static void keep(views *v, results *r, const float *d, size_t n) {
+    float *h = down(v->p, d, n);
+    r->x = realloc(r->x, (r->n + n) * sizeof *r->x);
+    memcpy(r->x + r->n, h, n * sizeof *h);
+    r->n += n;
+    free(h);
+}
+
+/* LayerNorm forward and backward (with its column sums), C a whole number of groups */
+static void case_layernorm(views *v, results *r) {
+    int N = 9, C = 64;
+    size_t NC = (size_t)N * C;
+    float *x = hrand(NC, 201, -2, 3), *w = hrand(C, 202, 0.5f, 1.5f), *b = hrand(C, 203, -1, 1);
+    float *g = hrand(NC, 204, -1, 1), *gin = hrand(NC, 205, -1, 1), *gw = hrand(C, 206, -1, 1);
+    float *dx = view_of(v, x, NC), *dw = view_of(v, w, C), *db = view_of(v, b, C);
+    float *dout = view_of(v, NULL, NC), *dm = view_of(v, NULL, N), *dr = view_of(v, NULL, N);
+    CHECK_OK(v->p->cu_ops->layernorm_forward(v->p->cu, dout, dm, dr, dx, dw, db, N, C, 1e-5f));
+    keep(v, r, dout, NC);
+    keep(v, r, dm, N);
+    keep(v, r, dr, N);
+    float *dg = view_of(v, g, NC), *din = view_of(v, gin, NC), *dgw = view_of(v, gw, C),
+          *dgb = view_of(v, gw, C);
+    CHECK_OK(v->p->cu_ops->layernorm_backward(v->p->cu, din, dgw, dgb, dg, dx, dw, dm, dr, N, C));
+    keep(v, r, din, NC);
+    keep(v, r, dgw, C);
+    keep(v, r, dgb, C);
+    void *host[] = {x, w, b, g, gin, gw};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+static void case_residual_layernorm(views *v, results *r) {
+    int N = 5, C = 40;
+    size_t NC = (size_t)N * C;
+    float *xa = hrand(NC, 211, -2, 3), *xb = hrand(NC, 212, -1, 1);
+    float *w = hrand(C, 213, 0.5f, 1.5f), *b = hrand(C, 214, -1, 1);
+    float *da = view_of(v, xa, NC), *dbb = view_of(v, xb, NC), *dw = view_of(v, w, C),
+          *db = view_of(v, b, C), *dres = view_of(v, NULL, NC), *dout = view_of(v, NULL, NC),
+          *dm = view_of(v, NULL, N), *dr = view_of(v, NULL, N);
+    CHECK_OK(v->p->cu_ops->residual_layernorm_forward(v->p->cu, dres, dout, dm, dr, da, dbb, dw, db,
+                                                      N, C, 1e-5f));
+    keep(v, r, dres, NC);
+    keep(v, r, dout, NC);
+    keep(v, r, dm, N);
+    keep(v, r, dr, N);
+    free(xa);
+    free(xb);
+    free(w);
+    free(b);
+}
+
+/* GELU both ways and the residual over 1001 elements (the last group is short) */
+static void case_elementwise(views *v, results *r) {
+    size_t n = 1001;
+    float *x = hrand(n, 221, -6, 6), *y = hrand(n, 222, -1, 1);
+    float *dx = view_of(v, x, n), *dy = view_of(v, y, n), *dr = view_of(v, NULL, n);
+    CHECK_OK(v->p->cu_ops->gelu_forward(v->p->cu, dr, dx, n));
+    keep(v, r, dr, n);
+    CHECK_OK(v->p->cu_ops->gelu_backward(v->p->cu, dr, dx, dy, n));
+    keep(v, r, dr, n);
+    CHECK_OK(v->p->cu_ops->residual_forward(v->p->cu, dr, dx, dy, n));
+    keep(v, r, dr, n);
+    free(x);
+    free(y);
+}
+
+/* cross-entropy forward then backward, and the fused kernel, padded columns masked */
+static void case_crossentropy(views *v, results *r) {
+    int N = 3, V = 101, Vp = 128;
+    size_t NV = (size_t)N * Vp;
+    float *logits = hrand(NV, 231, -8, 8);
+    int32_t tg[3] = {5, 100, 0};
+    int32_t *dtg = dup_i(v->p, tg, 3);
+    float *dl = view_of(v, logits, NV), *dloss = view_of(v, NULL, N), *dlse = view_of(v, NULL, 3 * N);
+    CHECK_OK(v->p->cu_ops->crossentropy_forward(v->p->cu, dloss, dlse, dl, dtg, N, V, Vp, 1));
+    keep(v, r, dl, NV);
+    keep(v, r, dloss, N);
+    keep(v, r, dlse, N);
+    CHECK_OK(v->p->cu_ops->crossentropy_backward(v->p->cu, dl, dlse, dtg, N, V, Vp, 0.25f));
+    keep(v, r, dl, NV);
+    CHECK_OK(v->p->cu_ops->upload_f32(v->p->cu, dl, logits, NV));
+    CHECK_OK(v->p->cu_ops->crossentropy_fused(v->p->cu, dloss, dlse, dl, dtg, N, V, Vp, 1, 0.25f));
+    keep(v, r, dl, NV);
+    keep(v, r, dloss, N);
+    dfree(v->p, dtg);
+    free(logits);
+}
+
+/* Each kernel family on 16-byte aligned buffers and on the same data one
+ * element further (only 4-byte aligned): the host must pick the scalar path
+ * for the second (a vector access there faults on a device and aborts the
+ * emulation), and both paths must give the same bits. On the emulation the
+ * aligned run must also have made vector accesses and the other none. */
+static void test_vector_paths(pair *p) {
+    printf("  vector and scalar paths (buffers 16-byte aligned, then offset by one element)\n");
+    struct {
+        const char *name;
+        void (*fn)(views *, results *);
+    } cases[] = {{"layernorm + column sums", case_layernorm},
+                 {"residual + layernorm", case_residual_layernorm},
+                 {"gelu, residual", case_elementwise},
+                 {"cross-entropy", case_crossentropy}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        results r[2] = {{NULL, 0}, {NULL, 0}};
+        unsigned long long count[2];
+        for (int off = 0; off < 2; off++) {
+            views v = {p, off, {NULL}, 0};
+            unsigned long long before = vector_accesses();
+            cases[c].fn(&v, &r[off]);
+            count[off] = vector_accesses() - before;
+            views_free(&v);
+        }
+        printf("    %-28s vector accesses: %llu aligned, %llu offset\n", cases[c].name, count[0],
+               count[1]);
+        CHECK(r[0].n == r[1].n && r[0].n > 0);
+        same_bits(cases[c].name, r[0].x, r[1].x, r[0].n);
+#ifdef GPTX_TEST_CUDA_EMU
+        CHECK(count[0] > 0 && count[1] == 0);
+#endif
+        free(r[0].x);
+        free(r[1].x);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL; /* optional: one group by name */
     pair p;
@@ -883,6 +1054,7 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, "sums")) test_sums(&p);
             if (!only || !strcmp(only, "adamw")) test_adamw(&p);
             if (!only || !strcmp(only, "adamw")) test_adamw_table(&p);
+            if (!only || !strcmp(only, "vector")) test_vector_paths(&p);
         }
         if (!only || !strcmp(only, "matmul")) test_matmul(&p);
         if (!only || !strcmp(only, "matmul")) test_matmul_gelu(&p);

@@ -19,3 +19,8 @@ extern "C" {
 #include "cuda_graph.cu"
 #include "cuda_matmul.cu"
 #include "cuda_ops.cu"
+
+/* Vector accesses the kernels made so far (backends/cuda/cuda_vec.h counts
+ * them under the emulation): the tests check that aligned buffers take the
+ * vector path and unaligned ones the scalar path. */
+extern "C" unsigned long long gptx_cuda_emu_vector_accesses(void) { return gptx_emu_vec_accesses; }
