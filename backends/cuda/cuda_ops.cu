@@ -775,6 +775,8 @@ typedef struct adamw_range_dev {
     unsigned long long offset, count;
     float weight_decay;
     unsigned block_start; /* first block of this range */
+    unsigned vec;         /* the host found every operand of the range aligned for groups */
+    unsigned unused;      /* zero: tables are compared bytewise */
 } adamw_range_dev;
 
 /* Block b belongs to the last range whose block_start <= b (ranges without
@@ -794,60 +796,126 @@ static __device__ adamw_range_dev adamw_block_range(const adamw_range_dev *tab, 
     return tab[lo];
 }
 
-/* fp32 parameters and moments: the CPU backend's arithmetic. */
-static __global__ void __launch_bounds__(ADAMW_THREADS)
-    k_adamw(float *params, const float *grads, float *m, float *v, const adamw_range_dev *tab,
-            int nranges, adamw_range_dev one, gptx_adamw_hyper h) {
+/* What a block's elements share: its range, its elements [e0, e1) of the
+ * range, the end ev of the part it moves in groups, and the step's factors. */
+typedef struct adamw_block {
+    adamw_range_dev r;
+    unsigned long long e0, e1, ev;
+    float decay, step, rsbc2;
+} adamw_block;
+
+static __device__ adamw_block adamw_block_of(const adamw_range_dev *tab, int nranges,
+                                             adamw_range_dev one, const gptx_adamw_hyper &h,
+                                             int group) {
+    adamw_block k;
     unsigned b = blockIdx.x;
-    adamw_range_dev r = adamw_block_range(tab, nranges, one, b);
-    unsigned long long e0 = (unsigned long long)(b - r.block_start) * ADAMW_CHUNK;
-    unsigned long long e1 = e0 + ADAMW_CHUNK < r.count ? e0 + ADAMW_CHUNK : r.count;
-    float decay = 1.0f - h.lr * r.weight_decay;
-    float step = h.lr / h.bias_correction1;
-    float rsbc2 = 1.0f / sqrtf(h.bias_correction2);
-    for (unsigned long long e = e0 + threadIdx.x; e < e1; e += ADAMW_THREADS) {
-        size_t i = (size_t)(r.offset + e);
-        float g = grads[i] * h.grad_scale;
-        float mi = h.beta1 * m[i] + (1.0f - h.beta1) * g;
-        float vi = h.beta2 * v[i] + (1.0f - h.beta2) * g * g;
+    k.r = adamw_block_range(tab, nranges, one, b);
+    k.e0 = (unsigned long long)(b - k.r.block_start) * ADAMW_CHUNK;
+    k.e1 = k.e0 + ADAMW_CHUNK < k.r.count ? k.e0 + ADAMW_CHUNK : k.r.count;
+    /* e0 is a multiple of ADAMW_CHUNK, so a group from an aligned range start stays aligned */
+    k.ev = k.r.vec ? k.e0 + (k.e1 - k.e0) / group * group : k.e0;
+    k.decay = __fsub_rn(1.0f, __fmul_rn(h.lr, k.r.weight_decay));
+    k.step = h.lr / h.bias_correction1;
+    k.rsbc2 = 1.0f / sqrtf(h.bias_correction2);
+    return k;
+}
+
+/* One element's update, the CPU backend's arithmetic with every rounding
+ * spelled out: it is inlined in the group and the scalar loop of each
+ * kernel, and the kernel that also refreshes the weight copy must give the
+ * plain kernel's bits, so nvcc must not contract it differently anywhere. */
+static __device__ __forceinline__ void adamw_elem(float *p, float *m, float *v, float g,
+                                                  const gptx_adamw_hyper &h,
+                                                  const adamw_block &k) {
+    g = __fmul_rn(g, h.grad_scale);
+    float mi = __fadd_rn(__fmul_rn(h.beta1, *m), __fmul_rn(1.0f - h.beta1, g));
+    float vi = __fadd_rn(__fmul_rn(h.beta2, *v), __fmul_rn(__fmul_rn(1.0f - h.beta2, g), g));
+    float den = __fadd_rn(__fmul_rn(sqrtf(vi), k.rsbc2), h.eps);
+    *p = __fsub_rn(__fmul_rn(*p, k.decay), __fmul_rn(k.step, mi) / den);
+    *m = mi;
+    *v = vi;
+}
+
+/* fp32 parameters and moments. With copy (the bf16 policy's compute copy of
+ * the weights), each updated parameter is also stored there rounded to
+ * nearest even, as convert_weights would: the copy is refreshed in the same
+ * pass. Groups of 4 where the range's operands are aligned. */
+static __global__ void __launch_bounds__(ADAMW_THREADS)
+    k_adamw(float *params, gptx_bf16 *copy, const float *grads, float *m, float *v,
+            const adamw_range_dev *tab, int nranges, adamw_range_dev one, gptx_adamw_hyper h) {
+    adamw_block k = adamw_block_of(tab, nranges, one, h, 4);
+    for (unsigned long long e = k.e0 + threadIdx.x * 4ull; e < k.ev; e += ADAMW_THREADS * 4) {
+        size_t i = (size_t)(k.r.offset + e);
+        float p[4], g[4], mi[4], vi[4];
+        gptx_ld_group(p, params + i, 4, true);
+        gptx_ld_group(g, grads + i, 4, true);
+        gptx_ld_group(mi, m + i, 4, true);
+        gptx_ld_group(vi, v + i, 4, true);
+#pragma unroll
+        for (int j = 0; j < 4; j++) adamw_elem(&p[j], &mi[j], &vi[j], g[j], h, k);
+        gptx_st_group(params + i, p, 4, true);
+        gptx_st_group(m + i, mi, 4, true);
+        gptx_st_group(v + i, vi, 4, true);
+        if (copy) gptx_st_group(copy + i, p, 4, true);
+    }
+    for (unsigned long long e = k.ev + threadIdx.x; e < k.e1; e += ADAMW_THREADS) {
+        size_t i = (size_t)(k.r.offset + e);
+        float p = params[i], mi = m[i], vi = v[i];
+        adamw_elem(&p, &mi, &vi, grads[i], h, k);
+        params[i] = p;
         m[i] = mi;
         v[i] = vi;
-        params[i] = params[i] * decay - step * mi / (sqrtf(vi) * rsbc2 + h.eps);
+        if (copy) gptx_st(&copy[i], p);
     }
 }
 
-/* Pure bf16: parameters and moments stored bf16 (raw bits), the update
- * computed in fp32 exactly as above, and each of the three results rounded
- * back to nearest even, or stochastically with the words 0, 1, 2 of the
- * Philox block (rounding_seed, step, element index) for p, m and v, so a
- * run is reproducible and independent of the launch configuration. */
+/* Element i of the pure-bf16 update: the fp32 update above on the widened
+ * values, each result rounded back to nearest even, or stochastically with
+ * the words 0, 1, 2 of the Philox block (rounding_seed, step, element
+ * index) for p, m and v, so a run is reproducible and independent of the
+ * launch configuration. */
+static __device__ __forceinline__ void adamw_elem_bf16(uint16_t *p, uint16_t *m, uint16_t *v,
+                                                       float g, size_t i,
+                                                       const gptx_adamw_hyper &h,
+                                                       const adamw_block &k, int stochastic) {
+    float pi = gptx_bf16_widen(*p), mi = gptx_bf16_widen(*m), vi = gptx_bf16_widen(*v);
+    adamw_elem(&pi, &mi, &vi, g, h, k);
+    if (stochastic) {
+        gptx_philox4 rnd = gptx_philox_block(h.rounding_seed, (uint64_t)h.step, i);
+        *p = gptx_bf16_round_stochastic(pi, rnd.v[0]);
+        *m = gptx_bf16_round_stochastic(mi, rnd.v[1]);
+        *v = gptx_bf16_round_stochastic(vi, rnd.v[2]);
+    } else {
+        *p = gptx_bf16_round_nearest(pi);
+        *m = gptx_bf16_round_nearest(mi);
+        *v = gptx_bf16_round_nearest(vi);
+    }
+}
+
+/* Pure bf16: parameters and moments stored bf16 (raw bits), gradients fp32;
+ * groups of 8 (16 bytes of each bf16 operand, 32 of the gradients). */
 static __global__ void __launch_bounds__(ADAMW_THREADS)
     k_adamw_bf16(uint16_t *params, const float *grads, uint16_t *m, uint16_t *v,
                  const adamw_range_dev *tab, int nranges, adamw_range_dev one, gptx_adamw_hyper h,
                  int stochastic) {
-    unsigned b = blockIdx.x;
-    adamw_range_dev r = adamw_block_range(tab, nranges, one, b);
-    unsigned long long e0 = (unsigned long long)(b - r.block_start) * ADAMW_CHUNK;
-    unsigned long long e1 = e0 + ADAMW_CHUNK < r.count ? e0 + ADAMW_CHUNK : r.count;
-    float decay = 1.0f - h.lr * r.weight_decay;
-    float step = h.lr / h.bias_correction1;
-    float rsbc2 = 1.0f / sqrtf(h.bias_correction2);
-    for (unsigned long long e = e0 + threadIdx.x; e < e1; e += ADAMW_THREADS) {
-        size_t i = (size_t)(r.offset + e);
-        float g = grads[i] * h.grad_scale;
-        float mi = h.beta1 * gptx_bf16_widen(m[i]) + (1.0f - h.beta1) * g;
-        float vi = h.beta2 * gptx_bf16_widen(v[i]) + (1.0f - h.beta2) * g * g;
-        float pi = gptx_bf16_widen(params[i]) * decay - step * mi / (sqrtf(vi) * rsbc2 + h.eps);
-        if (stochastic) {
-            gptx_philox4 rnd = gptx_philox_block(h.rounding_seed, (uint64_t)h.step, i);
-            params[i] = gptx_bf16_round_stochastic(pi, rnd.v[0]);
-            m[i] = gptx_bf16_round_stochastic(mi, rnd.v[1]);
-            v[i] = gptx_bf16_round_stochastic(vi, rnd.v[2]);
-        } else {
-            params[i] = gptx_bf16_round_nearest(pi);
-            m[i] = gptx_bf16_round_nearest(mi);
-            v[i] = gptx_bf16_round_nearest(vi);
-        }
+    adamw_block k = adamw_block_of(tab, nranges, one, h, 8);
+    for (unsigned long long e = k.e0 + threadIdx.x * 8ull; e < k.ev; e += ADAMW_THREADS * 8) {
+        size_t i = (size_t)(k.r.offset + e);
+        uint16_t p[8], mi[8], vi[8];
+        float g[8];
+        gptx_vld_raw(p, params + i);
+        gptx_vld_raw(mi, m + i);
+        gptx_vld_raw(vi, v + i);
+        gptx_ld_group(g, grads + i, 8, true);
+#pragma unroll
+        for (int j = 0; j < 8; j++) adamw_elem_bf16(&p[j], &mi[j], &vi[j], g[j], i + j, h, k, stochastic);
+        gptx_vst_raw(params + i, p);
+        gptx_vst_raw(m + i, mi);
+        gptx_vst_raw(v + i, vi);
+    }
+    for (unsigned long long e = k.ev + threadIdx.x; e < k.e1; e += ADAMW_THREADS) {
+        size_t i = (size_t)(k.r.offset + e);
+        adamw_elem_bf16(&params[i], &m[i], &v[i], grads[i], i, h, k, stochastic);
     }
 }
 
@@ -892,9 +960,44 @@ static int adamw_table_device(gptx_backend *be, size_t bytes, const adamw_range_
     return GPTX_OK;
 }
 
-GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *grads, float *m,
-                                 float *v, const gptx_param_range *ranges, int nranges,
-                                 const gptx_adamw_hyper *h) {
+/* Host: whether range [off, ...) of every operand is aligned for AdamW's
+ * groups (4 fp32 or 8 bf16 parameters; the copy's 4 bf16 take 8 bytes). */
+static bool adamw_range_vec(const gptx_backend *be, const float *params, const void *copy,
+                            const float *grads, const float *m, const float *v, size_t off) {
+    size_t pb = be->param_bf16 ? 2 : 4, W = 16 / pb;
+    const char *p = (const char *)params, *mm = (const char *)m, *vv = (const char *)v;
+    return gptx_vec_ptr(p + off * pb, W, pb) && gptx_vec_ptr(mm + off * pb, W, pb) &&
+           gptx_vec_ptr(vv + off * pb, W, pb) && gptx_vec_ptr(grads + off, W, 4) &&
+           (copy == NULL || gptx_vec_ptr((const char *)copy + off * 2, W, 2));
+}
+
+/* The launch's range table in be->adamw_build: the ranges with elements,
+ * each with its first block and whether it moves in groups. Returns the
+ * number of entries; *blocks the grid. */
+static int adamw_build_table(gptx_backend *be, float *params, const void *copy, const float *grads,
+                             const float *m, const float *v, const gptx_param_range *ranges,
+                             int nranges, unsigned long long *blocks) {
+    adamw_range_dev *tab = (adamw_range_dev *)be->adamw_build;
+    int nt = 0;
+    *blocks = 0;
+    for (int i = 0; i < nranges; i++) {
+        if (ranges[i].count == 0) continue;
+        memset(&tab[nt], 0, sizeof tab[nt]); /* compared bytewise */
+        tab[nt].offset = ranges[i].offset;
+        tab[nt].count = ranges[i].count;
+        tab[nt].weight_decay = ranges[i].weight_decay;
+        tab[nt].block_start = (unsigned)*blocks;
+        tab[nt].vec = adamw_range_vec(be, params, copy, grads, m, v, ranges[i].offset);
+        *blocks += (ranges[i].count + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+        nt++;
+    }
+    return nt;
+}
+
+/* AdamW over the ranges, and the weight copy's refresh when copy is set. */
+static int adamw_launch(gptx_backend *be, float *params, void *copy, const float *grads, float *m,
+                        float *v, const gptx_param_range *ranges, int nranges,
+                        const gptx_adamw_hyper *h) {
     if (nranges <= 0) return GPTX_OK;
     GPTX_TRY(gptx_cuda_enter(be));
     size_t need = (size_t)nranges * sizeof(adamw_range_dev);
@@ -904,24 +1007,13 @@ GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *g
         be->adamw_build = nb;
         be->adamw_build_cap = need;
     }
-    adamw_range_dev *tab = (adamw_range_dev *)be->adamw_build;
-    int nt = 0;
     unsigned long long blocks = 0;
-    for (int i = 0; i < nranges; i++) {
-        if (ranges[i].count == 0) continue;
-        memset(&tab[nt], 0, sizeof tab[nt]); /* compared bytewise */
-        tab[nt].offset = ranges[i].offset;
-        tab[nt].count = ranges[i].count;
-        tab[nt].weight_decay = ranges[i].weight_decay;
-        tab[nt].block_start = (unsigned)blocks;
-        blocks += (ranges[i].count + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
-        nt++;
-    }
+    int nt = adamw_build_table(be, params, copy, grads, m, v, ranges, nranges, &blocks);
     if (nt == 0) return GPTX_OK;
     if (blocks > 0x7fffffffull)
         return GPTX_FAIL(GPTX_ERR_SHAPE, "AdamW over %llu blocks is too large", blocks);
     /* one range (the per-tensor variant) goes by value: no table at all */
-    const adamw_range_dev *dev = NULL;
+    const adamw_range_dev *tab = (const adamw_range_dev *)be->adamw_build, *dev = NULL;
     if (nt > 1) GPTX_TRY(adamw_table_device(be, (size_t)nt * sizeof *tab, &dev));
     adamw_range_dev one = tab[0];
     gptx_adamw_hyper hv = *h; /* by value: a captured launch must not read the caller's */
@@ -930,10 +1022,26 @@ GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *g
                     (uint16_t *)params, grads, (uint16_t *)m, (uint16_t *)v, dev, nt, one, hv,
                     be->stochastic_rounding);
     else
-        GPTX_LAUNCH(k_adamw, (unsigned)blocks, ADAMW_THREADS, be->compute, params, grads, m, v,
-                    dev, nt, one, hv);
+        GPTX_LAUNCH(k_adamw, (unsigned)blocks, ADAMW_THREADS, be->compute, params,
+                    (gptx_bf16 *)copy, grads, m, v, dev, nt, one, hv);
     GPTX_CUDA_LAUNCHED("adamw");
     return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *grads, float *m,
+                                 float *v, const gptx_param_range *ranges, int nranges,
+                                 const gptx_adamw_hyper *h) {
+    return adamw_launch(be, params, NULL, grads, m, v, ranges, nranges, h);
+}
+
+GPTX_CUDA_FN int gptx_cuda_adamw_copy(gptx_backend *be, float *params, float *copy,
+                                      const float *grads, float *m, float *v,
+                                      const gptx_param_range *ranges, int nranges,
+                                      const gptx_adamw_hyper *h) {
+    if (!be->act_bf16 || be->param_bf16)
+        return GPTX_FAIL(GPTX_ERR_STATE, "adamw_copy: the %s policy keeps no weight copy",
+                         gptx_precision_name(be->precision));
+    return adamw_launch(be, params, copy, grads, m, v, ranges, nranges, h);
 }
 
 /* ---- QKV layout (separate-QKV ablation variant) ------------------------------------------ */

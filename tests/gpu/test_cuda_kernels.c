@@ -3,14 +3,17 @@
  *
  * Tolerances (a = CUDA, r = CPU; a NaN always fails; -inf must match -inf):
  *   exact (bitwise): fill, upload/download, embedding forward and backward
- *     (same additions in the same order), residual, QKV layout; the fused
+ *     (same additions in the same order), residual, QKV layout, AdamW (the
+ *     CPU's arithmetic with every rounding spelled out; the CPU is built
+ *     without contraction; pure bf16 against the CPU's fp32 update rounded
+ *     on the host); the fused
  *     residual + LayerNorm against the backend's separate ops (and its
  *     residual against the CPU's; its LayerNorm has LayerNorm's tolerances);
- *     every kernel's scalar path against its vector path;
+ *     AdamW with the bf16 weight copy refreshed against AdamW then
+ *     convert_weights; every kernel's scalar path against its vector path;
  *   elementwise |a - r| <= atol + rtol |r|: GELU (1e-6, 1e-5), LayerNorm
  *     (1e-5 scale, 1e-4), attention (1e-5 scale, 1e-4), cross-entropy
- *     loss and log-sum-exp (1e-5, 3e-5), logit gradient (1e-7, 1e-5), AdamW
- *     (1e-7, 1e-5);
+ *     loss and log-sum-exp (1e-5, 3e-5), logit gradient (1e-7, 1e-5);
  *   matrix products |a - r| <= e * S, S = sum_k |x_k| |w_k| (+ |bias|) of
  *     that element, e = 1e-5 (fp32), 2e-3 (tf32), 1e-2 (bf16): each input
  *     rounded to the compute type's precision (2^-11, 2^-8) twice, plus fp32
@@ -19,6 +22,7 @@
  * "scale" is the largest |r| of that output. Repeat runs of the
  * accumulating kernels must give the same bits (no atomics). */
 #define _POSIX_C_SOURCE 200809L
+#include "bf16_round.h"
 #include "check.h"
 #include "cuda_test_util.h"
 
@@ -767,14 +771,28 @@ static void test_adamw(pair *p) {
         CHECK_OK(p->cu_ops->adamw(p->cu, dp, dg, dm, dv, ranges, 4, &h));
     }
     float *ap = down(p, dp, n), *am = down(p, dm, n), *av = down(p, dv, n);
-    compare("params", rp, ap, n, 1e-7, 1e-5);
-    compare("m", rm, am, n, 1e-10, 1e-5);
-    compare("v", rv, av, n, 1e-12, 1e-5);
+    same_bits("params", rp, ap, n);
+    same_bits("m", rm, am, n);
+    same_bits("v", rv, av, n);
     same_bits("gap untouched", pr + 9000, ap + 9000, 100);
     void *dev[] = {dp, dg, dm, dv};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
     void *host[] = {pr, g, m, v, rp, rm, rv, ap, am, av};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+/* A CUDA backend instance of its own, with these context options (NULL when
+ * it cannot be made: a failed check). */
+static gptx_backend *own_backend(pair *p, int precision, int graphs, int stochastic) {
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CUDA;
+    o.precision = precision;
+    o.cuda_graphs = graphs;
+    o.stochastic_rounding = stochastic;
+    gptx_backend *be = NULL;
+    CHECK_OK(p->cu_ops->create(&be, &o));
+    return be;
 }
 
 /* One AdamW step on both backends; on the CUDA side inside graph segment 2
@@ -799,13 +817,7 @@ static void adamw_both(pair *p, gptx_backend *be, int graph, float *rp, const fl
  * single range (passed by value), against the CPU each time. */
 static void test_adamw_table(pair *p) {
     printf("  adamw: table kept on the device, captured in a graph\n");
-    gptx_context_options o;
-    gptx_context_options_init(&o);
-    o.backend = GPTX_BACKEND_CUDA;
-    o.precision = GPTX_PRECISION_FP32;
-    o.cuda_graphs = 1;
-    gptx_backend *be = NULL;
-    CHECK_OK(p->cu_ops->create(&be, &o));
+    gptx_backend *be = own_backend(p, GPTX_PRECISION_FP32, 1, 0);
     if (!be) return;
     size_t n = 20000;
     gptx_param_range ranges[] = {{0, 7000, 0.1f}, {7000, 13000, 0.0f}};
@@ -835,13 +847,153 @@ static void test_adamw_table(pair *p) {
     CHECK_OK(p->cu_ops->download_f32(be, ap, dp, n));
     CHECK_OK(p->cu_ops->download_f32(be, am, dm, n));
     CHECK_OK(p->cu_ops->download_f32(be, av, dv, n));
-    compare("params", rp, ap, n, 1e-7, 1e-5);
-    compare("m", rm, am, n, 1e-10, 1e-5);
-    compare("v", rv, av, n, 1e-12, 1e-5);
+    same_bits("params", rp, ap, n);
+    same_bits("m", rm, am, n);
+    same_bits("v", rv, av, n);
     void *dev[] = {dp, dg, dm, dv};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) p->cu_ops->free(be, dev[i]);
     void *host[] = {pr, g, z, rp, rm, rv, ap, am, av};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    p->cu_ops->destroy(be);
+}
+
+/* Pure-bf16 AdamW (bf16 parameters and moments, in groups of 8 where a
+ * range's start allows) against the CPU's fp32 update of the widened values,
+ * each result rounded on the host: to nearest even, or stochastically with
+ * the Philox words (seed, step, element) 0, 1, 2. Bit for bit: the update's
+ * roundings are spelled out on the device and the CPU is built without
+ * contraction. Ranges start aligned (0, 4096) and not (1001, 9003). */
+static void test_adamw_pure(pair *p) {
+    for (int stochastic = 0; stochastic < 2; stochastic++) {
+        printf("  adamw, pure bf16, %s rounding\n", stochastic ? "stochastic" : "nearest");
+        gptx_backend *be = own_backend(p, GPTX_PRECISION_BF16_PURE, 0, stochastic);
+        if (!be) return;
+        size_t n = 20003;
+        gptx_param_range ranges[] = {{0, 1001, 0.1f}, {1001, 3095, 0.0f}, {4096, 4907, 0.1f},
+                                     {9003, 11000, 0.05f}};
+        gptx_adamw_hyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.05f, 0.8f, 1234, 3};
+        float *pr = hrand(n, 321, -1, 1), *g = hrand(n, 322, -5e-2f, 5e-2f),
+              *m = hrand(n, 323, -1e-2f, 1e-2f), *v = hrand(n, 324, 0, 1e-3f);
+        float *host[] = {pr, m, v}, *dev[3], *dg = NULL;
+        CHECK_OK(p->cu_ops->alloc(be, n * 4, (void **)&dg));
+        CHECK_OK(p->cu_ops->upload_f32(be, dg, g, n));
+        for (int k = 0; k < 3; k++) { /* stored bf16; read back widened, exactly */
+            CHECK_OK(p->cu_ops->alloc(be, n * 2, (void **)&dev[k]));
+            CHECK_OK(p->cu_ops->upload_param(be, dev[k], host[k], n));
+            CHECK_OK(p->cu_ops->download_param(be, host[k], dev[k], n));
+        }
+        CHECK_OK(p->cu_ops->adamw(be, dev[0], dg, dev[1], dev[2], ranges, 4, &h));
+        CHECK_OK(p->cpu_ops->adamw(p->cpu, pr, g, m, v, ranges, 4, &h));
+        float *got = malloc(n * 4);
+        const char *names[] = {"params", "m", "v"};
+        for (int k = 0; k < 3; k++) {
+            for (size_t i = 0; i < n; i++) {
+                uint16_t b = gptx_bf16_round_nearest(host[k][i]);
+                if (stochastic)
+                    b = gptx_bf16_round_stochastic(
+                        host[k][i], gptx_philox_block(h.rounding_seed, (uint64_t)h.step, i).v[k]);
+                host[k][i] = gptx_bf16_widen(b);
+            }
+            CHECK_OK(p->cu_ops->download_param(be, got, dev[k], n));
+            same_bits(names[k], host[k], got, n);
+            p->cu_ops->free(be, dev[k]);
+        }
+        p->cu_ops->free(be, dg);
+        free(got);
+        free(pr);
+        free(g);
+        free(m);
+        free(v);
+        p->cu_ops->destroy(be);
+    }
+}
+
+/* One AdamW step of each flavour on a bf16 backend: `fused` (params, m, v,
+ * copy) by adamw_copy, inside graph segment 2 when graph is set, and `plain`
+ * by adamw then convert_weights over all n. */
+typedef struct {
+    float *p, *m, *v, *copy;
+} adamw_set;
+
+static void adamw_copy_step(pair *p, gptx_backend *be, int graph, adamw_set *fused,
+                            adamw_set *plain, const float *dg, size_t n,
+                            const gptx_param_range *ranges, int nranges,
+                            const gptx_adamw_hyper *h) {
+    int replayed = 0;
+    uint64_t key[1] = {43};
+    if (graph) CHECK_OK(p->cu_ops->graph_begin(be, 2, key, 1, &replayed));
+    if (!replayed) {
+        int rc = p->cu_ops->adamw_copy(be, fused->p, fused->copy, dg, fused->m, fused->v, ranges,
+                                       nranges, h);
+        if (graph) rc = p->cu_ops->graph_end(be, 2, rc);
+        CHECK_OK(rc);
+    }
+    CHECK_OK(p->cu_ops->adamw(be, plain->p, dg, plain->m, plain->v, ranges, nranges, h));
+    CHECK_OK(p->cu_ops->convert_weights(be, plain->copy, plain->p, n));
+}
+
+/* The bf16 weight copy refreshed inside AdamW (adamw_copy) against AdamW
+ * followed by convert_weights, bit for bit: parameters, moments and the
+ * copy, over ranges that cover every element (as the optimizer's do) with
+ * unaligned starts (element by element) and aligned ones (groups). Steps 3
+ * to 5 run in a CUDA graph (the fourth captures, the fifth replays); then
+ * other ranges and a single one. The fused copy starts as NaN, so an
+ * element it failed to write shows. */
+static void test_adamw_copy(pair *p) {
+    printf("  adamw with the bf16 weight copy refreshed in the same pass\n");
+    gptx_backend *be = own_backend(p, GPTX_PRECISION_BF16, 1, 0);
+    if (!be) return;
+    size_t n = 20000;
+    gptx_param_range ranges[] = {{0, 7001, 0.1f}, {7001, 5999, 0.0f}, {13000, 7000, 0.05f}};
+    gptx_param_range other[] = {{0, 4096, 0.0f}, {4096, 15903, 0.1f}, {19999, 1, 0.1f}};
+    gptx_param_range single[] = {{0, 20000, 0.1f}};
+    gptx_adamw_hyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.142625f, 0.8f, 0, 1};
+    float *pr = hrand(n, 311, -1, 1), *g = hrand(n, 312, -1e-2f, 1e-2f);
+    adamw_set set[2];
+    float *dg = NULL;
+    CHECK_OK(p->cu_ops->alloc(be, n * 4, (void **)&dg));
+    CHECK_OK(p->cu_ops->upload_f32(be, dg, g, n));
+    for (int s = 0; s < 2; s++) {
+        float **f[] = {&set[s].p, &set[s].m, &set[s].v, &set[s].copy};
+        for (size_t i = 0; i < 4; i++) CHECK_OK(p->cu_ops->alloc(be, n * 4, (void **)f[i]));
+        CHECK_OK(p->cu_ops->upload_f32(be, set[s].p, pr, n));
+        CHECK_OK(p->cu_ops->fill_f32(be, set[s].m, 0.0f, n));
+        CHECK_OK(p->cu_ops->fill_f32(be, set[s].v, 0.0f, n));
+        CHECK_OK(p->cu_ops->fill_act(be, set[s].copy, NAN, n));
+    }
+    for (int step = 0; step < 5; step++) /* plain, plain, first sight, capture, replay */
+        adamw_copy_step(p, be, step >= 2, &set[0], &set[1], dg, n, ranges, 3, &h);
+    int64_t captures = 0, replays = 0;
+    p->cu_ops->graph_counts(be, &captures, &replays);
+    printf("    graph: %lld captured, %lld replayed\n", (long long)captures, (long long)replays);
+    CHECK(captures == 1 && replays == 1);
+    adamw_copy_step(p, be, 0, &set[0], &set[1], dg, n, other, 3, &h);
+    adamw_copy_step(p, be, 0, &set[0], &set[1], dg, n, single, 1, &h);
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    const char *names[] = {"params", "m", "v"};
+    for (int k = 0; k < 3; k++) {
+        float *fa = k == 0 ? set[0].p : k == 1 ? set[0].m : set[0].v;
+        float *fb = k == 0 ? set[1].p : k == 1 ? set[1].m : set[1].v;
+        CHECK_OK(p->cu_ops->download_f32(be, a, fa, n));
+        CHECK_OK(p->cu_ops->download_f32(be, b, fb, n));
+        same_bits(names[k], b, a, n);
+    }
+    CHECK_OK(p->cu_ops->download_act(be, a, set[0].copy, n));
+    CHECK_OK(p->cu_ops->download_act(be, b, set[1].copy, n));
+    same_bits("copy vs convert_weights", b, a, n);
+    /* a policy without a copy refuses */
+    CHECK_STATUS(p->cu_ops->adamw_copy(p->cu, set[0].p, set[0].copy, dg, set[0].m, set[0].v,
+                                       single, 1, &h),
+                 GPTX_ERR_STATE);
+    for (int s = 0; s < 2; s++) {
+        void *dev[] = {set[s].p, set[s].m, set[s].v, set[s].copy};
+        for (size_t i = 0; i < 4; i++) p->cu_ops->free(be, dev[i]);
+    }
+    p->cu_ops->free(be, dg);
+    free(a);
+    free(b);
+    free(pr);
+    free(g);
     p->cu_ops->destroy(be);
 }
 
@@ -976,6 +1128,26 @@ static void case_crossentropy(views *v, results *r) {
     free(logits);
 }
 
+/* AdamW over ranges whose starts are multiples of 4 except one (1001) */
+static void case_adamw(views *v, results *r) {
+    size_t n = 5001;
+    gptx_param_range ranges[] = {{0, 1000, 0.1f}, {1000, 1, 0.0f}, {1001, 3000, 0.0f},
+                                 {4001, 1000, 0.05f}};
+    gptx_adamw_hyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.142625f, 0.7f, 0, 1};
+    float *pr = hrand(n, 241, -1, 1), *g = hrand(n, 242, -1e-2f, 1e-2f),
+          *m = hrand(n, 243, -1e-3f, 1e-3f), *vv = hrand(n, 244, 0, 1e-5f);
+    float *dp = view_of(v, pr, n), *dg = view_of(v, g, n), *dm = view_of(v, m, n),
+          *dv = view_of(v, vv, n);
+    CHECK_OK(v->p->cu_ops->adamw(v->p->cu, dp, dg, dm, dv, ranges, 4, &h));
+    keep(v, r, dp, n);
+    keep(v, r, dm, n);
+    keep(v, r, dv, n);
+    free(pr);
+    free(g);
+    free(m);
+    free(vv);
+}
+
 /* Each kernel family on 16-byte aligned buffers and on the same data one
  * element further (only 4-byte aligned): the host must pick the scalar path
  * for the second (a vector access there faults on a device and aborts the
@@ -989,7 +1161,8 @@ static void test_vector_paths(pair *p) {
     } cases[] = {{"layernorm + column sums", case_layernorm},
                  {"residual + layernorm", case_residual_layernorm},
                  {"gelu, residual", case_elementwise},
-                 {"cross-entropy", case_crossentropy}};
+                 {"cross-entropy", case_crossentropy},
+                 {"adamw", case_adamw}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         results r[2] = {{NULL, 0}, {NULL, 0}};
         unsigned long long count[2];
@@ -1026,7 +1199,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* bf16 stores activations as bf16: covered at the model level (test_cuda_model,
-     * test_reference_cuda, test_cuda_train), not by these fp32-buffer tests */
+     * test_reference_cuda, test_cuda_train), not by these fp32-buffer tests;
+     * the bf16 AdamW kernels have their own backends here (test_adamw_copy,
+     * test_adamw_pure) */
     const char *precisions[] = {"fp32", "tf32"};
     printf("test_cuda_kernels on %s\n", CUDA_TEST_KIND);
     for (int pi = 0; pi < 2; pi++) {
@@ -1054,6 +1229,8 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, "sums")) test_sums(&p);
             if (!only || !strcmp(only, "adamw")) test_adamw(&p);
             if (!only || !strcmp(only, "adamw")) test_adamw_table(&p);
+            if (!only || !strcmp(only, "adamw")) test_adamw_copy(&p);
+            if (!only || !strcmp(only, "adamw")) test_adamw_pure(&p);
             if (!only || !strcmp(only, "vector")) test_vector_paths(&p);
         }
         if (!only || !strcmp(only, "matmul")) test_matmul(&p);
