@@ -32,6 +32,13 @@ extern "C" {
 #define ADAMW_CHUNK 4096 /* elements per AdamW block */
 #define ADAMW_THREADS 256
 #define ELEM_THREADS 256
+/* Embedding backward: positions one block adds serially. A token with more
+ * positions is split into chunks of this many, summed into partial rows and
+ * then added in order (a frequent token of real text covers thousands of
+ * positions of a batch: docs/cuda.md). */
+#define EMB_CHUNK 64
+#define EMB_THREADS 256
+#define EMB_G 4 /* columns per thread: one fp32 group */
 
 static __device__ __forceinline__ float warp_sum(float v) {
     /* butterfly: every lane ends with the same bits */
@@ -85,20 +92,140 @@ static __global__ void k_embedding_backward_wpe(float *dwpe, const A *dout, int 
     }
 }
 
-/* Block s owns token seg_tok[s]: dwte[tok, c] += dout[pos[j], c] for its
- * positions j in increasing order (the CPU backend's order), so each row of
- * dwte has exactly one writer. */
-template <typename A>
-static __global__ void k_embedding_backward_wte(float *dwte, const A *dout, const int32_t *pos,
-                                                const int32_t *seg_tok, const int32_t *seg_start,
-                                                int C) {
-    int s = blockIdx.x;
-    int tok = seg_tok[s], j0 = seg_start[s], j1 = seg_start[s + 1];
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float acc = dwte[(size_t)tok * C + c];
-        for (int j = j0; j < j1; j++) acc += gptx_ld(dout[(size_t)pos[j] * C + c]);
-        dwte[(size_t)tok * C + c] = acc;
+/* Block s adds the positions pos[seg_start[s] .. seg_start[s + 1]) of token
+ * seg_tok[s], in increasing order, into one destination row: dwte's own row
+ * when the token has at most EMB_CHUNK positions (seg_slot[s] < 0: the CPU
+ * backend's additions in its order, so the same bits), else the partial row
+ * seg_slot[s] of part, from zero. Every destination row has one writer. */
+template <typename R>
+static __global__ void __launch_bounds__(EMB_THREADS)
+    k_embedding_backward_wte(float *dwte, float *part, const R *dout, const int32_t *pos,
+                             const int32_t *seg_tok, const int32_t *seg_start,
+                             const int32_t *seg_slot, int C, bool vec) {
+    int s = blockIdx.x, slot = seg_slot[s], j0 = seg_start[s], j1 = seg_start[s + 1];
+    float *dst = slot < 0 ? dwte + (size_t)seg_tok[s] * C : part + (size_t)slot * C;
+    for (int c = threadIdx.x * EMB_G; c < C; c += EMB_THREADS * EMB_G) {
+        int n = imin(EMB_G, C - c);
+        float acc[EMB_G] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (slot < 0) gptx_ld_group(acc, dst + c, n, vec);
+        for (int j = j0; j < j1; j++) {
+            float d[EMB_G];
+            gptx_ld_group(d, dout + (size_t)pos[j] * C + c, n, vec);
+#pragma unroll
+            for (int e = 0; e < EMB_G; e++) acc[e] += d[e];
+        }
+        gptx_st_group(dst + c, acc, n, vec);
     }
+}
+
+/* dwte[long_tok[t]] += its partial rows long_first[t] .. long_first[t + 1] - 1,
+ * in that order: one block per token that was split into chunks. */
+static __global__ void __launch_bounds__(EMB_THREADS)
+    k_embedding_backward_combine(float *dwte, const float *part, const int32_t *long_tok,
+                                 const int32_t *long_first, int C, bool vec) {
+    int t = blockIdx.x;
+    float *row = dwte + (size_t)long_tok[t] * C;
+    for (int c = threadIdx.x * EMB_G; c < C; c += EMB_THREADS * EMB_G) {
+        int n = imin(EMB_G, C - c);
+        float acc[EMB_G];
+        gptx_ld_group(acc, row + c, n, vec);
+        for (int k = long_first[t]; k < long_first[t + 1]; k++) {
+            float d[EMB_G];
+            gptx_ld_group(d, part + (size_t)k * C + c, n, vec);
+#pragma unroll
+            for (int e = 0; e < EMB_G; e++) acc[e] += d[e];
+        }
+        gptx_st_group(row + c, acc, n, vec);
+    }
+}
+
+/* The ids of the last forward pass on the host: embedding_forward's copy
+ * when it still describes this buffer, else copied now. */
+static int embedding_ids_on_host(gptx_backend *be, const int32_t *inp, size_t BT,
+                                 const int32_t **ids) {
+    if (be->ids_dev != inp || be->ids_count != BT) {
+        GPTX_TRY(gptx_cuda_pinned_reserve(&be->ids, BT * sizeof(int32_t)));
+        GPTX_CUDA_TRY(cudaMemcpyAsync(be->ids.host, inp, BT * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, be->compute));
+        GPTX_TRY(gptx_cuda_pinned_mark(&be->ids, be->compute));
+        be->ids_dev = inp;
+        be->ids_count = BT;
+    }
+    GPTX_TRY(gptx_cuda_pinned_reserve(&be->ids, BT * sizeof(int32_t))); /* waits for the copy */
+    *ids = (const int32_t *)be->ids.host;
+    return GPTX_OK;
+}
+
+/* Positions per token id into be->bucket_counts (ncounts = largest id + 1). */
+static int embedding_counts(gptx_backend *be, const int32_t *ids, size_t BT, size_t *ncounts) {
+    int32_t maxid = -1;
+    for (size_t n = 0; n < BT; n++) {
+        if (ids[n] < 0)
+            return GPTX_FAIL(GPTX_ERR_TOKEN_RANGE, "inp[%zu] is %d; must be >= 0", n, (int)ids[n]);
+        if (ids[n] > maxid) maxid = ids[n];
+    }
+    *ncounts = (size_t)maxid + 1;
+    if (*ncounts > be->bucket_counts_cap) {
+        int32_t *nc = (int32_t *)realloc(be->bucket_counts, *ncounts * sizeof *nc);
+        if (!nc) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        be->bucket_counts = nc;
+        be->bucket_counts_cap = *ncounts;
+    }
+    memset(be->bucket_counts, 0, *ncounts * sizeof *be->bucket_counts);
+    for (size_t n = 0; n < BT; n++) be->bucket_counts[ids[n]]++;
+    return GPTX_OK;
+}
+
+/* How the positions split into blocks: nseg segments (one block each), of
+ * which nslots write partial rows, for nlong tokens split into chunks. */
+typedef struct emb_plan {
+    size_t nseg, nlong, nslots;
+} emb_plan;
+
+static size_t emb_chunks(int32_t count) { return ((size_t)count + EMB_CHUNK - 1) / EMB_CHUNK; }
+
+static emb_plan embedding_plan(const int32_t *counts, size_t ncounts) {
+    emb_plan p = {0, 0, 0};
+    for (size_t v = 0; v < ncounts; v++) {
+        size_t k = emb_chunks(counts[v]);
+        p.nseg += k;
+        if (k > 1) {
+            p.nlong++;
+            p.nslots += k;
+        }
+    }
+    return p;
+}
+
+/* The table the kernels read (int32 words): pos (BT, positions sorted by
+ * token, increasing within a token) | seg_tok | seg_slot (nseg) | seg_start
+ * (nseg + 1) | long_tok (nlong) | long_first (nlong + 1). counts becomes the
+ * counting sort's cursor. */
+static void embedding_table(int32_t *counts, size_t ncounts, const int32_t *ids, size_t BT,
+                            const emb_plan *p, int32_t *words) {
+    int32_t *pos = words, *seg_tok = pos + BT, *seg_slot = seg_tok + p->nseg;
+    int32_t *seg_start = seg_slot + p->nseg, *long_tok = seg_start + p->nseg + 1;
+    int32_t *long_first = long_tok + p->nlong;
+    int32_t start = 0, slot = 0;
+    size_t s = 0, t = 0;
+    for (size_t v = 0; v < ncounts; v++) {
+        int32_t c = counts[v];
+        size_t k = emb_chunks(c);
+        if (k > 1) {
+            long_tok[t] = (int32_t)v;
+            long_first[t++] = slot;
+        }
+        for (size_t i = 0; i < k; i++, s++) {
+            seg_tok[s] = (int32_t)v;
+            seg_slot[s] = k > 1 ? slot++ : -1;
+            seg_start[s] = start + (int32_t)(i * EMB_CHUNK);
+        }
+        counts[v] = start; /* becomes the next free slot of bucket v */
+        start += c;
+    }
+    seg_start[p->nseg] = start;
+    long_first[p->nlong] = slot;
+    for (size_t n = 0; n < BT; n++) pos[counts[ids[n]]++] = (int32_t)n;
 }
 
 GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, float *dwpe,
@@ -110,66 +237,38 @@ GPTX_CUDA_FN int gptx_cuda_embedding_backward(gptx_backend *be, float *dwte, flo
     GPTX_LAUNCH_RES(k_embedding_backward_wpe, gptx_cuda_blocks((size_t)T * C, 256), 256,
                     be->compute, dwpe, (const res_t *)dout, B, T, C);
     GPTX_CUDA_LAUNCHED("embedding_backward_wpe");
+    if (BT == 0 || C <= 0) return GPTX_OK;
 
-    /* the ids on the host: from embedding_forward's copy when it still
-     * describes this buffer, else copied now */
-    if (be->ids_dev != inp || be->ids_count != BT) {
-        GPTX_TRY(gptx_cuda_pinned_reserve(&be->ids, BT * sizeof(int32_t)));
-        GPTX_CUDA_TRY(cudaMemcpyAsync(be->ids.host, inp, BT * sizeof(int32_t),
-                                      cudaMemcpyDeviceToHost, be->compute));
-        GPTX_TRY(gptx_cuda_pinned_mark(&be->ids, be->compute));
-        be->ids_dev = inp;
-        be->ids_count = BT;
-    }
-    GPTX_TRY(gptx_cuda_pinned_reserve(&be->ids, BT * sizeof(int32_t))); /* waits for the copy */
-    const int32_t *ids = (const int32_t *)be->ids.host;
-
-    /* stable counting sort of positions by token id */
-    int32_t maxid = -1;
-    for (size_t n = 0; n < BT; n++) {
-        if (ids[n] < 0)
-            return GPTX_FAIL(GPTX_ERR_TOKEN_RANGE, "inp[%zu] is %d; must be >= 0", n, (int)ids[n]);
-        if (ids[n] > maxid) maxid = ids[n];
-    }
-    size_t ncounts = (size_t)maxid + 1;
-    if (ncounts > be->bucket_counts_cap) {
-        int32_t *nc = (int32_t *)realloc(be->bucket_counts, ncounts * sizeof *nc);
-        if (!nc) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-        be->bucket_counts = nc;
-        be->bucket_counts_cap = ncounts;
-    }
-    int32_t *counts = be->bucket_counts;
-    memset(counts, 0, ncounts * sizeof *counts);
-    for (size_t n = 0; n < BT; n++) counts[ids[n]]++;
-    size_t nseg = 0;
-    for (size_t v = 0; v < ncounts; v++) nseg += counts[v] > 0;
-    /* table: pos (BT) | seg_tok (nseg) | seg_start (nseg + 1) */
-    size_t words = BT + 2 * nseg + 1;
+    const int32_t *ids = NULL;
+    size_t ncounts = 0;
+    GPTX_TRY(embedding_ids_on_host(be, inp, BT, &ids));
+    GPTX_TRY(embedding_counts(be, ids, BT, &ncounts));
+    emb_plan p = embedding_plan(be->bucket_counts, ncounts);
+    size_t words = BT + 3 * p.nseg + 2 * p.nlong + 2;
     GPTX_TRY(gptx_cuda_pinned_reserve(&be->small, words * sizeof(int32_t)));
-    int32_t *pos = (int32_t *)be->small.host, *seg_tok = pos + BT, *seg_start = seg_tok + nseg;
-    int32_t start = 0;
-    size_t s = 0;
-    for (size_t v = 0; v < ncounts; v++) {
-        if (!counts[v]) continue;
-        seg_tok[s] = (int32_t)v;
-        seg_start[s] = start;
-        int32_t c = counts[v];
-        counts[v] = start; /* becomes the next free slot of bucket v */
-        start += c;
-        s++;
-    }
-    seg_start[nseg] = start;
-    for (size_t n = 0; n < BT; n++) pos[counts[ids[n]]++] = (int32_t)n;
+    embedding_table(be->bucket_counts, ncounts, ids, BT, &p, (int32_t *)be->small.host);
 
+    /* scratch: the partial rows (fp32, 16-byte aligned), then the table */
+    size_t part_bytes = (p.nslots * (size_t)C * sizeof(float) + 15) / 16 * 16;
     void *dev = NULL;
-    GPTX_TRY(gptx_cuda_scratch(be, words * sizeof(int32_t), &dev));
-    GPTX_CUDA_TRY(cudaMemcpyAsync(dev, be->small.host, words * sizeof(int32_t),
+    GPTX_TRY(gptx_cuda_scratch(be, part_bytes + words * sizeof(int32_t), &dev));
+    float *part = (float *)dev;
+    int32_t *tab = (int32_t *)((char *)dev + part_bytes);
+    GPTX_CUDA_TRY(cudaMemcpyAsync(tab, be->small.host, words * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, be->compute));
     GPTX_TRY(gptx_cuda_pinned_mark(&be->small, be->compute));
-    const int32_t *dpos = (const int32_t *)dev;
-    GPTX_LAUNCH_RES(k_embedding_backward_wte, (unsigned)nseg, 256, be->compute, dwte,
-                    (const res_t *)dout, dpos, dpos + BT, dpos + BT + nseg, C);
+    const int32_t *seg_tok = tab + BT, *seg_slot = seg_tok + p.nseg, *seg_start = seg_slot + p.nseg;
+    const int32_t *long_tok = seg_start + p.nseg + 1, *long_first = long_tok + p.nlong;
+
+    bool vec = C % EMB_G == 0 && gptx_vec_ptr(dwte, EMB_G, 4) && gptx_vec_ptr(part, EMB_G, 4) &&
+               gptx_vec_ptr(dout, EMB_G, gptx_cuda_res_bytes(be));
+    GPTX_LAUNCH_RES(k_embedding_backward_wte, (unsigned)p.nseg, EMB_THREADS, be->compute, dwte,
+                    part, (const res_t *)dout, tab, seg_tok, seg_start, seg_slot, C, vec);
     GPTX_CUDA_LAUNCHED("embedding_backward_wte");
+    if (p.nlong == 0) return GPTX_OK;
+    GPTX_LAUNCH(k_embedding_backward_combine, (unsigned)p.nlong, EMB_THREADS, be->compute, dwte,
+                (const float *)part, long_tok, long_first, C, vec);
+    GPTX_CUDA_LAUNCHED("embedding_backward_combine");
     return GPTX_OK;
 }
 

@@ -2,15 +2,18 @@
  * random inputs at odd shapes, through the two backend tables directly.
  *
  * Tolerances (a = CUDA, r = CPU; a NaN always fails; -inf must match -inf):
- *   exact (bitwise): fill, upload/download, embedding forward and backward
- *     (same additions in the same order), residual, QKV layout, AdamW (the
- *     CPU's arithmetic with every rounding spelled out; the CPU is built
- *     without contraction; pure bf16 against the CPU's fp32 update rounded
- *     on the host); the fused
+ *   exact (bitwise): fill, upload/download, embedding forward, embedding
+ *     backward of tokens with at most 64 positions (same additions in the
+ *     same order), residual, QKV layout, AdamW (the CPU's arithmetic with
+ *     every rounding spelled out; the CPU is built without contraction;
+ *     pure bf16 against the CPU's fp32 update rounded on the host); the fused
  *     residual + LayerNorm against the backend's separate ops (and its
  *     residual against the CPU's; its LayerNorm has LayerNorm's tolerances);
  *     AdamW with the bf16 weight copy refreshed against AdamW then
  *     convert_weights; every kernel's scalar path against its vector path;
+ *   embedding backward of a token with more positions (summed in chunks):
+ *     |a - r| <= (n + 64 + m + 2) 2^-24 S, S = sum of the column's |terms|
+ *     (test_embedding_text);
  *   elementwise |a - r| <= atol + rtol |r|: GELU (1e-6, 1e-5), LayerNorm
  *     (1e-5 scale, 1e-4), attention (1e-5 scale, 1e-4), cross-entropy
  *     loss and log-sum-exp (1e-5, 3e-5), logit gradient (1e-7, 1e-5);
@@ -237,6 +240,162 @@ static void test_embedding(pair *p) {
         free(rte);
         free(rpe);
     }
+}
+
+/* ---- embedding backward on tokenized text -------------------------------------------------- */
+
+#ifndef GPTX_TEST_DATA_DIR
+#define GPTX_TEST_DATA_DIR "data"
+#endif
+#define EMB_CHUNK 64 /* positions one block adds serially: backends/cuda/cuda_ops.cu */
+
+/* The GPT-2 ids of data/the-verdict.txt (NULL when the files cannot be read). */
+static int32_t *verdict_ids(gptx_tokenizer **tok, size_t *n) {
+    char enc[1024], voc[1024], txt[1024];
+    snprintf(enc, sizeof enc, "%s/gpt2/encoder.json", GPTX_TEST_DATA_DIR);
+    snprintf(voc, sizeof voc, "%s/gpt2/vocab.bpe", GPTX_TEST_DATA_DIR);
+    snprintf(txt, sizeof txt, "%s/the-verdict.txt", GPTX_TEST_DATA_DIR);
+    FILE *f = fopen(txt, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", txt);
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)len + 1);
+    size_t got = fread(text, 1, (size_t)len, f);
+    fclose(f);
+    int32_t *ids = malloc((size_t)len * sizeof *ids);
+    int rc = gptx_tokenizer_load_gpt2(tok, enc, voc);
+    if (rc == GPTX_OK) rc = gptx_tokenizer_encode(*tok, text, got, 0, ids, got, n);
+    free(text);
+    if (rc != GPTX_OK) {
+        fprintf(stderr, "tokenizing %s: %s\n", txt, gptx_last_error());
+        free(ids);
+        return NULL;
+    }
+    return ids;
+}
+
+/* How long the serial chain of the embedding backward is on B x T positions
+ * of the text (repeated to fill): before, one block per token added all of
+ * its positions (the largest bucket); now a block adds at most EMB_CHUNK,
+ * and a split token's partial rows are then added in order. */
+static void embedding_chain_figures(gptx_tokenizer *tok, const int32_t *ids, size_t n, int B,
+                                    int T) {
+    size_t BT = (size_t)B * T, distinct = 0, split = 0, blocks = 0;
+    int V = gptx_tokenizer_vocab_size(tok), top = 0;
+    int32_t *counts = calloc((size_t)V, sizeof *counts);
+    for (size_t i = 0; i < BT; i++) counts[ids[i % n]]++;
+    for (int v = 0; v < V; v++) {
+        if (!counts[v]) continue;
+        distinct++;
+        blocks += ((size_t)counts[v] + EMB_CHUNK - 1) / EMB_CHUNK;
+        split += counts[v] > EMB_CHUNK;
+        if (counts[v] > counts[top]) top = v;
+    }
+    const char *bytes = "";
+    size_t blen = 0;
+    gptx_tokenizer_token_bytes(tok, top, &bytes, &blen);
+    int after = counts[top] < EMB_CHUNK ? counts[top] : EMB_CHUNK;
+    int partials = (counts[top] + EMB_CHUNK - 1) / EMB_CHUNK;
+    printf("  embedding backward, B %d T %d of the-verdict.txt (%zu tokens, repeated): %zu distinct "
+           "tokens, largest bucket %d positions (token %d '%.*s'); longest serial chain %d row "
+           "additions before, %d now plus %d partial rows added in order; blocks %zu before, %zu "
+           "now (%zu tokens split)\n",
+           B, T, n, distinct, counts[top], top, (int)blen, bytes, counts[top], after,
+           partials > 1 ? partials : 0, distinct, blocks, split);
+    free(counts);
+}
+
+/* One token's row of dwte against the CPU's: bitwise when it has at most
+ * EMB_CHUNK positions (the same additions in the same order); else the
+ * chunked order's bound. The CPU adds d0 + x_1 + ... + x_n in order (error
+ * <= n u S, u = 2^-24, S = |d0| + sum |x_j| of that column); the device
+ * sums m = ceil(n / L) chunks of at most L = EMB_CHUNK terms each from
+ * zero ((L - 1) u S), then d0 and the m partials in order (m u S): so
+ * |a - r| <= (n + L + m + 2) u S, the 2 covering second-order terms.
+ * Returns the worst |a - r| / (u S). */
+static double embedding_row_check(const float *a, const float *r, const double *S, int count,
+                                   int C, size_t *bad) {
+    double worst = 0.0, u = 0x1p-24;
+    if (count <= EMB_CHUNK) {
+        *bad += memcmp(a, r, (size_t)C * sizeof *a) != 0;
+        return 0.0;
+    }
+    int m = (count + EMB_CHUNK - 1) / EMB_CHUNK;
+    double k = count + EMB_CHUNK + m + 2;
+    for (int c = 0; c < C; c++) {
+        double d = fabs((double)a[c] - r[c]), ratio = S[c] > 0 ? d / (u * S[c]) : d;
+        *bad += !(ratio <= k);
+        if (ratio > worst) worst = ratio;
+    }
+    return worst;
+}
+
+/* Tokenized text, not uniform ids: the-verdict.txt's first B x T = 4096
+ * GPT-2 tokens, where frequent tokens (',', ' the', '.') cover more than
+ * EMB_CHUNK positions and are split. C 36 moves in groups, C 33 element by
+ * element. dwpe and the rows of absent or rarer tokens bitwise; the split
+ * tokens within the bound above; a repeat run bitwise. */
+static void test_embedding_text(pair *p) {
+    gptx_tokenizer *tok = NULL;
+    size_t n = 0;
+    int32_t *text = verdict_ids(&tok, &n);
+    CHECK(text != NULL && n > 0);
+    if (!text) return;
+    embedding_chain_figures(tok, text, n, 64, 1024);
+    int B = 4, T = 1024, V = gptx_tokenizer_vocab_size(tok), Cs[] = {36, 33};
+    size_t BT = (size_t)B * T;
+    int32_t *ids = malloc(BT * sizeof *ids), *counts = calloc((size_t)V, sizeof *counts);
+    for (size_t i = 0; i < BT; i++) counts[ids[i] = text[i % n]]++;
+    size_t split = 0;
+    for (int v = 0; v < V; v++) split += counts[v] > EMB_CHUNK;
+    printf("  embedding backward on the-verdict.txt, B %d T %d: %zu tokens split into chunks\n", B,
+           T, split);
+    CHECK(split > 0);
+    for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++) {
+        int C = Cs[ci];
+        size_t BTC = BT * C, VC = (size_t)V * C;
+        float *g = hrand(BTC, 301 + ci, -1, 1), *gte = hrand(VC, 302, -1, 1),
+              *gpe = hrand((size_t)T * C, 303, -1, 1);
+        float *rte = hcopy(gte, VC), *rpe = hcopy(gpe, (size_t)T * C);
+        CHECK_OK(p->cpu_ops->embedding_backward(p->cpu, rte, rpe, g, ids, B, T, C));
+        double *S = malloc(VC * sizeof *S);
+        for (size_t i = 0; i < VC; i++) S[i] = fabs(gte[i]);
+        for (size_t i = 0; i < BT; i++)
+            for (int c = 0; c < C; c++) S[(size_t)ids[i] * C + c] += fabs(g[i * C + c]);
+        int32_t *dids = dup_i(p, ids, BT);
+        float *dg = dup_f(p, g, BTC), *dte = dup_f(p, gte, VC), *dpe = dup_f(p, gpe, (size_t)T * C);
+        CHECK_OK(p->cu_ops->embedding_backward(p->cu, dte, dpe, dg, dids, B, T, C));
+        float *ate = down(p, dte, VC), *ape = down(p, dpe, (size_t)T * C);
+        size_t bad = 0;
+        double worst = 0.0;
+        for (int v = 0; v < V; v++) {
+            double w = embedding_row_check(ate + (size_t)v * C, rte + (size_t)v * C,
+                                           S + (size_t)v * C, counts[v], C, &bad);
+            if (w > worst) worst = w;
+        }
+        printf("    C %d: split tokens' worst |a - r| / (2^-24 S) = %.3g; %zu rows or elements "
+               "outside\n",
+               C, worst, bad);
+        CHECK(bad == 0);
+        same_bits("dwpe", rpe, ape, (size_t)T * C);
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dte, gte, VC));
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dpe, gpe, (size_t)T * C));
+        CHECK_OK(p->cu_ops->embedding_backward(p->cu, dte, dpe, dg, dids, B, T, C));
+        float *ate2 = down(p, dte, VC);
+        same_bits("dwte repeat", ate, ate2, VC);
+        void *dev[] = {dids, dg, dte, dpe};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {g, gte, gpe, rte, rpe, S, ate, ape, ate2};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+    free(ids);
+    free(counts);
+    free(text);
+    gptx_tokenizer_destroy(tok);
 }
 
 /* ---- LayerNorm -------------------------------------------------------------------- */
@@ -1148,6 +1307,26 @@ static void case_adamw(views *v, results *r) {
     free(vv);
 }
 
+/* embedding backward with a token of 100 positions (split into chunks) */
+static void case_embedding(views *v, results *r) {
+    int B = 2, T = 100, C = 32, V = 11;
+    size_t BT = (size_t)B * T, BTC = BT * C;
+    int32_t ids[200];
+    for (size_t i = 0; i < BT; i++) ids[i] = i % 2 ? (int32_t)((i * 7) % (size_t)V) : 0;
+    int32_t *dids = dup_i(v->p, ids, BT);
+    float *g = hrand(BTC, 251, -1, 1), *gte = hrand((size_t)V * C, 252, -1, 1),
+          *gpe = hrand((size_t)T * C, 253, -1, 1);
+    float *dg = view_of(v, g, BTC), *dte = view_of(v, gte, (size_t)V * C),
+          *dpe = view_of(v, gpe, (size_t)T * C);
+    CHECK_OK(v->p->cu_ops->embedding_backward(v->p->cu, dte, dpe, dg, dids, B, T, C));
+    keep(v, r, dte, (size_t)V * C);
+    keep(v, r, dpe, (size_t)T * C);
+    dfree(v->p, dids);
+    free(g);
+    free(gte);
+    free(gpe);
+}
+
 /* Each kernel family on 16-byte aligned buffers and on the same data one
  * element further (only 4-byte aligned): the host must pick the scalar path
  * for the second (a vector access there faults on a device and aborts the
@@ -1162,7 +1341,8 @@ static void test_vector_paths(pair *p) {
                  {"residual + layernorm", case_residual_layernorm},
                  {"gelu, residual", case_elementwise},
                  {"cross-entropy", case_crossentropy},
-                 {"adamw", case_adamw}};
+                 {"adamw", case_adamw},
+                 {"embedding backward", case_embedding}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         results r[2] = {{NULL, 0}, {NULL, 0}};
         unsigned long long count[2];
@@ -1220,6 +1400,7 @@ int main(int argc, char **argv) {
         if (pi == 0) {
             if (!only || !strcmp(only, "copies")) test_copies(&p);
             if (!only || !strcmp(only, "embedding")) test_embedding(&p);
+            if (!only || !strcmp(only, "embedding")) test_embedding_text(&p);
             if (!only || !strcmp(only, "layernorm")) test_layernorm(&p);
             if (!only || !strcmp(only, "layernorm")) test_residual_layernorm(&p);
             if (!only || !strcmp(only, "attention")) test_attention(&p);
