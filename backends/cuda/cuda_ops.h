@@ -104,6 +104,10 @@ GPTX_CUDA_FN int gptx_cuda_crossentropy_backward(gptx_backend *be, float *logits
 GPTX_CUDA_FN int gptx_cuda_adamw(gptx_backend *be, float *params, const float *grads, float *m,
                                  float *v, const gptx_param_range *ranges, int nranges,
                                  const gptx_adamw_hyper *h);
+GPTX_CUDA_FN int gptx_cuda_adamw_copy(gptx_backend *be, float *params, float *copy,
+                                      const float *grads, float *m, float *v,
+                                      const gptx_param_range *ranges, int nranges,
+                                      const gptx_adamw_hyper *h);
 GPTX_CUDA_FN int gptx_cuda_qkv_interleave(gptx_backend *be, float *qkv, const float *q,
                                           const float *k, const float *v, int N, int C);
 GPTX_CUDA_FN int gptx_cuda_qkv_split(gptx_backend *be, float *q, float *k, float *v,

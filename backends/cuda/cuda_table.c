@@ -129,7 +129,11 @@ static int cuda_instance_ops(const gptx_backend *be, const gptx_kernel_variants 
         ops->qkv_forward = cuda_qkv_forward_separate;
         ops->qkv_backward = cuda_qkv_backward_separate;
     }
-    if (!v->fused_adamw) ops->adamw = cuda_adamw_per_tensor;
+    if (!v->fused_adamw) {
+        /* the unfused baseline: one launch per tensor, then convert_weights */
+        ops->adamw = cuda_adamw_per_tensor;
+        ops->adamw_copy = NULL;
+    }
     return GPTX_OK;
 }
 
@@ -186,6 +190,7 @@ static const gptx_backend_ops cuda_table = {
     .fill_act = gptx_cuda_fill_act,
     .act_from_res = gptx_cuda_act_from_res,
     .convert_weights = gptx_cuda_convert_weights,
+    .adamw_copy = gptx_cuda_adamw_copy,
     .upload_param = gptx_cuda_upload_param,
     .download_param = gptx_cuda_download_param,
     .fill_param = gptx_cuda_fill_param,

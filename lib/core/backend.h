@@ -196,6 +196,14 @@ struct gptx_backend_ops {
     int (*act_from_res)(gptx_backend *be, float *dst, const float *src, size_t n);
     /* [w] copy (n) = params (n) rounded to the copy's type */
     int (*convert_weights)(gptx_backend *be, float *copy, const float *params, size_t n);
+    /* adamw that also stores every parameter it updates into [w] copy (the
+     * compute copy, same offsets as params) as convert_weights rounds it, in
+     * the same pass: the copy of an updated element is then current without
+     * a second pass over the parameters. NULL: lib/ calls adamw and then
+     * convert_weights before the next forward pass. */
+    int (*adamw_copy)(gptx_backend *be, float *params, float *copy, const float *grads, float *m,
+                      float *v, const gptx_param_range *ranges, int nranges,
+                      const gptx_adamw_hyper *h);
     /* [p] dst (n) <- host fp32 (rounded to nearest even when [p] is bf16);
      * host fp32 (n) <- [p] src (exact); [p] dst (n) = value. NULL: [p] is
      * fp32 and lib/ uses upload_f32 / download_f32 / fill_f32. */

@@ -316,7 +316,7 @@ static int ensure_activations(gptx_model *m, int B, int T) {
 
 static const float *weight_at(const gptx_model *m, size_t elems) {
     if (!m->wcopy) return gptx_param_at(m->ctx, m->params, elems);
-    return (const float *)((const char *)m->wcopy + elems * m->wcopy_bytes);
+    return gptx_model_copy_at(m, elems);
 }
 
 /* `elems` elements past a residual-stream view */
@@ -327,6 +327,16 @@ static const float *res_offset(const gptx_model *m, const float *a, size_t elems
 void gptx_model_params_changed(gptx_model *m) {
     m->wcopy_stale = 1;
     m->params_version++;
+}
+
+void gptx_model_params_and_copy_changed(gptx_model *m) {
+    m->params_version++;
+    m->wcopy_stale = 0;
+}
+
+float *gptx_model_copy_at(const gptx_model *m, size_t elems) {
+    if (!m->wcopy) return NULL;
+    return (float *)((char *)m->wcopy + elems * m->wcopy_bytes);
 }
 
 /* Brings the compute copy of the weights up to date with the parameters. */

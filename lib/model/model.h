@@ -105,6 +105,12 @@ struct gptx_model {
  * (uploads, loads, optimizer steps) calls this: the compute copy of the
  * weights is refreshed before the next forward pass. */
 void gptx_model_params_changed(gptx_model *m);
+/* The same, for a write that also stored the compute copy of every
+ * parameter (AdamW with the copy's refresh fused, over all of them): the
+ * copy is current and no convert_weights follows. */
+void gptx_model_params_and_copy_changed(gptx_model *m);
+/* The compute copy at parameter element `elems`; NULL when there is none. */
+float *gptx_model_copy_at(const gptx_model *m, size_t elems);
 
 /* For generation: runs the model on one row of T tokens (B = 1, T in
  * [1, context_length], ids checked) and writes the padded_vocab_size logits of

@@ -85,6 +85,7 @@ int gptx_optimizer_create_part(gptx_optimizer **out, gptx_model *model,
     opt->model = model;
     opt->opts = o;
     opt->adamw = ops.adamw;
+    opt->adamw_copy = offset == 0 && count == model->layout.nparams ? ops.adamw_copy : NULL;
     opt->shard_offset = offset;
     opt->shard_count = count;
     const gptx_layout *L = &model->layout;
@@ -149,11 +150,21 @@ int gptx_optimizer_update(gptx_optimizer *opt, float norm, const char *func) {
     h.step = t;
     float *params = gptx_param_at(ctx, model->params, opt->shard_offset);
     const float *grads = model->grads + opt->shard_offset; /* gradients are always fp32 */
-    if (opt->nranges > 0)
+    /* with the copy's refresh fused in, every parameter and its copy are
+     * written in one pass; otherwise the copy follows before the next
+     * forward (convert_weights) */
+    float *copy = opt->adamw_copy ? gptx_model_copy_at(model, opt->shard_offset) : NULL;
+    if (opt->nranges > 0 && copy)
+        GPTX_TRY(opt->adamw_copy(ctx->be, params, copy, grads, opt->m, opt->v, opt->ranges,
+                                 opt->nranges, &h));
+    else if (opt->nranges > 0)
         GPTX_TRY(opt->adamw(ctx->be, params, grads, opt->m, opt->v, opt->ranges, opt->nranges, &h));
     opt->step = t;
     model->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
-    gptx_model_params_changed(model); /* the compute copy follows before the next forward */
+    if (copy)
+        gptx_model_params_and_copy_changed(model);
+    else
+        gptx_model_params_changed(model);
     return GPTX_OK;
 }
 

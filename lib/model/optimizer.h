@@ -26,6 +26,13 @@ struct gptx_optimizer {
      * variants at creation (backend.h instance_ops) */
     int (*adamw)(gptx_backend *be, float *params, const float *grads, float *m, float *v,
                  const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
+    /* the same table's adamw_copy (NULL when absent): taken when the model
+     * keeps a compute copy and this optimizer updates every parameter, so
+     * the copy is whole afterwards (a ZeRO-1 shard is not: the gathered
+     * parameters still need convert_weights) */
+    int (*adamw_copy)(gptx_backend *be, float *params, float *copy, const float *grads, float *m,
+                      float *v, const gptx_param_range *ranges, int nranges,
+                      const gptx_adamw_hyper *h);
 };
 
 /* Creates an optimizer over [offset, offset + count) of model's parameters;

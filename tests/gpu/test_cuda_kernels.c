@@ -2,14 +2,21 @@
  * random inputs at odd shapes, through the two backend tables directly.
  *
  * Tolerances (a = CUDA, r = CPU; a NaN always fails; -inf must match -inf):
- *   exact (bitwise): fill, upload/download, embedding forward and backward
- *     (same additions in the same order), residual, QKV layout; the fused
+ *   exact (bitwise): fill, upload/download, embedding forward, embedding
+ *     backward of tokens with at most 64 positions (same additions in the
+ *     same order), residual, QKV layout, AdamW (the CPU's arithmetic with
+ *     every rounding spelled out; the CPU is built without contraction;
+ *     pure bf16 against the CPU's fp32 update rounded on the host); the fused
  *     residual + LayerNorm against the backend's separate ops (and its
  *     residual against the CPU's; its LayerNorm has LayerNorm's tolerances);
+ *     AdamW with the bf16 weight copy refreshed against AdamW then
+ *     convert_weights; every kernel's scalar path against its vector path;
+ *   embedding backward of a token with more positions (summed in chunks):
+ *     |a - r| <= (n + 64 + m + 2) 2^-24 S, S = sum of the column's |terms|
+ *     (test_embedding_text);
  *   elementwise |a - r| <= atol + rtol |r|: GELU (1e-6, 1e-5), LayerNorm
  *     (1e-5 scale, 1e-4), attention (1e-5 scale, 1e-4), cross-entropy
- *     loss and log-sum-exp (1e-5, 3e-5), logit gradient (1e-7, 1e-5), AdamW
- *     (1e-7, 1e-5);
+ *     loss and log-sum-exp (1e-5, 3e-5), logit gradient (1e-7, 1e-5);
  *   matrix products |a - r| <= e * S, S = sum_k |x_k| |w_k| (+ |bias|) of
  *     that element, e = 1e-5 (fp32), 2e-3 (tf32), 1e-2 (bf16): each input
  *     rounded to the compute type's precision (2^-11, 2^-8) twice, plus fp32
@@ -18,6 +25,7 @@
  * "scale" is the largest |r| of that output. Repeat runs of the
  * accumulating kernels must give the same bits (no atomics). */
 #define _POSIX_C_SOURCE 200809L
+#include "bf16_round.h"
 #include "check.h"
 #include "cuda_test_util.h"
 
@@ -234,10 +242,169 @@ static void test_embedding(pair *p) {
     }
 }
 
+/* ---- embedding backward on tokenized text -------------------------------------------------- */
+
+#ifndef GPTX_TEST_DATA_DIR
+#define GPTX_TEST_DATA_DIR "data"
+#endif
+#define EMB_CHUNK 64 /* positions one block adds serially: backends/cuda/cuda_ops.cu */
+
+/* The GPT-2 ids of data/the-verdict.txt (NULL when the files cannot be read). */
+static int32_t *verdict_ids(gptx_tokenizer **tok, size_t *n) {
+    char enc[1024], voc[1024], txt[1024];
+    snprintf(enc, sizeof enc, "%s/gpt2/encoder.json", GPTX_TEST_DATA_DIR);
+    snprintf(voc, sizeof voc, "%s/gpt2/vocab.bpe", GPTX_TEST_DATA_DIR);
+    snprintf(txt, sizeof txt, "%s/the-verdict.txt", GPTX_TEST_DATA_DIR);
+    FILE *f = fopen(txt, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", txt);
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)len + 1);
+    size_t got = fread(text, 1, (size_t)len, f);
+    fclose(f);
+    int32_t *ids = malloc((size_t)len * sizeof *ids);
+    int rc = gptx_tokenizer_load_gpt2(tok, enc, voc);
+    if (rc == GPTX_OK) rc = gptx_tokenizer_encode(*tok, text, got, 0, ids, got, n);
+    free(text);
+    if (rc != GPTX_OK) {
+        fprintf(stderr, "tokenizing %s: %s\n", txt, gptx_last_error());
+        free(ids);
+        return NULL;
+    }
+    return ids;
+}
+
+/* How long the serial chain of the embedding backward is on B x T positions
+ * of the text (repeated to fill): before, one block per token added all of
+ * its positions (the largest bucket); now a block adds at most EMB_CHUNK,
+ * and a split token's partial rows are then added in order. */
+static void embedding_chain_figures(gptx_tokenizer *tok, const int32_t *ids, size_t n, int B,
+                                    int T) {
+    size_t BT = (size_t)B * T, distinct = 0, split = 0, blocks = 0;
+    int V = gptx_tokenizer_vocab_size(tok), top = 0;
+    int32_t *counts = calloc((size_t)V, sizeof *counts);
+    for (size_t i = 0; i < BT; i++) counts[ids[i % n]]++;
+    for (int v = 0; v < V; v++) {
+        if (!counts[v]) continue;
+        distinct++;
+        blocks += ((size_t)counts[v] + EMB_CHUNK - 1) / EMB_CHUNK;
+        split += counts[v] > EMB_CHUNK;
+        if (counts[v] > counts[top]) top = v;
+    }
+    const char *bytes = "";
+    size_t blen = 0;
+    gptx_tokenizer_token_bytes(tok, top, &bytes, &blen);
+    int after = counts[top] < EMB_CHUNK ? counts[top] : EMB_CHUNK;
+    int partials = (counts[top] + EMB_CHUNK - 1) / EMB_CHUNK;
+    printf("  embedding backward, B %d T %d of the-verdict.txt (%zu tokens, repeated): %zu distinct "
+           "tokens, largest bucket %d positions (token %d '%.*s'); longest serial chain %d row "
+           "additions before, %d now plus %d partial rows added in order; blocks %zu before, %zu "
+           "now (%zu tokens split)\n",
+           B, T, n, distinct, counts[top], top, (int)blen, bytes, counts[top], after,
+           partials > 1 ? partials : 0, distinct, blocks, split);
+    free(counts);
+}
+
+/* One token's row of dwte against the CPU's: bitwise when it has at most
+ * EMB_CHUNK positions (the same additions in the same order); else the
+ * chunked order's bound. The CPU adds d0 + x_1 + ... + x_n in order (error
+ * <= n u S, u = 2^-24, S = |d0| + sum |x_j| of that column); the device
+ * sums m = ceil(n / L) chunks of at most L = EMB_CHUNK terms each from
+ * zero ((L - 1) u S), then d0 and the m partials in order (m u S): so
+ * |a - r| <= (n + L + m + 2) u S, the 2 covering second-order terms.
+ * Returns the worst |a - r| / (u S). */
+static double embedding_row_check(const float *a, const float *r, const double *S, int count,
+                                   int C, size_t *bad) {
+    double worst = 0.0, u = 0x1p-24;
+    if (count <= EMB_CHUNK) {
+        *bad += memcmp(a, r, (size_t)C * sizeof *a) != 0;
+        return 0.0;
+    }
+    int m = (count + EMB_CHUNK - 1) / EMB_CHUNK;
+    double k = count + EMB_CHUNK + m + 2;
+    for (int c = 0; c < C; c++) {
+        double d = fabs((double)a[c] - r[c]), ratio = S[c] > 0 ? d / (u * S[c]) : d;
+        *bad += !(ratio <= k);
+        if (ratio > worst) worst = ratio;
+    }
+    return worst;
+}
+
+/* Tokenized text, not uniform ids: the-verdict.txt's first B x T = 4096
+ * GPT-2 tokens, where frequent tokens (',', ' the', '.') cover more than
+ * EMB_CHUNK positions and are split. C 36 moves in groups, C 33 element by
+ * element. dwpe and the rows of absent or rarer tokens bitwise; the split
+ * tokens within the bound above; a repeat run bitwise. */
+static void test_embedding_text(pair *p) {
+    gptx_tokenizer *tok = NULL;
+    size_t n = 0;
+    int32_t *text = verdict_ids(&tok, &n);
+    CHECK(text != NULL && n > 0);
+    if (!text) return;
+    embedding_chain_figures(tok, text, n, 64, 1024);
+    int B = 4, T = 1024, V = gptx_tokenizer_vocab_size(tok), Cs[] = {36, 33};
+    size_t BT = (size_t)B * T;
+    int32_t *ids = malloc(BT * sizeof *ids), *counts = calloc((size_t)V, sizeof *counts);
+    for (size_t i = 0; i < BT; i++) counts[ids[i] = text[i % n]]++;
+    size_t split = 0;
+    for (int v = 0; v < V; v++) split += counts[v] > EMB_CHUNK;
+    printf("  embedding backward on the-verdict.txt, B %d T %d: %zu tokens split into chunks\n", B,
+           T, split);
+    CHECK(split > 0);
+    for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++) {
+        int C = Cs[ci];
+        size_t BTC = BT * C, VC = (size_t)V * C;
+        float *g = hrand(BTC, 301 + ci, -1, 1), *gte = hrand(VC, 302, -1, 1),
+              *gpe = hrand((size_t)T * C, 303, -1, 1);
+        float *rte = hcopy(gte, VC), *rpe = hcopy(gpe, (size_t)T * C);
+        CHECK_OK(p->cpu_ops->embedding_backward(p->cpu, rte, rpe, g, ids, B, T, C));
+        double *S = malloc(VC * sizeof *S);
+        for (size_t i = 0; i < VC; i++) S[i] = fabs(gte[i]);
+        for (size_t i = 0; i < BT; i++)
+            for (int c = 0; c < C; c++) S[(size_t)ids[i] * C + c] += fabs(g[i * C + c]);
+        int32_t *dids = dup_i(p, ids, BT);
+        float *dg = dup_f(p, g, BTC), *dte = dup_f(p, gte, VC), *dpe = dup_f(p, gpe, (size_t)T * C);
+        CHECK_OK(p->cu_ops->embedding_backward(p->cu, dte, dpe, dg, dids, B, T, C));
+        float *ate = down(p, dte, VC), *ape = down(p, dpe, (size_t)T * C);
+        size_t bad = 0;
+        double worst = 0.0;
+        for (int v = 0; v < V; v++) {
+            double w = embedding_row_check(ate + (size_t)v * C, rte + (size_t)v * C,
+                                           S + (size_t)v * C, counts[v], C, &bad);
+            if (w > worst) worst = w;
+        }
+        printf("    C %d: split tokens' worst |a - r| / (2^-24 S) = %.3g; %zu rows or elements "
+               "outside\n",
+               C, worst, bad);
+        CHECK(bad == 0);
+        same_bits("dwpe", rpe, ape, (size_t)T * C);
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dte, gte, VC));
+        CHECK_OK(p->cu_ops->upload_f32(p->cu, dpe, gpe, (size_t)T * C));
+        CHECK_OK(p->cu_ops->embedding_backward(p->cu, dte, dpe, dg, dids, B, T, C));
+        float *ate2 = down(p, dte, VC);
+        same_bits("dwte repeat", ate, ate2, VC);
+        void *dev[] = {dids, dg, dte, dpe};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
+        void *host[] = {g, gte, gpe, rte, rpe, S, ate, ape, ate2};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+    free(ids);
+    free(counts);
+    free(text);
+    gptx_tokenizer_destroy(tok);
+}
+
 /* ---- LayerNorm -------------------------------------------------------------------- */
 
 static void test_layernorm(pair *p) {
-    int shapes[][2] = {{1, 8}, {7, 24}, {257, 100}, {33, 768}, {300, 33}};
+    /* C 1600 and 1030: longer than the 1024 columns a warp keeps in
+     * registers (read again per pass); 1030 and 33 not a whole number of
+     * 16-byte groups (element by element) */
+    int shapes[][2] = {{1, 8}, {7, 24}, {257, 100}, {33, 768}, {300, 33}, {5, 1600}, {3, 1030}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int N = shapes[si][0], C = shapes[si][1];
         size_t NC = (size_t)N * C;
@@ -294,7 +461,7 @@ static void test_layernorm(pair *p) {
  * layernorm_forward (residual bitwise, the rest LayerNorm's tolerances), and
  * against the CUDA backend's own separate ops bit for bit. */
 static void test_residual_layernorm(pair *p) {
-    int shapes[][2] = {{1, 8}, {9, 40}, {257, 100}, {33, 768}};
+    int shapes[][2] = {{1, 8}, {9, 40}, {257, 100}, {33, 768}, {5, 1600}, {4, 1030}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int N = shapes[si][0], C = shapes[si][1];
         size_t NC = (size_t)N * C;
@@ -763,14 +930,28 @@ static void test_adamw(pair *p) {
         CHECK_OK(p->cu_ops->adamw(p->cu, dp, dg, dm, dv, ranges, 4, &h));
     }
     float *ap = down(p, dp, n), *am = down(p, dm, n), *av = down(p, dv, n);
-    compare("params", rp, ap, n, 1e-7, 1e-5);
-    compare("m", rm, am, n, 1e-10, 1e-5);
-    compare("v", rv, av, n, 1e-12, 1e-5);
+    same_bits("params", rp, ap, n);
+    same_bits("m", rm, am, n);
+    same_bits("v", rv, av, n);
     same_bits("gap untouched", pr + 9000, ap + 9000, 100);
     void *dev[] = {dp, dg, dm, dv};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
     void *host[] = {pr, g, m, v, rp, rm, rv, ap, am, av};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+/* A CUDA backend instance of its own, with these context options (NULL when
+ * it cannot be made: a failed check). */
+static gptx_backend *own_backend(pair *p, int precision, int graphs, int stochastic) {
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CUDA;
+    o.precision = precision;
+    o.cuda_graphs = graphs;
+    o.stochastic_rounding = stochastic;
+    gptx_backend *be = NULL;
+    CHECK_OK(p->cu_ops->create(&be, &o));
+    return be;
 }
 
 /* One AdamW step on both backends; on the CUDA side inside graph segment 2
@@ -797,13 +978,7 @@ static void adamw_both(pair *p, gptx_backend *be, int graph, float *rp, const fl
  * single range (passed by value), against the CPU each time. */
 static void test_adamw_table(pair *p) {
     printf("  adamw: table kept on the device, captured in a graph\n");
-    gptx_context_options o;
-    gptx_context_options_init(&o);
-    o.backend = GPTX_BACKEND_CUDA;
-    o.precision = GPTX_PRECISION_FP32;
-    o.cuda_graphs = 1;
-    gptx_backend *be = NULL;
-    CHECK_OK(p->cu_ops->create(&be, &o));
+    gptx_backend *be = own_backend(p, GPTX_PRECISION_FP32, 1, 0);
     if (!be) return;
     size_t n = 20000;
     gptx_param_range ranges[] = {{0, 7000, 0.1f}, {7000, 13000, 0.0f}};
@@ -833,14 +1008,363 @@ static void test_adamw_table(pair *p) {
     CHECK_OK(p->cu_ops->download_f32(be, ap, dp, n));
     CHECK_OK(p->cu_ops->download_f32(be, am, dm, n));
     CHECK_OK(p->cu_ops->download_f32(be, av, dv, n));
-    compare("params", rp, ap, n, 1e-7, 1e-5);
-    compare("m", rm, am, n, 1e-10, 1e-5);
-    compare("v", rv, av, n, 1e-12, 1e-5);
+    same_bits("params", rp, ap, n);
+    same_bits("m", rm, am, n);
+    same_bits("v", rv, av, n);
     void *dev[] = {dp, dg, dm, dv};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) p->cu_ops->free(be, dev[i]);
     void *host[] = {pr, g, z, rp, rm, rv, ap, am, av};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     p->cu_ops->destroy(be);
+}
+
+/* Pure-bf16 AdamW (bf16 parameters and moments, in groups of 8 where a
+ * range's start allows) against the CPU's fp32 update of the widened values,
+ * each result rounded on the host: to nearest even, or stochastically with
+ * the Philox words (seed, step, element) 0, 1, 2. Bit for bit: the update's
+ * roundings are spelled out on the device and the CPU is built without
+ * contraction. Ranges start aligned (0, 4096) and not (1001, 9003). */
+static void test_adamw_pure(pair *p) {
+    for (int stochastic = 0; stochastic < 2; stochastic++) {
+        printf("  adamw, pure bf16, %s rounding\n", stochastic ? "stochastic" : "nearest");
+        gptx_backend *be = own_backend(p, GPTX_PRECISION_BF16_PURE, 0, stochastic);
+        if (!be) return;
+        size_t n = 20003;
+        gptx_param_range ranges[] = {{0, 1001, 0.1f}, {1001, 3095, 0.0f}, {4096, 4907, 0.1f},
+                                     {9003, 11000, 0.05f}};
+        gptx_adamw_hyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.05f, 0.8f, 1234, 3};
+        float *pr = hrand(n, 321, -1, 1), *g = hrand(n, 322, -5e-2f, 5e-2f),
+              *m = hrand(n, 323, -1e-2f, 1e-2f), *v = hrand(n, 324, 0, 1e-3f);
+        float *host[] = {pr, m, v}, *dev[3], *dg = NULL;
+        CHECK_OK(p->cu_ops->alloc(be, n * 4, (void **)&dg));
+        CHECK_OK(p->cu_ops->upload_f32(be, dg, g, n));
+        for (int k = 0; k < 3; k++) { /* stored bf16; read back widened, exactly */
+            CHECK_OK(p->cu_ops->alloc(be, n * 2, (void **)&dev[k]));
+            CHECK_OK(p->cu_ops->upload_param(be, dev[k], host[k], n));
+            CHECK_OK(p->cu_ops->download_param(be, host[k], dev[k], n));
+        }
+        CHECK_OK(p->cu_ops->adamw(be, dev[0], dg, dev[1], dev[2], ranges, 4, &h));
+        CHECK_OK(p->cpu_ops->adamw(p->cpu, pr, g, m, v, ranges, 4, &h));
+        float *got = malloc(n * 4);
+        const char *names[] = {"params", "m", "v"};
+        for (int k = 0; k < 3; k++) {
+            for (size_t i = 0; i < n; i++) {
+                uint16_t b = gptx_bf16_round_nearest(host[k][i]);
+                if (stochastic)
+                    b = gptx_bf16_round_stochastic(
+                        host[k][i], gptx_philox_block(h.rounding_seed, (uint64_t)h.step, i).v[k]);
+                host[k][i] = gptx_bf16_widen(b);
+            }
+            CHECK_OK(p->cu_ops->download_param(be, got, dev[k], n));
+            same_bits(names[k], host[k], got, n);
+            p->cu_ops->free(be, dev[k]);
+        }
+        p->cu_ops->free(be, dg);
+        free(got);
+        free(pr);
+        free(g);
+        free(m);
+        free(v);
+        p->cu_ops->destroy(be);
+    }
+}
+
+/* One AdamW step of each flavour on a bf16 backend: `fused` (params, m, v,
+ * copy) by adamw_copy, inside graph segment 2 when graph is set, and `plain`
+ * by adamw then convert_weights over all n. */
+typedef struct {
+    float *p, *m, *v, *copy;
+} adamw_set;
+
+static void adamw_copy_step(pair *p, gptx_backend *be, int graph, adamw_set *fused,
+                            adamw_set *plain, const float *dg, size_t n,
+                            const gptx_param_range *ranges, int nranges,
+                            const gptx_adamw_hyper *h) {
+    int replayed = 0;
+    uint64_t key[1] = {43};
+    if (graph) CHECK_OK(p->cu_ops->graph_begin(be, 2, key, 1, &replayed));
+    if (!replayed) {
+        int rc = p->cu_ops->adamw_copy(be, fused->p, fused->copy, dg, fused->m, fused->v, ranges,
+                                       nranges, h);
+        if (graph) rc = p->cu_ops->graph_end(be, 2, rc);
+        CHECK_OK(rc);
+    }
+    CHECK_OK(p->cu_ops->adamw(be, plain->p, dg, plain->m, plain->v, ranges, nranges, h));
+    CHECK_OK(p->cu_ops->convert_weights(be, plain->copy, plain->p, n));
+}
+
+/* The bf16 weight copy refreshed inside AdamW (adamw_copy) against AdamW
+ * followed by convert_weights, bit for bit: parameters, moments and the
+ * copy, over ranges that cover every element (as the optimizer's do) with
+ * unaligned starts (element by element) and aligned ones (groups). Steps 3
+ * to 5 run in a CUDA graph (the fourth captures, the fifth replays); then
+ * other ranges and a single one. The fused copy starts as NaN, so an
+ * element it failed to write shows. */
+static void test_adamw_copy(pair *p) {
+    printf("  adamw with the bf16 weight copy refreshed in the same pass\n");
+    gptx_backend *be = own_backend(p, GPTX_PRECISION_BF16, 1, 0);
+    if (!be) return;
+    size_t n = 20000;
+    gptx_param_range ranges[] = {{0, 7001, 0.1f}, {7001, 5999, 0.0f}, {13000, 7000, 0.05f}};
+    gptx_param_range other[] = {{0, 4096, 0.0f}, {4096, 15903, 0.1f}, {19999, 1, 0.1f}};
+    gptx_param_range single[] = {{0, 20000, 0.1f}};
+    gptx_adamw_hyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.142625f, 0.8f, 0, 1};
+    float *pr = hrand(n, 311, -1, 1), *g = hrand(n, 312, -1e-2f, 1e-2f);
+    adamw_set set[2];
+    float *dg = NULL;
+    CHECK_OK(p->cu_ops->alloc(be, n * 4, (void **)&dg));
+    CHECK_OK(p->cu_ops->upload_f32(be, dg, g, n));
+    for (int s = 0; s < 2; s++) {
+        float **f[] = {&set[s].p, &set[s].m, &set[s].v, &set[s].copy};
+        for (size_t i = 0; i < 4; i++) CHECK_OK(p->cu_ops->alloc(be, n * 4, (void **)f[i]));
+        CHECK_OK(p->cu_ops->upload_f32(be, set[s].p, pr, n));
+        CHECK_OK(p->cu_ops->fill_f32(be, set[s].m, 0.0f, n));
+        CHECK_OK(p->cu_ops->fill_f32(be, set[s].v, 0.0f, n));
+        CHECK_OK(p->cu_ops->fill_act(be, set[s].copy, NAN, n));
+    }
+    for (int step = 0; step < 5; step++) /* plain, plain, first sight, capture, replay */
+        adamw_copy_step(p, be, step >= 2, &set[0], &set[1], dg, n, ranges, 3, &h);
+    int64_t captures = 0, replays = 0;
+    p->cu_ops->graph_counts(be, &captures, &replays);
+    printf("    graph: %lld captured, %lld replayed\n", (long long)captures, (long long)replays);
+    CHECK(captures == 1 && replays == 1);
+    adamw_copy_step(p, be, 0, &set[0], &set[1], dg, n, other, 3, &h);
+    adamw_copy_step(p, be, 0, &set[0], &set[1], dg, n, single, 1, &h);
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    const char *names[] = {"params", "m", "v"};
+    for (int k = 0; k < 3; k++) {
+        float *fa = k == 0 ? set[0].p : k == 1 ? set[0].m : set[0].v;
+        float *fb = k == 0 ? set[1].p : k == 1 ? set[1].m : set[1].v;
+        CHECK_OK(p->cu_ops->download_f32(be, a, fa, n));
+        CHECK_OK(p->cu_ops->download_f32(be, b, fb, n));
+        same_bits(names[k], b, a, n);
+    }
+    CHECK_OK(p->cu_ops->download_act(be, a, set[0].copy, n));
+    CHECK_OK(p->cu_ops->download_act(be, b, set[1].copy, n));
+    same_bits("copy vs convert_weights", b, a, n);
+    /* a policy without a copy refuses */
+    CHECK_STATUS(p->cu_ops->adamw_copy(p->cu, set[0].p, set[0].copy, dg, set[0].m, set[0].v,
+                                       single, 1, &h),
+                 GPTX_ERR_STATE);
+    for (int s = 0; s < 2; s++) {
+        void *dev[] = {set[s].p, set[s].m, set[s].v, set[s].copy};
+        for (size_t i = 0; i < 4; i++) p->cu_ops->free(be, dev[i]);
+    }
+    p->cu_ops->free(be, dg);
+    free(a);
+    free(b);
+    free(pr);
+    free(g);
+    p->cu_ops->destroy(be);
+}
+
+/* ---- vector and scalar paths ------------------------------------------------------------ */
+
+#ifdef GPTX_TEST_CUDA_EMU
+unsigned long long gptx_cuda_emu_vector_accesses(void); /* tests/gpu/emu/cuda_emu_backend.cpp */
+#endif
+
+/* 16-byte accesses the emulated kernels made so far (not observable on a device: 0). */
+static unsigned long long vector_accesses(void) {
+#ifdef GPTX_TEST_CUDA_EMU
+    return gptx_cuda_emu_vector_accesses();
+#else
+    return 0;
+#endif
+}
+
+/* The device buffers of one case, each `off` elements past the start of its
+ * block: off 0 is 16-byte aligned (the allocator's blocks are), off 1 only
+ * 4-byte aligned, which must send every kernel down its scalar path. */
+typedef struct {
+    pair *p;
+    int off;
+    void *blocks[24];
+    int n;
+} views;
+
+static float *view_of(views *v, const float *h, size_t n) {
+    CHECK(v->n < 24);
+    float *base = dalloc(v->p, (n + 1) * sizeof(float));
+    v->blocks[v->n++] = base;
+    float *d = base + v->off;
+    if (h) CHECK_OK(v->p->cu_ops->upload_f32(v->p->cu, d, h, n));
+    return d;
+}
+
+static void views_free(views *v) {
+    for (int i = 0; i < v->n; i++) dfree(v->p, v->blocks[i]);
+}
+
+/* A case's outputs, downloaded one after another. */
+typedef struct {
+    float *x;
+    size_t n;
+} results;
+
+static void keep(views *v, results *r, const float *d, size_t n) {
+    float *h = down(v->p, d, n);
+    r->x = realloc(r->x, (r->n + n) * sizeof *r->x);
+    memcpy(r->x + r->n, h, n * sizeof *h);
+    r->n += n;
+    free(h);
+}
+
+/* LayerNorm forward and backward (with its column sums), C a whole number of groups */
+static void case_layernorm(views *v, results *r) {
+    int N = 9, C = 64;
+    size_t NC = (size_t)N * C;
+    float *x = hrand(NC, 201, -2, 3), *w = hrand(C, 202, 0.5f, 1.5f), *b = hrand(C, 203, -1, 1);
+    float *g = hrand(NC, 204, -1, 1), *gin = hrand(NC, 205, -1, 1), *gw = hrand(C, 206, -1, 1);
+    float *dx = view_of(v, x, NC), *dw = view_of(v, w, C), *db = view_of(v, b, C);
+    float *dout = view_of(v, NULL, NC), *dm = view_of(v, NULL, N), *dr = view_of(v, NULL, N);
+    CHECK_OK(v->p->cu_ops->layernorm_forward(v->p->cu, dout, dm, dr, dx, dw, db, N, C, 1e-5f));
+    keep(v, r, dout, NC);
+    keep(v, r, dm, N);
+    keep(v, r, dr, N);
+    float *dg = view_of(v, g, NC), *din = view_of(v, gin, NC), *dgw = view_of(v, gw, C),
+          *dgb = view_of(v, gw, C);
+    CHECK_OK(v->p->cu_ops->layernorm_backward(v->p->cu, din, dgw, dgb, dg, dx, dw, dm, dr, N, C));
+    keep(v, r, din, NC);
+    keep(v, r, dgw, C);
+    keep(v, r, dgb, C);
+    void *host[] = {x, w, b, g, gin, gw};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+static void case_residual_layernorm(views *v, results *r) {
+    int N = 5, C = 40;
+    size_t NC = (size_t)N * C;
+    float *xa = hrand(NC, 211, -2, 3), *xb = hrand(NC, 212, -1, 1);
+    float *w = hrand(C, 213, 0.5f, 1.5f), *b = hrand(C, 214, -1, 1);
+    float *da = view_of(v, xa, NC), *dbb = view_of(v, xb, NC), *dw = view_of(v, w, C),
+          *db = view_of(v, b, C), *dres = view_of(v, NULL, NC), *dout = view_of(v, NULL, NC),
+          *dm = view_of(v, NULL, N), *dr = view_of(v, NULL, N);
+    CHECK_OK(v->p->cu_ops->residual_layernorm_forward(v->p->cu, dres, dout, dm, dr, da, dbb, dw, db,
+                                                      N, C, 1e-5f));
+    keep(v, r, dres, NC);
+    keep(v, r, dout, NC);
+    keep(v, r, dm, N);
+    keep(v, r, dr, N);
+    free(xa);
+    free(xb);
+    free(w);
+    free(b);
+}
+
+/* GELU both ways and the residual over 1001 elements (the last group is short) */
+static void case_elementwise(views *v, results *r) {
+    size_t n = 1001;
+    float *x = hrand(n, 221, -6, 6), *y = hrand(n, 222, -1, 1);
+    float *dx = view_of(v, x, n), *dy = view_of(v, y, n), *dr = view_of(v, NULL, n);
+    CHECK_OK(v->p->cu_ops->gelu_forward(v->p->cu, dr, dx, n));
+    keep(v, r, dr, n);
+    CHECK_OK(v->p->cu_ops->gelu_backward(v->p->cu, dr, dx, dy, n));
+    keep(v, r, dr, n);
+    CHECK_OK(v->p->cu_ops->residual_forward(v->p->cu, dr, dx, dy, n));
+    keep(v, r, dr, n);
+    free(x);
+    free(y);
+}
+
+/* cross-entropy forward then backward, and the fused kernel, padded columns masked */
+static void case_crossentropy(views *v, results *r) {
+    int N = 3, V = 101, Vp = 128;
+    size_t NV = (size_t)N * Vp;
+    float *logits = hrand(NV, 231, -8, 8);
+    int32_t tg[3] = {5, 100, 0};
+    int32_t *dtg = dup_i(v->p, tg, 3);
+    float *dl = view_of(v, logits, NV), *dloss = view_of(v, NULL, N), *dlse = view_of(v, NULL, 3 * N);
+    CHECK_OK(v->p->cu_ops->crossentropy_forward(v->p->cu, dloss, dlse, dl, dtg, N, V, Vp, 1));
+    keep(v, r, dl, NV);
+    keep(v, r, dloss, N);
+    keep(v, r, dlse, N);
+    CHECK_OK(v->p->cu_ops->crossentropy_backward(v->p->cu, dl, dlse, dtg, N, V, Vp, 0.25f));
+    keep(v, r, dl, NV);
+    CHECK_OK(v->p->cu_ops->upload_f32(v->p->cu, dl, logits, NV));
+    CHECK_OK(v->p->cu_ops->crossentropy_fused(v->p->cu, dloss, dlse, dl, dtg, N, V, Vp, 1, 0.25f));
+    keep(v, r, dl, NV);
+    keep(v, r, dloss, N);
+    dfree(v->p, dtg);
+    free(logits);
+}
+
+/* AdamW over ranges whose starts are multiples of 4 except one (1001) */
+static void case_adamw(views *v, results *r) {
+    size_t n = 5001;
+    gptx_param_range ranges[] = {{0, 1000, 0.1f}, {1000, 1, 0.0f}, {1001, 3000, 0.0f},
+                                 {4001, 1000, 0.05f}};
+    gptx_adamw_hyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.271f, 0.142625f, 0.7f, 0, 1};
+    float *pr = hrand(n, 241, -1, 1), *g = hrand(n, 242, -1e-2f, 1e-2f),
+          *m = hrand(n, 243, -1e-3f, 1e-3f), *vv = hrand(n, 244, 0, 1e-5f);
+    float *dp = view_of(v, pr, n), *dg = view_of(v, g, n), *dm = view_of(v, m, n),
+          *dv = view_of(v, vv, n);
+    CHECK_OK(v->p->cu_ops->adamw(v->p->cu, dp, dg, dm, dv, ranges, 4, &h));
+    keep(v, r, dp, n);
+    keep(v, r, dm, n);
+    keep(v, r, dv, n);
+    free(pr);
+    free(g);
+    free(m);
+    free(vv);
+}
+
+/* embedding backward with a token of 100 positions (split into chunks) */
+static void case_embedding(views *v, results *r) {
+    int B = 2, T = 100, C = 32, V = 11;
+    size_t BT = (size_t)B * T, BTC = BT * C;
+    int32_t ids[200];
+    for (size_t i = 0; i < BT; i++) ids[i] = i % 2 ? (int32_t)((i * 7) % (size_t)V) : 0;
+    int32_t *dids = dup_i(v->p, ids, BT);
+    float *g = hrand(BTC, 251, -1, 1), *gte = hrand((size_t)V * C, 252, -1, 1),
+          *gpe = hrand((size_t)T * C, 253, -1, 1);
+    float *dg = view_of(v, g, BTC), *dte = view_of(v, gte, (size_t)V * C),
+          *dpe = view_of(v, gpe, (size_t)T * C);
+    CHECK_OK(v->p->cu_ops->embedding_backward(v->p->cu, dte, dpe, dg, dids, B, T, C));
+    keep(v, r, dte, (size_t)V * C);
+    keep(v, r, dpe, (size_t)T * C);
+    dfree(v->p, dids);
+    free(g);
+    free(gte);
+    free(gpe);
+}
+
+/* Each kernel family on 16-byte aligned buffers and on the same data one
+ * element further (only 4-byte aligned): the host must pick the scalar path
+ * for the second (a vector access there faults on a device and aborts the
+ * emulation), and both paths must give the same bits. On the emulation the
+ * aligned run must also have made vector accesses and the other none. */
+static void test_vector_paths(pair *p) {
+    printf("  vector and scalar paths (buffers 16-byte aligned, then offset by one element)\n");
+    struct {
+        const char *name;
+        void (*fn)(views *, results *);
+    } cases[] = {{"layernorm + column sums", case_layernorm},
+                 {"residual + layernorm", case_residual_layernorm},
+                 {"gelu, residual", case_elementwise},
+                 {"cross-entropy", case_crossentropy},
+                 {"adamw", case_adamw},
+                 {"embedding backward", case_embedding}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        results r[2] = {{NULL, 0}, {NULL, 0}};
+        unsigned long long count[2];
+        for (int off = 0; off < 2; off++) {
+            views v = {p, off, {NULL}, 0};
+            unsigned long long before = vector_accesses();
+            cases[c].fn(&v, &r[off]);
+            count[off] = vector_accesses() - before;
+            views_free(&v);
+        }
+        printf("    %-28s vector accesses: %llu aligned, %llu offset\n", cases[c].name, count[0],
+               count[1]);
+        CHECK(r[0].n == r[1].n && r[0].n > 0);
+        same_bits(cases[c].name, r[0].x, r[1].x, r[0].n);
+#ifdef GPTX_TEST_CUDA_EMU
+        CHECK(count[0] > 0 && count[1] == 0);
+#endif
+        free(r[0].x);
+        free(r[1].x);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -857,7 +1381,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     /* bf16 stores activations as bf16: covered at the model level (test_cuda_model,
-     * test_reference_cuda, test_cuda_train), not by these fp32-buffer tests */
+     * test_reference_cuda, test_cuda_train), not by these fp32-buffer tests;
+     * the bf16 AdamW kernels have their own backends here (test_adamw_copy,
+     * test_adamw_pure) */
     const char *precisions[] = {"fp32", "tf32"};
     printf("test_cuda_kernels on %s\n", CUDA_TEST_KIND);
     for (int pi = 0; pi < 2; pi++) {
@@ -876,6 +1402,7 @@ int main(int argc, char **argv) {
         if (pi == 0) {
             if (!only || !strcmp(only, "copies")) test_copies(&p);
             if (!only || !strcmp(only, "embedding")) test_embedding(&p);
+            if (!only || !strcmp(only, "embedding")) test_embedding_text(&p);
             if (!only || !strcmp(only, "layernorm")) test_layernorm(&p);
             if (!only || !strcmp(only, "layernorm")) test_residual_layernorm(&p);
             if (!only || !strcmp(only, "attention")) test_attention(&p);
@@ -885,6 +1412,9 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, "sums")) test_sums(&p);
             if (!only || !strcmp(only, "adamw")) test_adamw(&p);
             if (!only || !strcmp(only, "adamw")) test_adamw_table(&p);
+            if (!only || !strcmp(only, "adamw")) test_adamw_copy(&p);
+            if (!only || !strcmp(only, "adamw")) test_adamw_pure(&p);
+            if (!only || !strcmp(only, "vector")) test_vector_paths(&p);
         }
         if (!only || !strcmp(only, "matmul")) test_matmul(&p);
         if (!only || !strcmp(only, "matmul")) test_matmul_gelu(&p);

@@ -24,6 +24,7 @@
 #include "check.h"
 #include "cuda_test_util.h"
 #include "model.h"
+#include "optimizer.h"
 #include "test_util.h"
 
 typedef struct {
@@ -557,6 +558,122 @@ static void test_bf16_storage(gptx_context *cpu, gptx_context *bf) {
     printf("bf16 storage: 2-byte activations and weight copy, fp32 master, checkpoint records bf16\n");
 }
 
+/* ---- the bf16 weight copy after AdamW ------------------------------------------------------ */
+
+/* Whether the model's bf16 weight copy is what convert_weights makes of the
+ * fp32 master now, bit for bit. */
+static int copy_matches_master(gptx_model *m) {
+    gptx_context *ctx = m->ctx;
+    size_t n = m->layout.nparams;
+    void *tmp = NULL;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    CHECK_OK(ctx->ops->alloc(ctx->be, n * m->wcopy_bytes, &tmp));
+    CHECK_OK(ctx->ops->convert_weights(ctx->be, tmp, m->params, n));
+    CHECK_OK(ctx->ops->download_act(ctx->be, a, m->wcopy, n));
+    CHECK_OK(ctx->ops->download_act(ctx->be, b, tmp, n));
+    int same = memcmp(a, b, n * sizeof *a) == 0;
+    ctx->ops->free(ctx->be, tmp);
+    free(a);
+    free(b);
+    return same;
+}
+
+typedef enum { OPT_FUSED, OPT_PER_TENSOR, OPT_ZERO, OPT_PART } copy_opt;
+
+/* 3 training steps; before each step the last tensor (ln_f.bias, outside a
+ * part optimizer's first half) is set, which leaves the copy stale. The
+ * optimizers that update every parameter with the fused entry must leave
+ * the copy current (all of it: the set tensor too); the others leave it
+ * stale. After a last forward pass the copy matches the master in every
+ * case. params and logits receive the final values. */
+static int copy_run(gptx_context *ctx, copy_opt kind, float *params, float *logits) {
+    gptx_model_config cfg = small_config();
+    gptx_model *m = NULL;
+    gptx_optimizer *opt = NULL;
+    gptx_comm *comm = NULL;
+    REQUIRE_OK(gptx_model_create(&m, ctx, &cfg));
+    REQUIRE_OK(gptx_model_init_random(m, 21));
+    size_t n = gptx_model_num_parameters(m);
+    gptx_adamw_options ao;
+    gptx_adamw_options_init(&ao);
+    ao.lr = 1e-2f;
+    if (kind == OPT_ZERO) {
+        REQUIRE_OK(gptx_comm_create(&comm, ctx, NULL)); /* one rank: the shard is everything */
+        REQUIRE_OK(gptx_optimizer_create_sharded(&opt, m, &ao, comm));
+    } else if (kind == OPT_PART) {
+        REQUIRE_OK(gptx_optimizer_create_part(&opt, m, &ao, 0, n / 2, __func__));
+    } else {
+        REQUIRE_OK(gptx_optimizer_create(&opt, m, &ao));
+    }
+    gptx_tensor_info last;
+    gptx_tensor_info_init(&last);
+    CHECK_OK(gptx_model_tensor_info(m, gptx_model_num_tensors(m) - 1, &last));
+    float *row = malloc(last.numel * sizeof *row);
+    int32_t in[32], tg[32];
+    fill_tokens(in, 32, cfg.vocab_size, 31);
+    fill_tokens(tg, 32, cfg.vocab_size, 32);
+    int whole = kind == OPT_FUSED || kind == OPT_ZERO, current = 1;
+    for (int step = 0; step < 3; step++) {
+        CHECK_OK(gptx_model_zero_grad(m));
+        CHECK_OK(gptx_model_forward(m, in, tg, 2, 16, NULL));
+        CHECK_OK(gptx_model_backward(m, 1.0f));
+        for (size_t i = 0; i < last.numel; i++) row[i] = 0.01f * (float)(step + 1) * (float)i;
+        CHECK_OK(gptx_model_set_parameter(m, last.name, row, last.numel));
+        if (kind == OPT_ZERO)
+            CHECK_OK(gptx_optimizer_step_sharded(opt, m, 32, NULL));
+        else
+            CHECK_OK(gptx_optimizer_step(opt, m, NULL));
+        CHECK(m->wcopy_stale == !whole);
+        if (whole) current &= copy_matches_master(m);
+    }
+    CHECK(current);
+    CHECK_OK(gptx_model_forward(m, in, NULL, 2, 16, NULL));
+    CHECK(copy_matches_master(m));
+    CHECK_OK(gptx_model_get_logits(m, logits, 32 * (size_t)cfg.padded_vocab_size));
+    read_tensors(m, params, 0);
+    free(row);
+    gptx_optimizer_destroy(opt);
+    gptx_comm_destroy(comm);
+    gptx_model_destroy(m);
+    return 0;
+}
+
+/* The bf16 weight copy refreshed inside AdamW (adamw_copy): current after
+ * every step of an optimizer over all parameters (plain, or ZeRO-1 over one
+ * rank), stale for the per-tensor AdamW variant and for an optimizer over
+ * part of the parameters (converted before the next forward pass); the
+ * fused, per-tensor and ZeRO runs end with the same parameters and logits
+ * bit for bit. */
+static int test_bf16_copy_refresh(gptx_context *bf, gptx_context *bf_per_tensor) {
+    gptx_model_config cfg = small_config();
+    size_t np = 0, nl = 32 * (size_t)cfg.padded_vocab_size;
+    {
+        gptx_model *m = NULL;
+        REQUIRE_OK(gptx_model_create(&m, bf, &cfg));
+        np = gptx_model_num_parameters(m);
+        gptx_model_destroy(m);
+    }
+    float *p[4], *l[4];
+    const char *names[] = {"fused", "per-tensor", "zero-1, one rank", "part"};
+    for (int k = 0; k < 4; k++) {
+        p[k] = malloc(np * sizeof(float));
+        l[k] = malloc(nl * sizeof(float));
+        if (copy_run(k == OPT_PER_TENSOR ? bf_per_tensor : bf, (copy_opt)k, p[k], l[k])) return 1;
+    }
+    for (int k = 1; k < 3; k++) {
+        int same = memcmp(p[0], p[k], np * sizeof(float)) == 0 &&
+                   memcmp(l[0], l[k], nl * sizeof(float)) == 0;
+        printf("bf16 weight copy: %s AdamW vs %s: parameters and logits %s\n", names[0], names[k],
+               same ? "bitwise equal" : "DIFFER");
+        CHECK(same);
+    }
+    for (int k = 0; k < 4; k++) {
+        free(p[k]);
+        free(l[k]);
+    }
+    return 0;
+}
+
 /* gptx_model_forward_backward (the fused classifier kernel) against forward
  * + backward on the same backend: the same loss and gradients, bit for bit. */
 static void test_fused_classifier(gptx_context *cu, gptx_model_config cfg, const char *what) {
@@ -593,7 +710,7 @@ static void test_fused_classifier(gptx_context *cu, gptx_model_config cfg, const
 
 int main(void) {
     gptx_context *cpu = NULL, *cu = NULL, *cu_sep = NULL, *cu_naive = NULL;
-    gptx_context *bf = NULL, *bf_sep = NULL, *bf_simt = NULL;
+    gptx_context *bf = NULL, *bf_sep = NULL, *bf_simt = NULL, *bf_per_tensor = NULL;
     int rc = make_cuda(&cu, 1, GPTX_ATTENTION_FLASH, "fp32");
     if (rc == GPTX_ERR_UNSUPPORTED) return cuda_test_skip("test_cuda_model");
     if (rc != GPTX_OK) {
@@ -609,6 +726,8 @@ int main(void) {
     REQUIRE_OK(make_cuda(&bf, 1, GPTX_ATTENTION_FLASH, "bf16"));
     REQUIRE_OK(make_cuda(&bf_sep, 0, GPTX_ATTENTION_FLASH, "bf16"));
     REQUIRE_OK(make_cuda(&bf_simt, 1, GPTX_ATTENTION_FLASH_SIMT, "bf16"));
+    REQUIRE_OK(make_cuda(&bf_per_tensor, 1, GPTX_ATTENTION_FLASH, "bf16"));
+    REQUIRE_OK(gptx_context_set_variant(bf_per_tensor, GPTX_VARIANT_FUSED_ADAMW, 0));
     CHECK(gptx_context_precision(cu) == GPTX_PRECISION_FP32);
     CHECK(gptx_context_precision(bf) == GPTX_PRECISION_BF16);
 
@@ -640,6 +759,7 @@ int main(void) {
     compare_bf16_implementations(cpu, a, 2, 16, bf, "tied head, padded vocabulary masked");
     compare_bf16_implementations(cpu, b, 3, 11, bf, "untied, padded columns in the softmax");
     test_bf16_storage(cpu, bf);
+    if (test_bf16_copy_refresh(bf, bf_per_tensor)) check_failures++;
     test_fused_classifier(cu, a, "fp32, padded vocabulary masked");
     test_fused_classifier(cu, b, "fp32, padded columns in the softmax");
     test_fused_classifier(bf, a, "bf16, padded vocabulary masked");
@@ -674,6 +794,7 @@ int main(void) {
     gptx_context_destroy(bf);
     gptx_context_destroy(bf_sep);
     gptx_context_destroy(bf_simt);
+    gptx_context_destroy(bf_per_tensor);
     gptx_context_destroy(cu_naive);
     gptx_context_destroy(cu_sep);
     gptx_context_destroy(cu);

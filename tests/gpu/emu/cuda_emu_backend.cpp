@@ -28,3 +28,8 @@ extern "C" void gptx_cuda_emu_set_mem_limit(size_t bytes) {
     gptx_emu_mem.limit_read = 1;
 }
 extern "C" size_t gptx_cuda_emu_mem_used(void) { return gptx_emu_mem.used; }
+
+/* Vector accesses the kernels made so far (backends/cuda/cuda_vec.h counts
+ * them under the emulation): the tests check that aligned buffers take the
+ * vector path and unaligned ones the scalar path. */
+extern "C" unsigned long long gptx_cuda_emu_vector_accesses(void) { return gptx_emu_vec_accesses; }
