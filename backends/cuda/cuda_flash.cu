@@ -47,8 +47,6 @@
     ((2 * FLASH_ROWS + 4 * FLASH_BWD_BQ(HS)) * (HS) * 2 + 4 * FLASH_BWD_BQ(HS) * 4)
 #define FLASH_BWD_Q_SMEM(HS) (6 * FLASH_ROWS * (HS) * 2)
 
-static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
-
 /* Element (r, c) of a tile of HS-wide rows: 16-byte chunk c / 8 XOR row % 8. */
 template <int HS> static __device__ __forceinline__ int swz(int r, int c) {
     return r * HS + (((c >> 3) ^ (r & 7)) << 3) + (c & 7);
@@ -237,12 +235,12 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_forward(flash_fw
     gptx_bf16 *qs = (gptx_bf16 *)smem, *ks = qs + FLASH_ROWS * HS, *vs = ks + 2 * FLASH_ROWS * HS;
     int b = blockIdx.y / p.NH, h = blockIdx.y % p.NH;
     int q0 = (gridDim.x - 1 - blockIdx.x) * FLASH_ROWS;
-    int rows = imin(FLASH_ROWS, p.nq - q0), nkeys = p.pos0 + q0 + rows;
+    int rows = gptx_imin(FLASH_ROWS, p.nq - q0), nkeys = p.pos0 + q0 + rows;
     int ntiles = (nkeys + FLASH_ROWS - 1) / FLASH_ROWS;
     const gptx_bf16 *k = p.k + b * p.k_b + h * p.k_h, *v = p.v + b * p.k_b + h * p.k_h;
     tile_load<HS, FLASH_ROWS>(qs, p.q + b * p.q_b + h * p.q_h + (long long)q0 * p.ldq, p.ldq, rows);
-    tile_load<HS, FLASH_ROWS>(ks, k, p.ldk, imin(FLASH_ROWS, nkeys));
-    tile_load<HS, FLASH_ROWS>(vs, v, p.ldk, imin(FLASH_ROWS, nkeys));
+    tile_load<HS, FLASH_ROWS>(ks, k, p.ldk, gptx_imin(FLASH_ROWS, nkeys));
+    tile_load<HS, FLASH_ROWS>(vs, v, p.ldk, gptx_imin(FLASH_ROWS, nkeys));
     gptx_cp_async_commit();
 
     int w = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, r0 = 16 * w;
@@ -333,7 +331,7 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_backward_kv(flas
     gptx_bf16 *ks = (gptx_bf16 *)smem, *vs = ks + FLASH_ROWS * HS, *qs = vs + FLASH_ROWS * HS;
     gptx_bf16 *dos = qs + 2 * BQ * HS;
     float *ls = (float *)(dos + 2 * BQ * HS), *ds = ls + 2 * BQ;
-    int bh = blockIdx.y, s0 = blockIdx.x * FLASH_ROWS, krows = imin(FLASH_ROWS, p.T - s0);
+    int bh = blockIdx.y, s0 = blockIdx.x * FLASH_ROWS, krows = gptx_imin(FLASH_ROWS, p.T - s0);
     long long off = bwd_qkv_offset(p, bh) + (long long)s0 * 3 * p.C;
     tile_load<HS, FLASH_ROWS>(ks, p.qkv + off + p.C, 3 * p.C, krows);
     tile_load<HS, FLASH_ROWS>(vs, p.qkv + off + 2 * p.C, 3 * p.C, krows);
@@ -397,13 +395,13 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_backward_q(flash
     gptx_bf16 *qs = (gptx_bf16 *)smem, *dos = qs + FLASH_ROWS * HS, *ks = dos + FLASH_ROWS * HS;
     gptx_bf16 *vs = ks + 2 * FLASH_ROWS * HS;
     int bh = blockIdx.y, t0 = (gridDim.x - 1 - blockIdx.x) * FLASH_ROWS;
-    int rows = imin(FLASH_ROWS, p.T - t0), nkeys = t0 + rows;
+    int rows = gptx_imin(FLASH_ROWS, p.T - t0), nkeys = t0 + rows;
     int ntiles = (nkeys + FLASH_ROWS - 1) / FLASH_ROWS;
     const gptx_bf16 *slab = p.qkv + bwd_qkv_offset(p, bh);
     tile_load<HS, FLASH_ROWS>(qs, slab + (long long)t0 * 3 * p.C, 3 * p.C, rows);
     tile_load<HS, FLASH_ROWS>(dos, p.dout + bwd_out_offset(p, bh) + (long long)t0 * p.C, p.C, rows);
-    tile_load<HS, FLASH_ROWS>(ks, slab + p.C, 3 * p.C, imin(FLASH_ROWS, nkeys));
-    tile_load<HS, FLASH_ROWS>(vs, slab + 2 * p.C, 3 * p.C, imin(FLASH_ROWS, nkeys));
+    tile_load<HS, FLASH_ROWS>(ks, slab + p.C, 3 * p.C, gptx_imin(FLASH_ROWS, nkeys));
+    tile_load<HS, FLASH_ROWS>(vs, slab + 2 * p.C, 3 * p.C, gptx_imin(FLASH_ROWS, nkeys));
     gptx_cp_async_commit();
 
     int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4, r0 = 16 * w;

@@ -44,6 +44,7 @@ static __device__ __forceinline__ float gptx_ld(float x) { return x; }
 static __device__ __forceinline__ float gptx_ld(gptx_bf16 x) { return __bfloat162float(x); }
 static __device__ __forceinline__ void gptx_st(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void gptx_st(gptx_bf16 *p, float v) { *p = __float2bfloat16(v); }
+static __device__ __forceinline__ int gptx_imin(int a, int b) { return a < b ? a : b; }
 
 /* Launches kernel<act_t> with act_t the backend's activation type; the
  * arguments cast activation pointers to (act_t *). Needs `be` in scope. */

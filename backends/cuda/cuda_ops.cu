@@ -46,8 +46,6 @@ static __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-static __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
-
 /* ---- embedding ------------------------------------------------------------- */
 
 /* [res] out = [p] wte + wpe: both the residual type R */
@@ -105,7 +103,7 @@ static __global__ void __launch_bounds__(EMB_THREADS)
     int s = blockIdx.x, slot = seg_slot[s], j0 = seg_start[s], j1 = seg_start[s + 1];
     float *dst = slot < 0 ? dwte + (size_t)seg_tok[s] * C : part + (size_t)slot * C;
     for (int c = threadIdx.x * EMB_G; c < C; c += EMB_THREADS * EMB_G) {
-        int n = imin(EMB_G, C - c);
+        int n = gptx_imin(EMB_G, C - c);
         float acc[EMB_G] = {0.0f, 0.0f, 0.0f, 0.0f};
         if (slot < 0) gptx_ld_group(acc, dst + c, n, vec);
         for (int j = j0; j < j1; j++) {
@@ -126,7 +124,7 @@ static __global__ void __launch_bounds__(EMB_THREADS)
     int t = blockIdx.x;
     float *row = dwte + (size_t)long_tok[t] * C;
     for (int c = threadIdx.x * EMB_G; c < C; c += EMB_THREADS * EMB_G) {
-        int n = imin(EMB_G, C - c);
+        int n = gptx_imin(EMB_G, C - c);
         float acc[EMB_G];
         gptx_ld_group(acc, row + c, n, vec);
         for (int k = long_first[t]; k < long_first[t + 1]; k++) {
@@ -281,7 +279,7 @@ static __device__ __forceinline__ void ln_groups(int C, int lane, F f) {
     for (int c0 = 0; c0 < C; c0 += 32 * W * NV) {
 #pragma unroll
         for (int j = 0; j < NV; j++) {
-            int c = c0 + (lane + 32 * j) * W, n = imin(W, C - c);
+            int c = c0 + (lane + 32 * j) * W, n = gptx_imin(W, C - c);
             if (n > 0) f(j, c, n);
         }
     }
@@ -486,7 +484,7 @@ static __global__ void __launch_bounds__(COLSUM_THREADS)
     k_colsum_partial(float *part, float *part2, const A *x, const R *x2, const float *mean,
                      const float *rstd, int N, int C, bool vec) {
     constexpr int G = 16 / sizeof(A);
-    int c = (blockIdx.y * COLSUM_THREADS + threadIdx.x) * G, n = imin(G, C - c);
+    int c = (blockIdx.y * COLSUM_THREADS + threadIdx.x) * G, n = gptx_imin(G, C - c);
     if (n <= 0) return;
     int r0 = blockIdx.x * COLSUM_ROWS, r1 = r0 + COLSUM_ROWS < N ? r0 + COLSUM_ROWS : N;
     float a[G], a2[G];
@@ -517,7 +515,7 @@ static __global__ void k_colsum_final(float *acc, float *acc2, const float *part
                                       const float *part2, int nparts, int C, bool vec) {
     for (int c = (blockIdx.x * blockDim.x + threadIdx.x) * 4; c < C;
          c += gridDim.x * blockDim.x * 4) {
-        int n = imin(4, C - c);
+        int n = gptx_imin(4, C - c);
         float a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, a2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int k = 0; k < nparts; k++) {
             float u[4];
@@ -745,7 +743,7 @@ static __device__ __forceinline__ float ce_row_forward(float *losses, float *lse
     int ncols = mask ? V : Vp;
     float m = -INFINITY, s = 0.0f;
     for (int c = threadIdx.x * G; c < ncols; c += CE_THREADS * G) {
-        int n = imin(G, ncols - c);
+        int n = gptx_imin(G, ncols - c);
         float x[G];
         gptx_ld_group(x, row + c, n, vec && n == G);
 #pragma unroll
@@ -790,7 +788,7 @@ static __device__ __forceinline__ void ce_row_backward(A *row, float l, int32_t 
                                                        float dloss, bool vec) {
     constexpr int G = 16 / sizeof(A);
     for (int c = threadIdx.x * G; c < Vp; c += blockDim.x * G) {
-        int n = imin(G, Vp - c);
+        int n = gptx_imin(G, Vp - c);
         float x[G];
         gptx_ld_group(x, row + c, n, vec && n == G);
 #pragma unroll

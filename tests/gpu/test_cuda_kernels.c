@@ -1086,8 +1086,10 @@ static void adamw_copy_step(pair *p, gptx_backend *be, int graph, adamw_set *fus
     if (!replayed) {
         int rc = p->cu_ops->adamw_copy(be, fused->p, fused->copy, dg, fused->m, fused->v, ranges,
                                        nranges, h);
-        if (graph) rc = p->cu_ops->graph_end(be, 2, rc);
+        int rerun = 0;
+        if (graph) rc = p->cu_ops->graph_end(be, 2, rc, &rerun);
         CHECK_OK(rc);
+        CHECK(rerun == 0); /* the capture failed and nothing ran */
     }
     CHECK_OK(p->cu_ops->adamw(be, plain->p, dg, plain->m, plain->v, ranges, nranges, h));
     CHECK_OK(p->cu_ops->convert_weights(be, plain->copy, plain->p, n));
