@@ -426,11 +426,14 @@ GPTX_CUDA_FN int gptx_cuda_residual_layernorm_forward(gptx_backend *be, float *r
  * g = dout * w, xhat = (x - mean) * rstd. Groups of W = 16 / sizeof(R)
  * columns as in ln_row; g and xhat of a row of up to 32 * LN_REG_FLOATS
  * columns stay in registers between the two passes, longer rows are loaded
- * again. */
+ * again. dact (may be NULL): the updated dinp also rounded to the activation
+ * type, what act_from_res would make of it -- the residual gradient as the
+ * next product's dout, written while the row is in registers instead of by
+ * another pass over it. */
 template <typename A, typename R>
 static __global__ void __launch_bounds__(ROW_THREADS)
-    k_layernorm_backward_rows(R *dinp, const A *dout, const R *inp, const R *w, const float *mean,
-                              const float *rstd, int N, int C, bool vec) {
+    k_layernorm_backward_rows(R *dinp, A *dact, const A *dout, const R *inp, const R *w,
+                              const float *mean, const float *rstd, int N, int C, bool vec) {
     constexpr int W = 16 / sizeof(R), NV = LN_REG_FLOATS / W;
     int lane = threadIdx.x % 32;
     size_t row = (size_t)blockIdx.x * (ROW_THREADS / 32) + threadIdx.x / 32;
@@ -471,6 +474,11 @@ static __global__ void __launch_bounds__(ROW_THREADS)
 #pragma unroll
         for (int e = 0; e < W; e++) o[e] += r * (g[j][e] - gs - xh[j][e] * gxs);
         gptx_st_group(dx + c, o, n, vec);
+        if (dact) {
+#pragma unroll
+            for (int e = 0; e < W; e++) o[e] = gptx_rounded<R>(o[e]); /* as stored in dinp */
+            gptx_st_group(dact + row * C + c, o, n, vec);
+        }
     });
 }
 
@@ -569,17 +577,26 @@ GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2
     return GPTX_OK;
 }
 
+GPTX_CUDA_FN int gptx_cuda_layernorm_backward_act(gptx_backend *be, float *dinp, float *dinp_act,
+                                                  float *dw, float *db, const float *dout,
+                                                  const float *inp, const float *w,
+                                                  const float *mean, const float *rstd, int N,
+                                                  int C) {
+    GPTX_TRY(gptx_cuda_enter(be));
+    unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
+    bool vec = ln_vec(be, C, dout, dinp_act, dinp, inp, w, NULL);
+    GPTX_LAUNCH_ACT_RES(k_layernorm_backward_rows, blocks, ROW_THREADS, be->compute, (res_t *)dinp,
+                        (act_t *)dinp_act, (const act_t *)dout, (const res_t *)inp,
+                        (const res_t *)w, mean, rstd, N, C, vec);
+    GPTX_CUDA_LAUNCHED("layernorm_backward_rows");
+    return gptx_cuda_column_sums(be, dw, db, dout, inp, mean, rstd, N, C);
+}
+
 GPTX_CUDA_FN int gptx_cuda_layernorm_backward(gptx_backend *be, float *dinp, float *dw, float *db,
                                               const float *dout, const float *inp, const float *w,
                                               const float *mean, const float *rstd, int N, int C) {
-    GPTX_TRY(gptx_cuda_enter(be));
-    unsigned blocks = (unsigned)(((size_t)N + ROW_THREADS / 32 - 1) / (ROW_THREADS / 32));
-    bool vec = ln_vec(be, C, dout, NULL, dinp, inp, w, NULL);
-    GPTX_LAUNCH_ACT_RES(k_layernorm_backward_rows, blocks, ROW_THREADS, be->compute, (res_t *)dinp,
-                        (const act_t *)dout, (const res_t *)inp, (const res_t *)w, mean, rstd, N,
-                        C, vec);
-    GPTX_CUDA_LAUNCHED("layernorm_backward_rows");
-    return gptx_cuda_column_sums(be, dw, db, dout, inp, mean, rstd, N, C);
+    return gptx_cuda_layernorm_backward_act(be, dinp, NULL, dw, db, dout, inp, w, mean, rstd, N,
+                                            C);
 }
 
 /* ---- elementwise ---------------------------------------------------------------- */

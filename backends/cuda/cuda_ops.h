@@ -39,6 +39,11 @@ GPTX_CUDA_FN int gptx_cuda_graph_begin(gptx_backend *be, int segment, const uint
                                        int nkey, int *replayed);
 GPTX_CUDA_FN int gptx_cuda_graph_end(gptx_backend *be, int segment, int status, int *rerun);
 GPTX_CUDA_FN int gptx_cuda_act_from_res(gptx_backend *be, float *dst, const float *src, size_t n);
+GPTX_CUDA_FN int gptx_cuda_layernorm_backward_act(gptx_backend *be, float *dinp, float *dinp_act,
+                                                  float *dw, float *db, const float *dout,
+                                                  const float *inp, const float *w,
+                                                  const float *mean, const float *rstd, int N,
+                                                  int C);
 GPTX_CUDA_FN void gptx_cuda_describe(const gptx_backend *be, gptx_context_info *info);
 GPTX_CUDA_FN void gptx_cuda_graph_counts(const gptx_backend *be, int64_t *captures,
                                          int64_t *replays);

@@ -189,6 +189,7 @@ static const gptx_backend_ops cuda_table = {
     .download_act = gptx_cuda_download_act,
     .fill_act = gptx_cuda_fill_act,
     .act_from_res = gptx_cuda_act_from_res,
+    .layernorm_backward_act = gptx_cuda_layernorm_backward_act,
     .convert_weights = gptx_cuda_convert_weights,
     .adamw_copy = gptx_cuda_adamw_copy,
     .upload_param = gptx_cuda_upload_param,

@@ -87,7 +87,7 @@ def bandwidth(m):
         ("attention fwd DRAM (qkv once, out)", L * e * (6 + 2)),
         ("attention bwd DRAM (D, qkv, dout, dqkv)", L * e * (4 + 12 + 4 + 6)),
         ("LayerNorm bwd (x2: rows, column sums)", L * e * 2 * (2 + 4 + 8 + 6)),
-        ("residual gradient to bf16 (x2)", L * e * 2 * (4 + 2)),
+        ("residual gradient's bf16 copy (x2, in LN bwd)", L * e * 2 * 2),
         ("bias gradients (column sums of dout)", L * e * 2 * (3 + 1 + 4 + 1)),
         ("ln_f fwd + bwd, embedding fwd + bwd", e * (6 + 20 + 12 + 8)),
         ("cross-entropy fused (read + write logits)", N * Vp * 4),
@@ -96,7 +96,7 @@ def bandwidth(m):
 
 
 def kernels_per_step(m):
-    return m["L"] * 22 + 20  # about 22 launches per layer (products, LN, attention, sums)
+    return m["L"] * 20 + 20  # about 20 launches per layer (products, LN, attention, sums)
 
 
 def model_flops(m):

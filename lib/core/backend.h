@@ -194,6 +194,13 @@ struct gptx_backend_ops {
      * dout of the projections' products. Needed when res_bytes differs from
      * act_bytes (then lib/ calls it; NULL otherwise). */
     int (*act_from_res)(gptx_backend *be, float *dst, const float *src, size_t n);
+    /* layernorm_backward that also leaves [act] dinp_act (N, C) = what
+     * act_from_res makes of the updated dinp, written while each row is at
+     * hand instead of by a second pass. NULL: lib/ calls layernorm_backward
+     * then act_from_res. */
+    int (*layernorm_backward_act)(gptx_backend *be, float *dinp, float *dinp_act, float *dw,
+                                  float *db, const float *dout, const float *inp, const float *w,
+                                  const float *mean, const float *rstd, int N, int C);
     /* [w] copy (n) = params (n) rounded to the copy's type */
     int (*convert_weights)(gptx_backend *be, float *copy, const float *params, size_t n);
     /* adamw that also stores every parameter it updates into [w] copy (the

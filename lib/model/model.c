@@ -679,9 +679,29 @@ int gptx_model_forward_kv(gptx_model *m, const gptx_kv *kv, const int32_t *token
 static int dresidual_as_act(gptx_model *m, size_t n, const float **out) {
     *out = m->dresidual;
     if (m->res_bytes == m->act_bytes) return GPTX_OK;
-    GPTX_TRY(OPS(m)->act_from_res(BE(m), m->dres_act, m->dresidual, n));
+    if (!m->dres_act_ready)
+        GPTX_TRY(OPS(m)->act_from_res(BE(m), m->dres_act, m->dresidual, n));
+    m->dres_act_ready = 0;
     *out = m->dres_act;
     return GPTX_OK;
+}
+
+/* A LayerNorm backward into dresidual. When a product takes the residual
+ * gradient next (act_next) and it needs rounding to the activation type, the
+ * backend may write that copy in the same pass (layernorm_backward_act);
+ * dresidual_as_act then finds it ready. */
+static int ln_backward_residual(gptx_model *m, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, const float *mean,
+                                const float *rstd, int N, int C, int act_next) {
+    const gptx_backend_ops *ops = OPS(m);
+    m->dres_act_ready = 0;
+    if (act_next && m->res_bytes != m->act_bytes && ops->layernorm_backward_act) {
+        GPTX_TRY(ops->layernorm_backward_act(BE(m), m->dresidual, m->dres_act, dw, db, dout, inp,
+                                             w, mean, rstd, N, C));
+        m->dres_act_ready = 1;
+        return GPTX_OK;
+    }
+    return ops->layernorm_backward(BE(m), m->dresidual, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
 int gptx_model_backward_check(const gptx_model *m, float loss_scale, const char *func) {
@@ -769,8 +789,9 @@ static int backward_segment(gptx_model *m, const void *args) {
     GPTX_TRY(ops->fill_act && m->res_bytes == m->act_bytes
                  ? ops->fill_act(be, m->dresidual, 0.0f, BTC)
                  : ops->fill_f32(be, m->dresidual, 0.0f, BTC)); /* [res] fp32 or the act type */
-    GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln,
-                                     last, MASTER(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C));
+    GPTX_TRY(ln_backward_residual(m, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln, last,
+                                  MASTER(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C,
+                                  m->cfg.n_layer > 0));
     /* ln_f (and an untied lm_head, which follows it) are final; a tied head
      * is wte, which the embedding backward still adds to */
     if (ready) {
@@ -792,9 +813,9 @@ static int backward_segment(gptx_model *m, const void *args) {
                                             PARAM(m, p->fc_proj_w), a->fch, N, 4 * C, C));
         GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->fc_w), GRAD(m, p->fc_b), m->dfch, a->ln2,
                                       PARAM(m, p->fc_w), N, C, 4 * C));
-        GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b),
-                                         m->dln, a->residual2, MASTER(m, p->ln2_w), a->ln2_mean,
-                                         a->ln2_rstd, N, C));
+        GPTX_TRY(ln_backward_residual(m, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b), m->dln,
+                                      a->residual2, MASTER(m, p->ln2_w), a->ln2_mean,
+                                      a->ln2_rstd, N, C, 1));
         /* residual2 = residual + attproj: dattproj = dresidual */
         GPTX_TRY(dresidual_as_act(m, BTC, &dproj));
         GPTX_TRY(ops->matmul_backward(be, m->datty, GRAD(m, p->attn_proj_w), GRAD(m, p->attn_proj_b),
@@ -803,9 +824,9 @@ static int backward_segment(gptx_model *m, const void *args) {
                                          a->att_state, m->att_work, B, T, C, NH));
         GPTX_TRY(ops->qkv_backward(be, m->dln, GRAD(m, p->qkv_w), GRAD_OR_NULL(m, p->qkv_b),
                                    m->dqkv, a->ln1, PARAM(m, p->qkv_w), m->qkv_work, N, C));
-        GPTX_TRY(ops->layernorm_backward(be, m->dresidual, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b),
-                                         m->dln, residual, MASTER(m, p->ln1_w), a->ln1_mean,
-                                         a->ln1_rstd, N, C));
+        GPTX_TRY(ln_backward_residual(m, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b), m->dln, residual,
+                                      MASTER(m, p->ln1_w), a->ln1_mean, a->ln1_rstd, N, C,
+                                      l > 0));
         if (ready) {
             size_t lo, hi;
             layer_region(m, l, &lo, &hi);

@@ -86,6 +86,7 @@ struct gptx_model {
     /* backward scratch */
     float *dresidual, *dln, *datty, *dqkv, *dfch, *dfch_gelu;
     float *dres_act; /* dresidual in the activation type, when res_bytes differs */
+    int dres_act_ready; /* dres_act already holds the current dresidual (layernorm_backward_act) */
     void *att_work, *qkv_work; /* the ops' shared scratch (op_buffers), NULL when none */
     /* the table this model runs on: the context's, with the kernel variants
      * of the context at creation applied by the backend (instance_ops) */

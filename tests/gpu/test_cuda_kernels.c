@@ -1095,6 +1095,60 @@ static void adamw_copy_step(pair *p, gptx_backend *be, int graph, adamw_set *fus
     CHECK_OK(p->cu_ops->convert_weights(be, plain->copy, plain->p, n));
 }
 
+/* LayerNorm backward that also writes the updated residual gradient rounded
+ * to bf16 (layernorm_backward_act, bf16 mixed: fp32 residual, bf16
+ * activations) against layernorm_backward then act_from_res, bit for bit:
+ * dinp and its bf16 copy; at C 96 (groups) and 33 (element by element), and
+ * with the copy one element off alignment (element by element again). */
+static void test_layernorm_act(pair *p) {
+    gptx_backend *be = own_backend(p, GPTX_PRECISION_BF16, 0, 0);
+    if (!be) return;
+    int shapes[][3] = {{37, 96, 0}, {21, 33, 0}, {19, 96, 1}}; /* N, C, copy offset */
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int N = shapes[si][0], C = shapes[si][1], off = shapes[si][2];
+        size_t n = (size_t)N * C;
+        float *hd = hrand(n, 400 + si, -1, 1), *hx = hrand(n, 410 + si, -2, 2);
+        float *hdi = hrand(n, 420 + si, -1, 1), *hw = hrand(C, 430 + si, 0.5f, 1.5f);
+        float *hm = hrand(N, 440 + si, -0.2f, 0.2f), *hr = hrand(N, 450 + si, 0.5f, 2.0f);
+        float *res = NULL, *dout = NULL, *x = NULL, *w = NULL, *mean = NULL, *rstd = NULL;
+        float *d1 = NULL, *d2 = NULL, *a1 = NULL, *a2 = NULL, *g[4] = {NULL, NULL, NULL, NULL};
+        float **all[] = {&res, &dout, &x, &w, &mean, &rstd, &d1, &d2, &a1, &a2,
+                         &g[0], &g[1], &g[2], &g[3]};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            CHECK_OK(p->cu_ops->alloc(be, (n + 8) * 4, (void **)all[i]));
+        CHECK_OK(p->cu_ops->upload_f32(be, res, hd, n));
+        CHECK_OK(p->cu_ops->act_from_res(be, dout, res, n)); /* dout: bf16 */
+        CHECK_OK(p->cu_ops->upload_f32(be, x, hx, n));
+        CHECK_OK(p->cu_ops->upload_f32(be, w, hw, C));
+        CHECK_OK(p->cu_ops->upload_f32(be, mean, hm, N));
+        CHECK_OK(p->cu_ops->upload_f32(be, rstd, hr, N));
+        CHECK_OK(p->cu_ops->upload_f32(be, d1, hdi, n));
+        CHECK_OK(p->cu_ops->upload_f32(be, d2, hdi, n));
+        for (int k = 0; k < 4; k++) CHECK_OK(p->cu_ops->fill_f32(be, g[k], 0.0f, C));
+        float *act1 = (float *)((char *)a1 + 2 * off); /* [act]: bf16 elements */
+        CHECK_OK(p->cu_ops->fill_act(be, act1, NAN, n));
+        CHECK_OK(p->cu_ops->layernorm_backward_act(be, d1, act1, g[0], g[1], dout, x, w, mean,
+                                                   rstd, N, C));
+        CHECK_OK(p->cu_ops->layernorm_backward(be, d2, g[2], g[3], dout, x, w, mean, rstd, N, C));
+        CHECK_OK(p->cu_ops->act_from_res(be, a2, d2, n));
+        float *r1 = down(p, d1, n), *r2 = down(p, d2, n);
+        float *b1 = malloc(n * 4), *b2 = malloc(n * 4);
+        CHECK_OK(p->cu_ops->download_act(be, b1, act1, n));
+        CHECK_OK(p->cu_ops->download_act(be, b2, a2, n));
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += memcmp(&r1[i], &r2[i], 4) != 0 || memcmp(&b1[i], &b2[i], 4) != 0;
+        printf("  layernorm backward with the bf16 residual gradient, N %d C %d%s: %zu of %zu "
+               "differ from layernorm_backward then act_from_res\n",
+               N, C, off ? " (copy unaligned)" : "", bad, n);
+        CHECK(bad == 0);
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) p->cu_ops->free(be, *all[i]);
+        void *host[] = {hd, hx, hdi, hw, hm, hr, r1, r2, b1, b2};
+        for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    }
+    p->cu_ops->destroy(be);
+}
+
 /* The bf16 weight copy refreshed inside AdamW (adamw_copy) against AdamW
  * followed by convert_weights, bit for bit: parameters, moments and the
  * copy, over ranges that cover every element (as the optimizer's do) with
@@ -1407,6 +1461,7 @@ int main(int argc, char **argv) {
             if (!only || !strcmp(only, "embedding")) test_embedding_text(&p);
             if (!only || !strcmp(only, "layernorm")) test_layernorm(&p);
             if (!only || !strcmp(only, "layernorm")) test_residual_layernorm(&p);
+            if (!only || !strcmp(only, "layernorm")) test_layernorm_act(&p);
             if (!only || !strcmp(only, "attention")) test_attention(&p);
             if (!only || !strcmp(only, "attention")) test_attention_kv(&p);
             if (!only || !strcmp(only, "elementwise")) test_elementwise(&p);
