@@ -541,6 +541,7 @@ do_mma() {
     i=$(index_of test_mma_fragments)
     run_stage "$i" "$MMA_BIN"
     S_FIG[i]=$(stage_log "$i" | grep -m 1 '^test_mma_fragments:')
+    write_summary
 }
 
 # The targets of the wanted list that this configured build has (one not in
