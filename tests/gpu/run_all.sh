@@ -7,29 +7,42 @@
 #
 # The plan (seconds from the start; a group may use what the one before left,
 # never more than up to its own end):
-#   build  until 150  configure (Ninja, Release, CUDA on, GPTX_CUDA_ARCHITECTURES
-#                     = $GPTX_GPU_ARCH, default 90; ptxas -v) and build only the
-#                     GPU test binaries and gptx-bench-gpu
+#   build  until 150  first the warp-level matrix instructions alone: nvcc
+#                     compiles tests/gpu/test_mma_fragments.cu by itself and
+#                     runs it, so a wrong fragment layout shows in seconds;
+#                     then configure (Ninja, Release, CUDA on,
+#                     GPTX_CUDA_ARCHITECTURES = $GPTX_GPU_ARCH, default 90; ptxas
+#                     -v; NCCL from the system or python3's nvidia-nccl wheel,
+#                     oneDNN from the system or build-gpu-deps/dnnl) and build
+#                     only the GPU test binaries and the GPU programs
 #   tests  until 270  each test binary once, directly, under its own timeout
-#                     (60 s; the training comparison and the sampler 90 s), the
+#                     (60 s; the training comparison and the sampler 90 s): the
+#                     tensor-core attention first, the one-rank NCCL smoke, the
 #                     sampler equivalence test last
-#   bench  until the  gptx-bench-gpu bf16 at batch 64 with CUDA graphs off and
-#          budget     on, then forward-then-backward (the fused step's
-#          (360)      reference), the largest batch that fits, fp32 and tf32 at
-#                     batch 64, PyTorch eager at batch 64; torch.compile only
-#                     when 120 s are left
+#   bench  until the  the attention microbenchmark (tensor-core vs CUDA-core
+#          budget     kernels), compute-sanitizer racecheck on a tiny attention
+#          (360)      shape (when the tool is there and accepts the device), the
+#                     per-op profile of a GPT-2 124M step, gptx-bench-gpu bf16 at
+#                     batch 64 with CUDA graphs off and on, the largest batch that
+#                     fits, fp32 and tf32 at batch 64, PyTorch eager at batch 64;
+#                     torch.compile only when 120 s are left
 # A stage starts only with at least 10 s left in its group, and runs under
 # min(its limit, the time left). A stage is PASSED, FAILED (exit code or
 # timeout), SKIPPED (no device: the tests exit 77, and the benchmarks are then
-# not run; or torch.compile without its 120 s) or NOT REACHED (time budget, or
-# what it needs failed).
+# not run; torch.compile without its 120 s; racecheck without compute-sanitizer
+# or refused by it) or NOT REACHED (time budget, not built, or what it needs
+# failed).
 #
 # Files in $OUT (the device tool's output folder; $BUILD/out elsewhere):
-#   summary.txt     first lines: the result, then what passed, failed and was
-#                   not reached; the stage table with times; figures
-#   build.log       configure and build output (ptxas -v for every kernel)
-#   tests.log       every test's output
-#   bench.log       gptx-bench-gpu output, ptxas lines of the attention kernels
+#   summary.txt     first lines: the result, then what passed, failed, was not
+#                   reached and skipped, whether the CUDA-bf16 vs CPU-bf16
+#                   comparison ran, where NCCL and oneDNN came from; the stage
+#                   table with times; figures
+#   build.log       the fragment test's compile, configure and build output
+#                   (ptxas -v for every kernel)
+#   tests.log       every test's output, the fragment test and racecheck included
+#   bench.log       ptxas lines of the attention kernels, then the attention
+#                   benchmark, the op profile and gptx-bench-gpu output
 #   torch.log       the PyTorch benchmark's output
 #   bench.json      one JSON line per benchmark run
 #   nvidia-smi.txt  nvidia-smi -q before, clocks and memory after the benchmarks
@@ -40,8 +53,12 @@
 # timeout) in $BUILD/dry-run-plan.txt instead of run, and the clock is
 # simulated: a stage takes its expected time, or what GPTX_GPU_DRY_SIM says:
 # a comma-separated list of PATTERN=OUTCOME[:SECONDS] (first match wins;
-# PATTERN a shell glob on the stage name; OUTCOME ok, fail, timeout or
-# nodevice). tests/gpu/test_run_all_dry.sh checks the plan that way.
+# PATTERN a shell glob on the stage name; OUTCOME ok, fail, timeout, nodevice
+# or exitN). The dry run's machine is the bare device image: no system NCCL or
+# oneDNN, python3's NCCL wheel at its usual place, compute-sanitizer present
+# (GPTX_GPU_SANITIZER names another program, to simulate its absence), and the
+# packages in $GPTX_GPU_DEPS_DIR (default build-gpu-deps/) as carried.
+# tests/gpu/test_run_all_dry.sh checks the plan that way.
 #
 # Exit status: 0 when every stage passed, 1 otherwise.
 set -u -o pipefail
@@ -61,15 +78,17 @@ done
 BUILD=${GPTX_GPU_BUILD:-$root/build-gpu}
 OUT=${OUT:-$BUILD/out}
 JOBS=${GPTX_JOBS:-$(nproc 2>/dev/null || echo 8)}
+DEPS_DIR=${GPTX_GPU_DEPS_DIR:-$root/build-gpu-deps}
 export PYTHONUNBUFFERED=1 # the PyTorch benchmark's lines reach its log as they come
 # the test programs link libgptx.a: they find the cuda module of this build here
 export GPTX_MODULE_PATH=$BUILD
 ARCH=${GPTX_GPU_ARCH:-90}
 PLANFILE=$BUILD/dry-run-plan.txt
-mkdir -p "$OUT" "$BUILD/json"
+mkdir -p "$OUT" "$BUILD/json" "$BUILD/mma"
 # a local rerun starts its logs afresh ($OUT is emptied before each device call)
 (cd "$OUT" && rm -f summary.txt build.log tests.log bench.log torch.log bench.json nvidia-smi.txt)
 [ $DRY = 1 ] && : >"$PLANFILE"
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 
 # GPTX_GPU_TIME_SCALE (an integer, default 1) multiplies every limit and group
 # end: for a machine slower than the H200's 16 cores (the build here, 2 cores)
@@ -80,22 +99,29 @@ TESTS_END=$((270 * SCALE))
 MIN_STAGE=10    # a stage with less time left in its group is not started
 COMPILE_MIN=120 # torch.compile starts only with this much left
 KILL_AFTER=5    # SIGKILL this long after the limit's SIGTERM
+RACE_EXIT=86    # compute-sanitizer's exit status when racecheck reports a hazard
 
 # name | group | limit in s (0: what is left, optional) | expected s on an H200 | log
 PLAN=(
-    "configure|build|60|12|build.log"
-    "build|build|150|40|build.log"
+    "mma_nvcc|build|60|4|build.log"
+    "test_mma_fragments|build|30|2|tests.log"
+    "configure|build|60|10|build.log"
+    "build|build|150|25|build.log"
+    "test_cuda_flash|tests|60|5|tests.log"
     "test_cuda_kernels|tests|60|8|tests.log"
-    "test_cuda_model|tests|60|8|tests.log"
+    "test_cuda_model|tests|60|10|tests.log"
     "test_reference_cuda|tests|60|5|tests.log"
     "test_cuda_train|tests|90|10|tests.log"
     "test_cuda_pure|tests|60|8|tests.log"
     "test_cuda_graphs|tests|60|6|tests.log"
     "test_cuda_timer|tests|60|3|tests.log"
+    "test_nccl_single|tests|60|6|tests.log"
     "test_sampler_device|tests|90|15|tests.log"
+    "bench_attention|bench|45|8|bench.log"
+    "racecheck_attention|bench|60|25|tests.log"
+    "op_profile_bf16|bench|30|15|bench.log"
     "bench_bf16_b64|bench|60|12|bench.log"
     "bench_bf16_b64_graphs|bench|60|12|bench.log"
-    "bench_bf16_b64_separate|bench|60|12|bench.log"
     "bench_bf16_largest|bench|90|30|bench.log"
     "bench_fp32_b64|bench|60|15|bench.log"
     "bench_tf32_b64|bench|45|12|bench.log"
@@ -120,6 +146,8 @@ group_end() {
 }
 NODEVICE=0
 MACHINE=
+NCCL_NOTE="not looked for yet"
+DNNL_NOTE="not looked for yet"
 
 # ---- the summary ----------------------------------------------------------------
 
@@ -137,6 +165,35 @@ count_of() {
     local i n=0
     for ((i = 0; i < NST; i++)); do case ${S_STATUS[i]} in "$1"*) n=$((n + 1)) ;; esac; done
     echo $n
+}
+
+# The log lines of stage INDEX's last run (from its "=====" header on).
+stage_log() {
+    local name=${S_NAME[$1]} log=$OUT/${S_LOG[$1]}
+    [ -f "$log" ] || return 0
+    awk -v h="===== $name (limit" 'index($0, h) == 1 { keep = 1; buf = "" } keep { buf = buf $0 "\n" }
+        END { printf "%s", buf }' "$log"
+}
+
+# Whether test_cuda_model compared the CUDA bf16 policy with the CPU's
+# (compare_bf16_implementations prints one of two lines).
+bf16_comparison() {
+    local i out
+    i=$(index_of test_cuda_model)
+    case ${S_STATUS[i]} in
+    PASSED | FAILED*) ;;
+    pending) echo "not run yet"; return ;;
+    *) echo "not run (test_cuda_model ${S_STATUS[i]})"; return ;;
+    esac
+    [ $DRY = 1 ] && { echo "(dry run; the build decides: oneDNN $DNNL_NOTE)"; return; }
+    out=$(stage_log "$i")
+    if grep -q 'bf16 policy: cuda vs cpu fp32' <<<"$out"; then
+        echo "ran (test_cuda_model: 'bf16 policy: cuda vs cpu fp32 / cpu bf16 vs cpu fp32 / cuda vs cpu bf16' in tests.log)"
+    elif grep -q 'no CPU bf16 policy in this build' <<<"$out"; then
+        echo "not run: no CPU bf16 policy in this build (oneDNN $DNNL_NOTE)"
+    else
+        echo "not run: test_cuda_model stopped before it (see tests.log)"
+    fi
 }
 
 write_summary() { # [final]
@@ -158,6 +215,8 @@ write_summary() { # [final]
         echo "not reached ($nr): $(list_of "NOT REACHED")"
         echo "skipped ($ns): $(list_of SKIPPED)"
         [ "$npend" -gt 0 ] && echo "pending ($npend): $(list_of pending)"
+        echo "CUDA bf16 vs CPU bf16 comparison: $(bf16_comparison)"
+        echo "dependencies: NCCL $NCCL_NOTE; oneDNN $DNNL_NOTE"
         echo
         echo "plan: build until ${BUILD_END} s, tests until ${TESTS_END} s, bench until ${BUDGET} s" \
             "(groups ${BUILD_END} + $((TESTS_END - BUILD_END)) + $((BUDGET - TESTS_END)) s);" \
@@ -231,6 +290,7 @@ run_stage() {
         fail) rc=1 ;;
         nodevice) rc=77 ;;
         timeout) rc=124; secs=$limit ;;
+        exit[0-9]*) rc=$((${outcome#exit})) ;;
         *) echo "GPTX_GPU_DRY_SIM: unknown outcome '$outcome'" >&2; rc=2 ;;
         esac
         VCLOCK=$((VCLOCK + secs))
@@ -240,19 +300,24 @@ run_stage() {
         rc=$?
     fi
     S_TIME[i]=$(($(now) - start))
-    if [ $rc -eq 0 ]; then S_STATUS[i]=PASSED
-    elif { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && [ "${S_LIMIT[i]}" = 0 ]; then
+    if [ "$rc" -eq 0 ]; then S_STATUS[i]=PASSED
+    elif { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && [ "${S_LIMIT[i]}" = 0 ]; then
         S_STATUS[i]="SKIPPED (optional, stopped at the budget after ${limit} s)"
-    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then S_STATUS[i]="FAILED (timeout after ${limit} s)"
-    elif [ $rc -eq 77 ]; then S_STATUS[i]="SKIPPED (exit 77: no device)"; NODEVICE=1
+    elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then S_STATUS[i]="FAILED (timeout after ${limit} s)"
+    elif [ "$rc" -eq 77 ]; then S_STATUS[i]="SKIPPED (exit 77: no device)"; NODEVICE=1
     else S_STATUS[i]="FAILED (exit $rc)"; fi
     echo "===== $name: ${S_STATUS[i]} in ${S_TIME[i]} s" >>"$log"
     write_summary
-    return $rc
+    return "$rc"
 }
 
 not_reached() { # INDEX REASON
     S_STATUS[$1]="NOT REACHED ($2)"
+    write_summary
+}
+
+skipped() { # INDEX REASON
+    S_STATUS[$1]="SKIPPED ($2)"
     write_summary
 }
 
@@ -276,23 +341,56 @@ machine_info() {
     {
         date -u +%FT%TZ
         $smi -q 2>&1 || echo "nvidia-smi: not available"
-        nvcc --version 2>&1 | tail -n 2
+        "$NVCC" --version 2>&1 | tail -n 2
         cmake --version 2>&1 | head -n 1
         ninja --version 2>&1 | sed 's/^/ninja /'
         python3 -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -n 1
+        echo "compute-sanitizer: $(sanitizer_path || echo none)"
         echo "cores: $(nproc)"
     } >>"$OUT/nvidia-smi.txt"
     local gpu
     gpu=$($smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
-    MACHINE="${gpu:-no nvidia-smi}, $(nproc) cores, nvcc $(nvcc --version 2>/dev/null |
+    MACHINE="${gpu:-no nvidia-smi}, $(nproc) cores, nvcc $("$NVCC" --version 2>/dev/null |
         grep -o 'release [0-9.]*')"
+}
+
+# compute-sanitizer's path; fails when there is none. GPTX_GPU_SANITIZER
+# names another program (a dry run assumes the tool is there).
+sanitizer_path() {
+    if [ -n "${GPTX_GPU_SANITIZER:-}" ]; then command -v "$GPTX_GPU_SANITIZER"; return; fi
+    [ $DRY = 1 ] && { echo compute-sanitizer; return 0; }
+    command -v compute-sanitizer && return 0
+    local beside
+    beside=$(dirname "$NVCC")/compute-sanitizer
+    [ -x "$beside" ] && echo "$beside"
+}
+
+cmake_extra=()
+deps_prefix=${GPTX_GPU_DEPS_PREFIX:-/opt/gptx-deps}
+deps_lib=$deps_prefix/usr/lib/x86_64-linux-gnu
+
+unpack_deb() { # DEB: into $deps_prefix
+    if command -v dpkg-deb >/dev/null 2>&1; then
+        dpkg-deb -x "$1" "$deps_prefix"
+    else
+        (cd "$(mktemp -d)" && ar x "$1" && tar -xf data.tar.* -C "$deps_prefix")
+    fi
+}
+
+# Whether the dynamic loader finds library $1 (e.g. libgomp.so.1) by itself
+# (a dry run's machine is bare: it does not).
+loader_has() {
+    [ $DRY = 1 ] && return 1
+    if command -v ldconfig >/dev/null 2>&1; then
+        ldconfig -p 2>/dev/null | grep -q "^[[:space:]]$1 ("
+    else
+        ls /usr/lib/x86_64-linux-gnu/"$1" /lib/x86_64-linux-gnu/"$1" /usr/lib64/"$1" >/dev/null 2>&1
+    fi
 }
 
 # When the machine lacks OpenBLAS / jansson / PCRE2 / pkg-config, the .deb
 # files of build-gpu-deps/ (tests/gpu/fetch_deps.sh; carry the folder) are
 # unpacked into a private prefix and CMake and the loader pointed there.
-cmake_extra=()
-deps_prefix=${GPTX_GPU_DEPS_PREFIX:-/opt/gptx-deps}
 setup_deps() {
     local missing=()
     command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
@@ -311,38 +409,151 @@ setup_deps() {
         return 0
     fi
     echo "dependencies missing on this machine: ${missing[*]:-none (forced)}"
-    if ! ls "$root"/build-gpu-deps/*.deb >/dev/null 2>&1; then
-        echo "no build-gpu-deps/*.deb to unpack: run tests/gpu/fetch_deps.sh and carry build-gpu-deps"
+    if ! ls "$DEPS_DIR"/*.deb >/dev/null 2>&1; then
+        echo "no $DEPS_DIR/*.deb to unpack: run tests/gpu/fetch_deps.sh and carry build-gpu-deps"
         return 1
     fi
     mkdir -p "$deps_prefix"
     local deb
-    for deb in "$root"/build-gpu-deps/*.deb; do
-        if command -v dpkg-deb >/dev/null 2>&1; then
-            dpkg-deb -x "$deb" "$deps_prefix" || return 1
-        else
-            (cd "$(mktemp -d)" && ar x "$deb" && tar -xf data.tar.* -C "$deps_prefix") || return 1
-        fi
-    done
-    local lib=$deps_prefix/usr/lib/x86_64-linux-gnu
+    for deb in "$DEPS_DIR"/*.deb; do unpack_deb "$deb" || return 1; done
     export PATH=$deps_prefix/usr/bin:$PATH
-    export PKG_CONFIG_LIBDIR=$lib/pkgconfig:$deps_prefix/usr/share/pkgconfig
+    export PKG_CONFIG_LIBDIR=$deps_lib/pkgconfig:$deps_prefix/usr/share/pkgconfig
     export PKG_CONFIG_SYSROOT_DIR=$deps_prefix
-    export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LD_LIBRARY_PATH=$deps_lib:$deps_lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     [ -e "$deps_prefix/usr/bin/pkg-config" ] || ln -sf pkgconf "$deps_prefix/usr/bin/pkg-config"
     cmake_extra+=(-DCMAKE_PREFIX_PATH="$deps_prefix/usr"
                   -DGPTX_CBLAS_INCLUDE_DIR="$deps_prefix/usr/include/x86_64-linux-gnu/openblas-pthread"
-                  -DBLAS_LIBRARIES="$lib/openblas-pthread/libopenblas.so")
+                  -DBLAS_LIBRARIES="$deps_lib/openblas-pthread/libopenblas.so")
     echo "dependencies: unpacked into $deps_prefix"
+}
+
+# oneDNN for the CPU backend's bf16 policy (test_cuda_model compares the CUDA
+# bf16 policy with it): the system's, else build-gpu-deps/dnnl/*.deb unpacked
+# (libOpenCL.so.1 and libgomp.so.1, which libdnnl.so.2 loads, only where the
+# loader has none, or forced), else none (-DGPTX_DNNL=OFF: no comparison).
+setup_dnnl() {
+    if [ $DRY = 0 ] && [ -z "${GPTX_GPU_FORCE_DEPS:-}" ] &&
+        [ -e /usr/include/oneapi/dnnl/dnnl.h ] && loader_has libdnnl.so; then
+        DNNL_NOTE="from the system"
+        cmake_extra+=(-DGPTX_DNNL=ON)
+        return 0
+    fi
+    if ! ls "$DEPS_DIR"/dnnl/libdnnl2_*.deb "$DEPS_DIR"/dnnl/libdnnl-dev_*.deb >/dev/null 2>&1; then
+        DNNL_NOTE="none (not on the machine, no $(basename "$DEPS_DIR")/dnnl/*.deb carried)"
+        cmake_extra+=(-DGPTX_DNNL=OFF)
+        return 0
+    fi
+    local deb pkg unpacked=()
+    for deb in "$DEPS_DIR"/dnnl/*.deb; do
+        pkg=$(basename "$deb")
+        pkg=${pkg%%_*}
+        case $pkg in
+        ocl-icd-libopencl1) loader_has libOpenCL.so.1 && [ -z "${GPTX_GPU_FORCE_DEPS:-}" ] && continue ;;
+        libgomp1) loader_has libgomp.so.1 && [ -z "${GPTX_GPU_FORCE_DEPS:-}" ] && continue ;;
+        esac
+        if [ $DRY = 0 ]; then
+            mkdir -p "$deps_prefix" && unpack_deb "$deb" || return 1
+        fi
+        unpacked+=("$pkg")
+    done
+    cmake_extra+=(-DGPTX_DNNL=ON -DGPTX_DNNL_INCLUDE_DIR="$deps_prefix/usr/include"
+                  -DGPTX_DNNL_LIBRARY="$deps_lib/libdnnl.so")
+    case " ${unpacked[*]} " in
+    *" libgomp1 "*) cmake_extra+=(-DGPTX_OPENMP_RUNTIME="$deps_lib/libgomp.so.1") ;;
+    esac
+    case ":${LD_LIBRARY_PATH:-}:" in
+    *":$deps_lib:"*) ;;
+    *) export LD_LIBRARY_PATH=$deps_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;;
+    esac
+    DNNL_NOTE="unpacked into $deps_prefix (${unpacked[*]})"
+    echo "oneDNN: $DNNL_NOTE"
+}
+
+# A folder with include/nccl.h and lib*/libnccl.so*: prints "INCLUDE LIBRARY".
+nccl_in() {
+    local d=$1 l
+    [ -e "$d/include/nccl.h" ] || return 1
+    for l in "$d"/lib/libnccl.so.2 "$d"/lib/libnccl.so "$d"/lib64/libnccl.so.2 "$d"/lib64/libnccl.so \
+             "$d"/lib/x86_64-linux-gnu/libnccl.so.2; do
+        [ -e "$l" ] && { echo "$d/include $l"; return 0; }
+    done
+    return 1
+}
+
+# NCCL for the engine and its one-rank smoke: $GPTX_NCCL_ROOT, the CUDA
+# toolkit's or the system's, else python3's wheel nvidia-nccl-cu13 (the device
+# image's only NCCL: site-packages/nvidia/nccl/{include,lib}).
+setup_nccl() {
+    local found='' d py
+    if [ $DRY = 1 ]; then
+        d=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl
+        found="$d/include $d/lib/libnccl.so.2"
+    else
+        py=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+        for d in "${GPTX_NCCL_ROOT:-}" "$(dirname "$(dirname "$NVCC")")" /usr \
+                 ${py:+"$py/nvidia/nccl"}; do
+            [ -n "$d" ] && found=$(nccl_in "$d") && break
+        done
+    fi
+    if [ -z "$found" ]; then
+        NCCL_NOTE="none (no nccl.h with libnccl: test_nccl_single not built)"
+        cmake_extra+=(-DGPTX_NCCL=OFF)
+        return 0
+    fi
+    local inc=${found% *} lib=${found#* }
+    cmake_extra+=(-DGPTX_NCCL=ON -DGPTX_NCCL_INCLUDE_DIR="$inc" -DGPTX_NCCL_LIBRARY="$lib")
+    LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export LD_LIBRARY_PATH
+    NCCL_NOTE="$lib"
+    echo "NCCL: $inc, $lib"
 }
 
 # ---- the stages ------------------------------------------------------------------------
 
-TEST_BINS=(test_cuda_kernels test_cuda_model test_reference_cuda test_cuda_train test_cuda_pure
-           test_cuda_graphs test_cuda_timer test_sampler_device)
+TEST_BINS=(test_cuda_flash test_cuda_kernels test_cuda_model test_reference_cuda test_cuda_train
+           test_cuda_pure test_cuda_graphs test_cuda_timer test_nccl_single test_sampler_device)
+PROGRAMS=(gptx-bench-gpu gptx-bench-attention gptx-op-profile)
 FIXTURES=(tests/reference/fixtures/odd_tied_bias.gptxfix tests/reference/fixtures/untied_nobias.gptxfix
           tests/reference/fixtures/padded_unmasked_untied.gptxfix)
 BENCH=$BUILD/bench/gpu/gptx-bench-gpu
+ATTN=$BUILD/bench/gpu/gptx-bench-attention
+OP_PROFILE=$BUILD/bench/gptx-op-profile
+MMA_BIN=$BUILD/mma/test_mma_fragments
+
+test_bin() { # NAME: where the build puts test NAME
+    case $1 in test_nccl_single) echo "$BUILD/tests/comm/$1" ;; *) echo "$BUILD/tests/gpu/$1" ;; esac
+}
+
+# The warp-level matrix instructions before anything else: test_mma_fragments.cu
+# compiled alone (only the headers of cuda_mma.h and cuda_internal.h: include/,
+# backends/cuda, lib/*, backends/common) and run, so a wrong fragment layout
+# table fails within seconds, whatever happens to the build.
+do_mma() {
+    local inc=(-I"$root/include" -I"$root/backends/cuda" -I"$root/backends/common") d
+    for d in "$root"/lib/*/; do inc+=(-I"${d%/}"); done
+    rm -f "$MMA_BIN"
+    run_stage "$(index_of mma_nvcc)" "$NVCC" -O2 -std=c++17 -arch=sm_"$ARCH" "${inc[@]}" \
+        "$root/tests/gpu/test_mma_fragments.cu" -o "$MMA_BIN" -cudart static || {
+        not_reached "$(index_of test_mma_fragments)" "nvcc failed: see build.log"
+        return 0
+    }
+    local i
+    i=$(index_of test_mma_fragments)
+    run_stage "$i" "$MMA_BIN"
+    S_FIG[i]=$(stage_log "$i" | grep -m 1 '^test_mma_fragments:')
+    write_summary
+}
+
+# The targets of the wanted list that this configured build has (one not in
+# this tree, like gptx-op-profile before it is merged, would stop Ninja).
+existing_targets() {
+    if [ $DRY = 1 ]; then printf '%s\n' "$@"; return; fi
+    local help t
+    help=$(cmake --build "$BUILD" --target help 2>/dev/null)
+    for t in "$@"; do
+        grep -qE "(^|[ .]+)$t(: |$)" <<<"$help" && echo "$t"
+    done
+}
 
 do_build() {
     local gen=(-G Ninja)
@@ -355,28 +566,33 @@ do_build() {
         not_reached "$(index_of build)" "no configure"
         return 1
     fi
+    setup_dnnl >>"$OUT/build.log" 2>&1 || DNNL_NOTE="unpacking build-gpu-deps/dnnl failed"
+    setup_nccl >>"$OUT/build.log" 2>&1
     local hook=()
     grep -q 'add_subdirectory(gpu)' tests/CMakeLists.txt 2>/dev/null ||
         hook=(-DCMAKE_PROJECT_INCLUDE="$root/tests/gpu/cmake_hook.cmake")
     run_stage "$(index_of configure)" cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DGPTX_CUDA=ON -DGPTX_CUDA_ARCHITECTURES="$ARCH" -DGPTX_CUDA_PTXAS_VERBOSE=ON -DGPTX_MPI=OFF \
-        -DGPTX_NCCL=OFF -DGPTX_BUILD_EXAMPLES=OFF "${hook[@]}" "${cmake_extra[@]}" || {
+        -DGPTX_BUILD_EXAMPLES=OFF "${hook[@]}" "${cmake_extra[@]}" || {
         not_reached "$(index_of build)" "configure failed"
         return 1
     }
+    local targets
+    mapfile -t targets < <(existing_targets "${TEST_BINS[@]}" "${PROGRAMS[@]}")
     # keep going past a failing target: every test that builds still runs
     local keep=(-- -k 0)
     [ "${gen[1]}" = Ninja ] || keep=(-- -k)
     run_stage "$(index_of build)" cmake --build "$BUILD" -j"$JOBS" --target gptx_cuda \
-        "${TEST_BINS[@]}" gptx-bench-gpu "${keep[@]}"
+        "${targets[@]}" "${keep[@]}"
     ptxas_lines >>"$OUT/bench.log"
     return 0 # what did build runs (a missing binary is "not built")
 }
 
-# ptxas's report (registers, spills) of the attention kernels, from the build log
+# ptxas's report (registers, spills) of the attention kernels, the tensor-core
+# ones (k_flash_*) included, from the build log
 ptxas_lines() {
     echo "===== ptxas -v, attention kernels (sm_$ARCH), from build.log"
-    awk '/Compiling entry function/ { show = ($0 ~ /attention/) ? 4 : 0 } show > 0 { print; show-- }' \
+    awk '/Compiling entry function/ { show = ($0 ~ /attention|flash/) ? 4 : 0 } show > 0 { print; show-- }' \
         "$OUT/build.log" | if command -v c++filt >/dev/null 2>&1; then c++filt; else cat; fi
 }
 
@@ -384,9 +600,12 @@ do_tests() {
     local t i bin args
     for t in "${TEST_BINS[@]}"; do
         i=$(index_of "$t")
-        bin=$BUILD/tests/gpu/$t
+        bin=$(test_bin "$t")
         if [ $DRY = 0 ] && [ ! -x "$bin" ]; then
-            not_reached "$i" "not built"
+            case $t in
+            test_nccl_single) not_reached "$i" "not built: NCCL $NCCL_NOTE" ;;
+            *) not_reached "$i" "not built" ;;
+            esac
             continue
         fi
         args=()
@@ -400,21 +619,28 @@ do_tests() {
     write_summary
 }
 
-# bench_stage NAME COMMAND...: one benchmark run (gptx-bench-gpu or the PyTorch
-# twin, both take --json FILE), its JSON line and figures kept
+# device_stage_ready INDEX PROGRAM: 0 when the stage may run (a device, the
+# program built), else marks it SKIPPED or NOT REACHED
+device_stage_ready() {
+    if [ $NODEVICE = 1 ]; then
+        skipped "$1" "no device"
+        return 1
+    fi
+    if [ $DRY = 0 ] && [ ! -x "$2" ] && ! command -v "$2" >/dev/null 2>&1; then
+        not_reached "$1" "$(basename "$2") not built"
+        return 1
+    fi
+    return 0
+}
+
+# bench_stage NAME COMMAND...: one benchmark run (gptx-bench-gpu, the
+# attention benchmark or the PyTorch twin, all take --json FILE), its JSON
+# line and figures kept
 bench_stage() {
     local name=$1 i
     shift
     i=$(index_of "$name")
-    if [ $NODEVICE = 1 ]; then
-        S_STATUS[i]="SKIPPED (no device)"
-        write_summary
-        return
-    fi
-    if [ $DRY = 0 ] && [ ! -x "$1" ] && ! command -v "$1" >/dev/null 2>&1; then
-        not_reached "$i" "$(basename "$1") not built"
-        return
-    fi
+    device_stage_ready "$i" "$1" || return 0
     local json=$BUILD/json/$name.json
     rm -f "$json"
     run_stage "$i" "$@" --json "$json"
@@ -428,20 +654,65 @@ keep_figures() { # INDEX JSON
         S_FIG[i]=$(python3 - "$json" 2>/dev/null <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(f"batch {r['batch']}: {r['tokens_per_s']:.0f} tok/s, MFU {100 * r['mfu']:.1f} %, "
-      f"median {r['step_median_s'] * 1e3:.1f} ms/step, cold step {r['cold_step_s']:.2f} s")
+if r.get("bench") == "attention":
+    t, c = r["tensor_cores"], r["cuda_cores"]
+    print(f"TFLOP/s fwd/bwd: tensor cores {t['forward_tflops']:.1f}/{t['backward_tflops']:.1f}, "
+          f"CUDA cores {c['forward_tflops']:.1f}/{c['backward_tflops']:.1f}; speed-up "
+          f"{r['speedup_forward']:.1f}x/{r['speedup_backward']:.1f}x")
+else:
+    print(f"batch {r['batch']}: {r['tokens_per_s']:.0f} tok/s, MFU {100 * r['mfu']:.1f} %, "
+          f"median {r['step_median_s'] * 1e3:.1f} ms/step, cold step {r['cold_step_s']:.2f} s")
 EOF
         )
     fi
     write_summary
 }
 
+# compute-sanitizer's racecheck (shared-memory hazards) on both attention
+# kernel sets at a tiny shape: a hazard fails the stage (--error-exitcode);
+# no tool, or a tool that refuses the device (gVisor: "Device not supported"),
+# skips it without failing.
+racecheck_stage() {
+    local i san rc nodevice=$NODEVICE
+    i=$(index_of racecheck_attention)
+    device_stage_ready "$i" "$ATTN" || return 0
+    if ! san=$(sanitizer_path); then
+        skipped "$i" "compute-sanitizer is not on this machine"
+        return 0
+    fi
+    run_stage "$i" "$san" --tool racecheck --error-exitcode $RACE_EXIT --print-limit 20 "$ATTN" \
+        --batch 1 --heads 2 --seq 130 --head-size 64 --warmup 0 --iters 1
+    rc=$?
+    if [ $rc = 77 ] || stage_log "$i" | grep -q 'Device not supported'; then
+        NODEVICE=$nodevice # the device is there: the sanitizer did not take it
+        skipped "$i" "compute-sanitizer refused the device: see tests.log"
+    elif [ $rc = $RACE_EXIT ]; then
+        S_STATUS[i]="FAILED (exit $RACE_EXIT: racecheck reported a hazard, see tests.log)"
+        write_summary
+    fi
+    S_FIG[i]=$(stage_log "$i" | grep -m 1 'RACECHECK SUMMARY')
+    write_summary
+}
+
+# the per-op profile of a GPT-2 124M training step (bf16, the preset's batch)
+profile_stage() {
+    local i
+    i=$(index_of op_profile_bf16)
+    device_stage_ready "$i" "$OP_PROFILE" || return 0
+    run_stage "$i" "$OP_PROFILE" --backend cuda --config gpt2-124M --precision bf16 --warmup 2 \
+        --steps 3
+    S_FIG[i]=$(stage_log "$i" | grep -m 1 '^step:' | cut -c 1-100)
+    write_summary
+}
+
 do_bench() {
     local torch=(python3 bench/gpu/torch_gpu_bench.py)
+    bench_stage bench_attention "$ATTN" --batch 8 --heads 12 --seq 1024 --head-size 64 --warmup 3 \
+        --iters 20
+    racecheck_stage
+    profile_stage
     bench_stage bench_bf16_b64 "$BENCH" --precision bf16 --batch 64 --warmup 2 --steps 5
     bench_stage bench_bf16_b64_graphs "$BENCH" --precision bf16 --batch 64 --graphs 1 --warmup 2 \
-        --steps 5
-    bench_stage bench_bf16_b64_separate "$BENCH" --precision bf16 --batch 64 --fused 0 --warmup 2 \
         --steps 5
     bench_stage bench_bf16_largest "$BENCH" --precision bf16 --max-batch 512 --warmup 1 --steps 2
     bench_stage bench_fp32_b64 "$BENCH" --precision fp32 --batch 64 --warmup 1 --steps 3
@@ -459,11 +730,12 @@ do_bench() {
 
 machine_info
 write_summary
+do_mma
 do_build && do_tests
 for ((i = 0; i < NST; i++)); do # what the build's failure left behind
     case ${S_NAME[i]} in test_*) [ "${S_STATUS[i]}" = pending ] && not_reached "$i" "no build" ;; esac
 done
 do_bench
 write_summary final
-head -n 6 "$OUT/summary.txt"
+head -n 7 "$OUT/summary.txt"
 case $(head -n 1 "$OUT/summary.txt") in *": PASSED,"*) exit 0 ;; *) exit 1 ;; esac
