@@ -22,10 +22,13 @@ struct gptx_optimizer {
     int *range_tensor; /* the layout tensor each range belongs to */
     int nranges;
     int64_t step;
-    /* the AdamW op of the context's table with the context's kernel
-     * variants at creation (backend.h instance_ops) */
-    int (*adamw)(gptx_backend *be, float *params, const float *grads, float *m, float *v,
-                 const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
+    /* the table the gradient norm and AdamW run on: the context's with its
+     * kernel variants at creation (backend.h instance_ops), and the backend
+     * argument its entries take (the profiler's stand-in when profiled,
+     * lib/core/op_profile.h) */
+    gptx_backend_ops ops;
+    gptx_backend *be;
+    struct gptx_profiled *profiled;
 };
 
 /* Creates an optimizer over [offset, offset + count) of model's parameters;
