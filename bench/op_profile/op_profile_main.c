@@ -69,6 +69,10 @@ static int parse_args(args *a, int argc, char **argv) {
         fprintf(stderr, "gptx-op-profile: --backend is '%s'; expected cpu or cuda\n", a->backend);
         return -1;
     }
+    if (gptx_precision_from_name(a->precision) < 0) {
+        fprintf(stderr, "gptx-op-profile: --precision %s: %s\n", a->precision, gptx_last_error());
+        return -1;
+    }
     return 0;
 }
 
@@ -89,11 +93,7 @@ static int open_context(gptx_context **ctx, const args *a) {
     gptx_context_options_init(&o);
     o.backend = strcmp(a->backend, "cuda") ? GPTX_BACKEND_CPU : GPTX_BACKEND_CUDA;
     o.num_threads = a->threads;
-    o.precision = gptx_precision_from_name(a->precision);
-    if (o.precision < 0) {
-        fprintf(stderr, "gptx-op-profile: --precision %s: %s\n", a->precision, gptx_last_error());
-        return 1;
-    }
+    o.precision = gptx_precision_from_name(a->precision); /* checked by parse_args */
     int rc = gptx_context_create(ctx, &o);
     if (rc == GPTX_ERR_UNSUPPORTED && o.backend == GPTX_BACKEND_CUDA) {
         fprintf(stderr, "gptx-op-profile: no CUDA backend here, nothing to profile: %s\n",
@@ -144,10 +144,11 @@ static int run_steps(gptx_context *ctx, gptx_model *m, gptx_optimizer *o, const 
 
 static void print_header(gptx_context *ctx, const args *a, const prog_preset *p, double sec,
                          int clock) {
+    int threads = gptx_context_num_threads(ctx);
     printf("gptx-op-profile: %s (%d layers, %d heads, width %d; B %d x T %d), %s backend, %s, "
-           "%d threads\n",
+           "%d thread%s\n",
            p->name, p->n_layer, p->n_head, p->n_embd, p->batch, p->context,
-           gptx_context_backend_name(ctx), a->precision, gptx_context_num_threads(ctx));
+           gptx_context_backend_name(ctx), a->precision, threads, threads == 1 ? "" : "s");
     printf("step: %.4f s, wall clock per step (zero_grad, forward_backward, AdamW step), mean of "
            "%d after %d warm-up, synchronized at both ends\n", sec, a->steps, a->warmup);
     if (clock == GPTX_PROFILE_DEVICE_EVENTS)
