@@ -12,8 +12,8 @@
 
 /* Intervals held unread at most. Past this the profiler reads them all (one
  * wait for the device per PENDING_MAX ops), so the events alive and the
- * memory stay bounded when nobody reads the report. 124M takes ~330 ops a
- * step: about 25 steps between two such waits. */
+ * memory stay bounded when nobody reads the report. A GPT-2 124M step issues
+ * 183 ops (fp32; 208 under bf16): about 40 steps between two such waits. */
 #define PENDING_MAX 8192
 /* Events alive at most: two per unread interval, one for the call running,
  * one being recorded; the pool holds them all, so returning one never fails. */

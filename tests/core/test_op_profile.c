@@ -12,7 +12,11 @@
  *   - losses, parameters and gradients bit for bit the same with profiling
  *     on and off;
  *   under fp32, and under bf16 where oneDNN is built in (the weight copy's
- *   convert_weights and the residual's act_from_res then appear). */
+ *   convert_weights and the residual's act_from_res then appear);
+ *   - the event path without a device: the CPU table given event entries on
+ *     the host clock; no interval read before the report, but all 8192 held
+ *     ones at once when one more arrives; every event destroyed with the
+ *     context. */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
 #include <time.h>
@@ -248,8 +252,91 @@ static void check_policy(int precision) {
     free(on.grads);
 }
 
+/* ---- the event path, on host-clock events ---------------------------------- */
+
+#define PENDING_MAX 8192 /* lib/core/op_profile.c */
+
+static gptx_backend_ops evented; /* the CPU table with the events below */
+static int64_t events_alive, elapsed_calls;
+
+static int ev_create(gptx_backend *be, void **ev) {
+    double *t = calloc(1, sizeof *t);
+    if (!t) return GPTX_ERR_NO_MEMORY;
+    events_alive++;
+    *ev = t;
+    return GPTX_OK;
+}
+
+static void ev_destroy(gptx_backend *be, void *ev) {
+    events_alive--;
+    free(ev);
+}
+
+static int ev_record(gptx_backend *be, void *ev) {
+    *(double *)ev = now_s();
+    return GPTX_OK;
+}
+
+static int ev_elapsed(gptx_backend *be, void *start, void *stop, double *seconds) {
+    elapsed_calls++;
+    *seconds = *(double *)stop - *(double *)start;
+    return GPTX_OK;
+}
+
+/* Enough steps for more than PENDING_MAX calls: the intervals are read
+ * once when the held ones reach PENDING_MAX, then at the report. */
+static void check_events(void) {
+    evented = *gptx_cpu_backend_ops();
+    evented.event_create = ev_create;
+    evented.event_destroy = ev_destroy;
+    evented.event_record = ev_record;
+    evented.event_elapsed = ev_elapsed;
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CPU;
+    o.num_threads = 1;
+    gptx_context *ctx = NULL;
+    CHECK_OK(gptx_context_create_on(&ctx, &o, &evented));
+    if (!ctx) return;
+    gptx_model_config c = model_config();
+    gptx_backend_storage st;
+    gptx_context_storage(ctx, &st);
+    expect_line want[32];
+    int nwant = expect_step_lines(&c, ctx->ops, &st, want), steps = 0;
+    int64_t per_step = 0;
+    for (int i = 0; i < nwant; i++) per_step += want[i].calls;
+    gptx_model *m = NULL;
+    gptx_optimizer *opt = NULL;
+    int32_t tok[B * T + 1];
+    fill_tokens(tok, B * T + 1, c.vocab_size, 5);
+    CHECK_OK(gptx_context_set_profiling(ctx, 1));
+    CHECK_OK(gptx_model_create(&m, ctx, &c));
+    CHECK_OK(gptx_model_init_random(m, 3));
+    CHECK_OK(gptx_optimizer_create(&opt, m, NULL));
+    CHECK_OK(gptx_context_reset_op_profile(ctx)); /* init_random's zero_grad: dropped unread */
+    while (m && opt && steps * per_step <= PENDING_MAX) {
+        CHECK_OK(train_step(m, opt, tok, NULL));
+        steps++;
+    }
+    CHECK(elapsed_calls == PENDING_MAX); /* once, at the limit; never per op */
+    gptx_op_stat s[MAX_LINES];
+    int n = 0, clock = 0;
+    CHECK_OK(gptx_context_get_op_profile(ctx, s, MAX_LINES, &n, &clock));
+    CHECK(clock == GPTX_PROFILE_DEVICE_EVENTS);
+    check_profile_lines(s, n, want, nwant, steps);
+    CHECK(elapsed_calls == steps * per_step); /* the rest, at the report */
+    for (int i = 0; i < n; i++) CHECK(s[i].seconds > 0.0);
+    printf("events: %d steps, %lld calls, %lld events alive\n", steps,
+           (long long)(steps * per_step), (long long)events_alive);
+    gptx_optimizer_destroy(opt);
+    gptx_model_destroy(m);
+    gptx_context_destroy(ctx);
+    CHECK(events_alive == 0);
+}
+
 int main(void) {
     check_errors();
+    check_events();
     check_tables();
     check_policy(GPTX_PRECISION_FP32);
     if (gptx_features() & GPTX_FEATURE_DNNL) check_policy(GPTX_PRECISION_BF16);
