@@ -1,109 +1,227 @@
-/* gptx-op-profile: where a training step's time goes, per backend op.
- * Built with -DGPTX_BENCH_OP_PROFILE=ON (bench/CMakeLists.txt): the static
- * library with op_profile_wrap.c's --wrap timers. Same step and data scheme
- * as gptx-bench-train. */
+/* gptx-op-profile: where a training step's time goes, per backend op and per
+ * op group, on any backend. It enables the library's per-op profiler
+ * (gptx_context_set_profiling, include/gptx/gptx_experimental.h) before
+ * creating the model and its optimizer, runs --warmup steps, forgets them,
+ * runs --steps more and prints the report. A step is what gptx-train does:
+ * zero_grad, gptx_model_forward_backward, the AdamW step, on a fixed
+ * pseudo-random batch already in host memory. Links the public library only. */
 #define _POSIX_C_SOURCE 200809L
+
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gptx/gptx.h"
+#include "gptx/gptx_experimental.h"
+
+#include "bench_common.h"
+#include "op_profile_report.h"
 #include "prog_presets.h"
 
-void prof_reset(void);
-void prof_print(int steps, double step_time, double zero_grad_time);
+#define SKIP_EXIT 77 /* --backend cuda without a device: nothing to profile */
 
-static double tnow(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+typedef struct args {
+    const char *backend, *config, *precision;
+    int threads, warmup, steps;
+} args;
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: gptx-op-profile [--backend cpu|cuda] [--config PRESET]\n"
+               "                       [--precision fp32|bf16|bf16_pure] [--threads N]\n"
+               "                       [--warmup N] [--steps N]\n"
+               "  defaults: cpu, small, fp32, 0 threads (all online cores; CPU only), 2 warm-up\n"
+               "  steps, 5 profiled steps. Presets:\n");
+    prog_presets_print(f, "    ");
 }
 
-#define CK(x)                                                                       \
-    do {                                                                            \
-        int r_ = (x);                                                               \
-        if (r_ != GPTX_OK) {                                                        \
-            fprintf(stderr, "%s failed: %s: %s\n", #x, gptx_status_name(r_),        \
-                    gptx_last_error());                                             \
-            return 1;                                                               \
-        }                                                                           \
+static int parse_int(const char *flag, const char *s, int min, int *out) {
+    return bench_parse_int("gptx-op-profile", flag, s, min, 1000000, out);
+}
+
+static int parse_args(args *a, int argc, char **argv) {
+    *a = (args){"cpu", "small", "fp32", 0, 2, 5};
+    for (int i = 1; i < argc; i += 2) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0;
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!v) {
+            fprintf(stderr, "gptx-op-profile: %s needs a value\n", f);
+            return -1;
+        }
+        if (!strcmp(f, "--backend")) a->backend = v;
+        else if (!strcmp(f, "--config")) a->config = v;
+        else if (!strcmp(f, "--precision")) a->precision = v;
+        else if (!strcmp(f, "--threads")) rc = parse_int(f, v, 0, &a->threads);
+        else if (!strcmp(f, "--warmup")) rc = parse_int(f, v, 0, &a->warmup);
+        else if (!strcmp(f, "--steps")) rc = parse_int(f, v, 1, &a->steps);
+        else {
+            fprintf(stderr, "gptx-op-profile: unknown flag %s\n", f);
+            usage(stderr);
+            return -1;
+        }
+        if (rc) return -1;
+    }
+    if (strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda")) {
+        fprintf(stderr, "gptx-op-profile: --backend is '%s'; expected cpu or cuda\n", a->backend);
+        return -1;
+    }
+    if (gptx_precision_from_name(a->precision) < 0) {
+        fprintf(stderr, "gptx-op-profile: --precision %s: %s\n", a->precision, gptx_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+#define CK(call)                                                                          \
+    do {                                                                                  \
+        int ck_rc_ = (call);                                                              \
+        if (ck_rc_ != GPTX_OK) {                                                          \
+            fprintf(stderr, "gptx-op-profile: %s: %s (%s)\n", #call, gptx_last_error(),   \
+                    gptx_status_name(ck_rc_));                                            \
+            return 1;                                                                     \
+        }                                                                                 \
     } while (0)
 
-int main(int argc, char **argv) {
-    const char *config = "small";
-    const char *precision = "fp32";
-    int threads = 2, warmup = 2, steps = 5;
-    for (int i = 1; i < argc; i += 2) {
-        if (i + 1 == argc) argv[i] = "--help"; /* a flag without its value */
-        if (!strcmp(argv[i], "--config")) config = argv[i + 1];
-        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--precision")) precision = argv[i + 1];
-        else {
-            fprintf(stderr, "usage: gptx-op-profile [--config PRESET (small, gpt2-124M-short, ...)] "
-                            "[--threads N] [--warmup N] [--steps N] [--precision fp32|bf16|bf16_pure]\n");
-            return 2;
-        }
+/* The context, profiling on. A CUDA context that cannot be had here (no
+ * device, no module) is SKIP_EXIT, anything else 1. */
+static int open_context(gptx_context **ctx, const args *a) {
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = strcmp(a->backend, "cuda") ? GPTX_BACKEND_CPU : GPTX_BACKEND_CUDA;
+    o.num_threads = a->threads;
+    o.precision = gptx_precision_from_name(a->precision); /* checked by parse_args */
+    int rc = gptx_context_create(ctx, &o);
+    if (rc == GPTX_ERR_UNSUPPORTED && o.backend == GPTX_BACKEND_CUDA) {
+        fprintf(stderr, "gptx-op-profile: no CUDA backend here, nothing to profile: %s\n",
+                gptx_last_error());
+        return SKIP_EXIT;
     }
-    const prog_preset *p = prog_preset_find(config); /* the presets of every program */
-    if (!p) {
-        fprintf(stderr, "unknown --config %s (%s)\n", config, prog_preset_names());
-        return 2;
-    }
-    if (warmup < 1) warmup = 1;
-    if (steps < 1) steps = 1;
-    int B = p->batch, T = p->context, L = p->n_layer, NH = p->n_head, C = p->n_embd;
+    CK(rc);
+    CK(gptx_context_set_profiling(*ctx, 1)); /* before the model: it is wrapped at creation */
+    return 0;
+}
 
-    gptx_context_options co;
-    gptx_context_options_init(&co);
-    co.backend = GPTX_BACKEND_CPU;
-    co.num_threads = threads;
-    co.precision = gptx_precision_from_name(precision);
-    gptx_context *ctx;
-    CK(gptx_context_create(&ctx, &co));
-    gptx_model_config cfg;
-    gptx_model_config_init(&cfg); /* 50257 padded to 50304, tied, qkv bias, masked */
-    cfg.context_length = T;
-    cfg.n_layer = L;
-    cfg.n_head = NH;
-    cfg.n_embd = C;
-    gptx_model *m;
-    CK(gptx_model_create(&m, ctx, &cfg));
-    CK(gptx_model_init_random(m, 42));
-    gptx_optimizer *o;
-    CK(gptx_optimizer_create(&o, m, NULL));
-    int32_t *in = malloc(sizeof(int32_t) * (size_t)(B * T + 1));
-    if (!in) return 1;
+/* A fixed pseudo-random batch (xorshift64*), B*T + 1 ids: inputs and the
+ * targets one position on. */
+static int32_t *make_tokens(size_t n) {
+    int32_t *t = malloc(n * sizeof *t);
     uint64_t x = 1234;
-    for (int i = 0; i <= B * T; i++) {
+    for (size_t i = 0; t && i < n; i++) {
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
-        in[i] = (int32_t)(((x * 0x2545F4914F6CDD1Dull) >> 33) % 50257u);
+        t[i] = (int32_t)(((x * 0x2545F4914F6CDD1Dull) >> 33) % 50257u);
     }
-    double tz = 0.0, t0 = 0.0;
-    for (int s = 0; s < warmup + steps; s++) {
-        if (s == warmup) {
-            prof_reset();
-            tz = 0.0;
-            t0 = tnow();
-        }
-        double a = tnow();
-        CK(gptx_model_zero_grad(m));
-        tz += tnow() - a;
-        float loss;
-        CK(gptx_model_forward_backward(m, in, in + 1, B, T, 1.0f, &loss)); /* as the trainer */
-        CK(gptx_optimizer_step(o, m, NULL));
+    return t;
+}
+
+static int step(gptx_model *m, gptx_optimizer *o, const int32_t *tok, const prog_preset *p) {
+    CK(gptx_model_zero_grad(m));
+    CK(gptx_model_forward_backward(m, tok, tok + 1, p->batch, p->context, 1.0f, NULL));
+    CK(gptx_optimizer_step(o, m, NULL));
+    return 0;
+}
+
+/* --warmup steps, then --steps timed ones (wall clock, synchronized at both
+ * ends) with the profile reset in between: *seconds per step. */
+static int run_steps(gptx_context *ctx, gptx_model *m, gptx_optimizer *o, const int32_t *tok,
+                     const prog_preset *p, const args *a, double *seconds) {
+    for (int s = 0; s < a->warmup; s++)
+        if (step(m, o, tok, p)) return 1;
+    CK(gptx_context_synchronize(ctx));
+    CK(gptx_context_reset_op_profile(ctx));
+    double t0 = bench_now_s();
+    for (int s = 0; s < a->steps; s++)
+        if (step(m, o, tok, p)) return 1;
+    CK(gptx_context_synchronize(ctx));
+    *seconds = (bench_now_s() - t0) / a->steps;
+    return 0;
+}
+
+static void print_header(gptx_context *ctx, const args *a, const prog_preset *p, double sec,
+                         int clock) {
+    int threads = gptx_context_num_threads(ctx);
+    printf("gptx-op-profile: %s (%d layers, %d heads, width %d; B %d x T %d), %s backend, %s, "
+           "%d thread%s\n",
+           p->name, p->n_layer, p->n_head, p->n_embd, p->batch, p->context,
+           gptx_context_backend_name(ctx), a->precision, threads, threads == 1 ? "" : "s");
+    printf("step: %.4f s, wall clock per step (zero_grad, forward_backward, AdamW step), mean of "
+           "%d after %d warm-up, synchronized at both ends\n", sec, a->steps, a->warmup);
+    if (clock == GPTX_PROFILE_DEVICE_EVENTS)
+        printf("op times: device time between events recorded on the compute stream before and "
+               "after each op,\n  read after the steps (no synchronization per op); an op that "
+               "waits for the host counts that wait\n");
+    else
+        printf("op times: host clock around each call of the backend table (the CPU backend "
+               "finishes an op,\n  on all the context's threads, before it returns)\n");
+    printf("products include their bias (and their GELU where fused); GFLOP/s counts 2 per "
+           "multiply-add,\n  attention its causal products (backward: five, the recompute "
+           "included)\n");
+    printf("CUDA graphs: none; a profiled model issues every op (a replayed graph would hide "
+           "them)\n\n");
+}
+
+static int print_report(gptx_context *ctx, const args *a, const prog_preset *p, double sec) {
+    int n = 0, clock = 0;
+    CK(gptx_context_get_op_profile(ctx, NULL, 0, &n, &clock));
+    gptx_op_stat *lines = calloc((size_t)n + 1, sizeof *lines);
+    if (!lines) return 1;
+    int rc = gptx_context_get_op_profile(ctx, lines, n, &n, &clock);
+    if (rc == GPTX_OK) {
+        op_report r = {lines, n, a->steps, sec, p->n_embd, 50304};
+        print_header(ctx, a, p, sec, clock);
+        op_report_by_op(&r);
+        printf("\n");
+        op_report_by_group(&r);
     }
-    double per = (tnow() - t0) / steps;
-    printf("%s, %d threads: %.4f s/step (mean of %d steps after %d warm-up)\n", config, threads,
-           per, steps, warmup);
-    prof_print(steps, per, tz / steps);
+    free(lines);
+    CK(rc);
+    return 0;
+}
+
+/* The model of preset p (GPT-2's vocabulary padded to 50304, tied head),
+ * its AdamW and the batch, then the steps and the report. */
+static int profile(gptx_context *ctx, const args *a, const prog_preset *p) {
+    gptx_model_config cfg;
+    gptx_model_config_init(&cfg);
+    cfg.context_length = p->context;
+    cfg.n_layer = p->n_layer;
+    cfg.n_head = p->n_head;
+    cfg.n_embd = p->n_embd;
+    gptx_model *m = NULL;
+    gptx_optimizer *o = NULL;
+    int32_t *tok = make_tokens((size_t)p->batch * p->context + 1);
+    double sec = 0.0;
+    int rc = tok ? 0 : 1;
+    if (!rc && gptx_model_create(&m, ctx, &cfg) != GPTX_OK) rc = 1;
+    if (!rc && gptx_model_init_random(m, 42) != GPTX_OK) rc = 1;
+    if (!rc && gptx_optimizer_create(&o, m, NULL) != GPTX_OK) rc = 1;
+    if (rc && !tok) fprintf(stderr, "gptx-op-profile: out of host memory\n");
+    else if (rc) fprintf(stderr, "gptx-op-profile: model set-up: %s\n", gptx_last_error());
+    if (!rc) rc = run_steps(ctx, m, o, tok, p, a, &sec);
+    if (!rc) rc = print_report(ctx, a, p, sec);
     gptx_optimizer_destroy(o);
     gptx_model_destroy(m);
+    free(tok);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    args a;
+    if (parse_args(&a, argc, argv)) return 2;
+    const prog_preset *p = prog_preset_find(a.config);
+    if (!p) {
+        fprintf(stderr, "gptx-op-profile: unknown --config %s (%s)\n", a.config,
+                prog_preset_names());
+        return 2;
+    }
+    gptx_context *ctx = NULL;
+    int rc = open_context(&ctx, &a);
+    if (rc == 0) rc = profile(ctx, &a, p);
     gptx_context_destroy(ctx);
-    free(in);
-    return 0;
+    return rc;
 }

@@ -1,6 +1,6 @@
 /*
- * gptx — experimental API: kernel variants for ablation studies and CUDA
- * graph counters.
+ * gptx — experimental API: kernel variants for ablation studies, CUDA graph
+ * counters and the per-op profiler.
  *
  * Nothing here is covered by the ABI promise of <gptx/gptx.h>: keys, values
  * and functions may change or disappear in any release, and a program that
@@ -50,6 +50,47 @@ GPTX_API int gptx_context_get_variant(const gptx_context *ctx, int variant, int 
  * Either pointer may be NULL. */
 GPTX_API int gptx_context_graph_counts(const gptx_context *ctx, int64_t *captures,
                                        int64_t *replays);
+
+/* Per-op profiling (docs/timing.md, "Per-op profile"). With on = 1, the
+ * models and optimizers created afterwards on ctx run every backend op
+ * through a timing wrapper; those that exist keep how they were created (as
+ * with variants), and on = 0 stops it for later ones. Off, nothing is
+ * wrapped and nothing is paid. The clock: where the backend has device
+ * events (CUDA), one recorded on the compute stream before and one after
+ * each op, read only when the report is read (no synchronization per op);
+ * else the host clock around the call (the CPU backend finishes an op
+ * before it returns). A profiled model captures no CUDA graphs: a replayed
+ * graph would issue no op to time. The report is the context's: every
+ * profiled model and optimizer on it adds to it. GPTX_ERR_INVALID unless on
+ * is 0 or 1. */
+GPTX_API int gptx_context_set_profiling(gptx_context *ctx, int on);
+
+typedef enum gptx_profile_clock {
+    GPTX_PROFILE_HOST_CLOCK = 1,   /* CLOCK_MONOTONIC around each call */
+    GPTX_PROFILE_DEVICE_EVENTS = 2 /* device time between events around each op */
+} gptx_profile_clock;
+
+/* One line of the report: every call of one backend op, and for the matrix
+ * products one line per shape. */
+typedef struct gptx_op_stat {
+    const char *op;  /* the op's name in the backend table ("matmul_forward"); static */
+    int c, oc;       /* products: width in and out (the op's C and OC); else 0 */
+    int64_t calls;
+    double seconds;  /* summed over the calls (device time with events) */
+    double flops;    /* products and attention: their multiply-adds x 2, summed; else 0 */
+} gptx_op_stat;
+
+/* The report since profiling was enabled or last reset, in the order the
+ * ops were first called: *count = its lines, of which the first
+ * min(capacity, *count) are written to stats (stats may be NULL when
+ * capacity is 0, to ask for the count). *clock (may be NULL) receives a
+ * gptx_profile_clock. With device events this waits for the profiled work
+ * to finish. GPTX_ERR_STATE when profiling was never enabled on ctx. */
+GPTX_API int gptx_context_get_op_profile(gptx_context *ctx, gptx_op_stat *stats, int capacity,
+                                         int *count, int *clock);
+/* Forgets every line (profiling stays as it is); intervals not yet read are
+ * dropped without waiting. GPTX_ERR_STATE when profiling was never enabled. */
+GPTX_API int gptx_context_reset_op_profile(gptx_context *ctx);
 
 #ifdef __cplusplus
 }

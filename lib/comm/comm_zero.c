@@ -82,7 +82,7 @@ int gptx_optimizer_step_sharded(gptx_optimizer *opt, gptx_model *model, int64_t 
                 c, e->ops->reduce_scatter_grads(e, model->grads, n, scale, uniform)));
     }
     if (opt->shard_count > 0)
-        GPTX_TRY(ctx->ops->sum_squares_to_host(ctx->be, &sumsq, grads, opt->shard_count));
+        GPTX_TRY(opt->ops.sum_squares_to_host(opt->be, &sumsq, grads, opt->shard_count));
     if (e->world_size > 1) /* added up in one order: the same norm on every rank */
         GPTX_TRY(gptx_comm_engine_result(c, e->ops->allreduce_host(e, &sumsq, 1, COMM_F64,
                                                               GPTX_COMM_SUM)));

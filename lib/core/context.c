@@ -7,6 +7,7 @@
 #include "errors.h"
 #include "abi_struct.h"
 #include "module.h"
+#include "op_profile.h"
 
 static const gptx_context_options context_defaults = {
     .struct_size = GPTX_CONTEXT_OPTIONS_SIZE,
@@ -126,6 +127,7 @@ int gptx_context_create_on(gptx_context **out, const gptx_context_options *opts,
 
 void gptx_context_destroy(gptx_context *ctx) {
     if (!ctx) return;
+    gptx_op_profiler_destroy(ctx->profiler); /* its events, before the backend */
     ctx->ops->destroy(ctx->be);
     free(ctx);
 }

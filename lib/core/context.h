@@ -1,6 +1,6 @@
 /* The context: one backend instance, the options it was created with, the
- * precision policy the backend resolved and the experimental kernel
- * variants that new models and optimizers take. */
+ * precision policy the backend resolved, and the experimental kernel
+ * variants and profiling that new models and optimizers take. */
 #ifndef GPTX_CONTEXT_H
 #define GPTX_CONTEXT_H
 
@@ -12,6 +12,10 @@ struct gptx_context {
     gptx_context_options opts;
     int precision; /* opts.precision with DEFAULT resolved by the backend */
     gptx_kernel_variants variants;
+    /* per-op profiling (op_profile.h): whether instances created now are
+     * profiled, and the profiler they report to (NULL until first enabled) */
+    int profiling;
+    struct gptx_op_profiler *profiler;
 };
 
 /* A context on the backend table `ops` with validated options (what

@@ -9,11 +9,12 @@
 #include "errors.h"
 #include "model.h"
 #include "abi_struct.h"
+#include "op_profile.h"
 #include "param_storage.h"
 #include "philox.h"
 
 #define OPS(m) (&(m)->ops)
-#define BE(m) ((m)->ctx->be)
+#define BE(m) ((m)->be)
 
 /* ---- configuration -------------------------------------------------------- */
 
@@ -104,6 +105,11 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     m->cfg = cfg;
     m->ops = ops;
     m->variants = variants;
+    int rc = gptx_op_profile_attach(ctx, &m->ops, &m->be, &m->profiled);
+    if (rc != GPTX_OK) {
+        free(m);
+        return rc;
+    }
     gptx_backend_storage st;
     gptx_context_storage(ctx, &st);
     m->act_bytes = st.act_bytes;
@@ -111,7 +117,7 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     m->wcopy_bytes = st.wcopy_bytes;
     m->param_bytes = st.param_bytes;
     m->wcopy_stale = 1;
-    int rc = gptx_layout_build(&m->layout, &cfg);
+    rc = gptx_layout_build(&m->layout, &cfg);
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * m->param_bytes, (void **)&m->params);
     if (rc == GPTX_OK && m->wcopy_bytes)
         rc = ctx->ops->alloc(ctx->be, m->layout.nparams * m->wcopy_bytes, &m->wcopy);
@@ -132,6 +138,7 @@ void gptx_model_destroy(gptx_model *m) {
     if (m->params) OPS(m)->free(BE(m), m->params);
     if (m->grads) OPS(m)->free(BE(m), m->grads);
     if (m->wcopy) OPS(m)->free(BE(m), m->wcopy);
+    gptx_op_profile_detach(m->profiled);
     gptx_layout_free(&m->layout);
     free(m);
 }

@@ -89,9 +89,13 @@ struct gptx_model {
     int dres_act_ready; /* dres_act already holds the current dresidual (layernorm_backward_act) */
     void *att_work, *qkv_work; /* the ops' shared scratch (op_buffers), NULL when none */
     /* the table this model runs on: the context's, with the kernel variants
-     * of the context at creation applied by the backend (instance_ops) */
+     * of the context at creation applied by the backend (instance_ops), and
+     * the backend argument its entries take: the context's instance, or,
+     * profiled, the timing decorator's stand-in (profiled, lib/core/op_profile.h) */
     gptx_backend_ops ops;
     gptx_kernel_variants variants;
+    gptx_backend *be;
+    struct gptx_profiled *profiled;
 
     uint64_t params_version; /* counts gptx_model_params_changed calls */
 

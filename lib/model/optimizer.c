@@ -8,6 +8,7 @@
 #include "model.h"
 #include "optimizer.h"
 #include "abi_struct.h"
+#include "op_profile.h"
 #include "param_storage.h"
 
 
@@ -55,6 +56,7 @@ void gptx_optimizer_destroy(gptx_optimizer *opt) {
     if (opt->v) ctx->ops->free(ctx->be, opt->v);
     free(opt->ranges);
     free(opt->range_tensor);
+    gptx_op_profile_detach(opt->profiled);
     free(opt);
 }
 
@@ -84,8 +86,13 @@ int gptx_optimizer_create_part(gptx_optimizer **out, gptx_model *model,
     if (!opt) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     opt->model = model;
     opt->opts = o;
-    opt->adamw = ops.adamw;
-    opt->adamw_copy = offset == 0 && count == model->layout.nparams ? ops.adamw_copy : NULL;
+    opt->ops = ops;
+    opt->fused_copy = offset == 0 && count == model->layout.nparams && ops.adamw_copy != NULL;
+    int rc = gptx_op_profile_attach(model->ctx, &opt->ops, &opt->be, &opt->profiled);
+    if (rc != GPTX_OK) {
+        free(opt);
+        return rc;
+    }
     opt->shard_offset = offset;
     opt->shard_count = count;
     const gptx_layout *L = &model->layout;
@@ -108,7 +115,7 @@ int gptx_optimizer_create_part(gptx_optimizer **out, gptx_model *model,
     gptx_context *ctx = model->ctx;
     size_t n = count > 0 ? count : 1; /* a rank may own nothing */
     size_t bytes = n * gptx_param_bytes(ctx); /* [p] buffers */
-    int rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->m);
+    rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->m);
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, bytes, (void **)&opt->v);
     if (rc == GPTX_OK) rc = gptx_param_fill(ctx, opt->m, 0.0f, n);
     if (rc == GPTX_OK) rc = gptx_param_fill(ctx, opt->v, 0.0f, n);
@@ -153,12 +160,13 @@ int gptx_optimizer_update(gptx_optimizer *opt, float norm, const char *func) {
     /* with the copy's refresh fused in, every parameter and its copy are
      * written in one pass; otherwise the copy follows before the next
      * forward (convert_weights) */
-    float *copy = opt->adamw_copy ? gptx_model_copy_at(model, opt->shard_offset) : NULL;
+    float *copy = opt->fused_copy ? gptx_model_copy_at(model, opt->shard_offset) : NULL;
     if (opt->nranges > 0 && copy)
-        GPTX_TRY(opt->adamw_copy(ctx->be, params, copy, grads, opt->m, opt->v, opt->ranges,
-                                 opt->nranges, &h));
+        GPTX_TRY(opt->ops.adamw_copy(opt->be, params, copy, grads, opt->m, opt->v, opt->ranges,
+                                     opt->nranges, &h));
     else if (opt->nranges > 0)
-        GPTX_TRY(opt->adamw(ctx->be, params, grads, opt->m, opt->v, opt->ranges, opt->nranges, &h));
+        GPTX_TRY(opt->ops.adamw(opt->be, params, grads, opt->m, opt->v, opt->ranges, opt->nranges,
+                                &h));
     opt->step = t;
     model->phase = GPTX_PHASE_NONE; /* saved activations no longer match */
     if (copy)
@@ -177,9 +185,8 @@ int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm
         return GPTX_FAIL(GPTX_ERR_STATE,
                          "this optimizer is sharded over a communicator (ZeRO-1): step it with "
                          "gptx_optimizer_step_sharded, which also averages the gradients");
-    gptx_context *ctx = model->ctx;
     double sumsq = 0.0;
-    GPTX_TRY(ctx->ops->sum_squares_to_host(ctx->be, &sumsq, model->grads, model->layout.nparams));
+    GPTX_TRY(opt->ops.sum_squares_to_host(opt->be, &sumsq, model->grads, model->layout.nparams));
     float norm = (float)sqrt(sumsq);
     if (grad_norm) *grad_norm = norm;
     return gptx_optimizer_update(opt, norm, __func__);

@@ -22,17 +22,18 @@ struct gptx_optimizer {
     int *range_tensor; /* the layout tensor each range belongs to */
     int nranges;
     int64_t step;
-    /* the AdamW op of the context's table with the context's kernel
-     * variants at creation (backend.h instance_ops) */
-    int (*adamw)(gptx_backend *be, float *params, const float *grads, float *m, float *v,
-                 const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h);
-    /* the same table's adamw_copy (NULL when absent): taken when the model
-     * keeps a compute copy and this optimizer updates every parameter, so
-     * the copy is whole afterwards (a ZeRO-1 shard is not: the gathered
-     * parameters still need convert_weights) */
-    int (*adamw_copy)(gptx_backend *be, float *params, float *copy, const float *grads, float *m,
-                      float *v, const gptx_param_range *ranges, int nranges,
-                      const gptx_adamw_hyper *h);
+    /* the table the gradient norm and AdamW run on: the context's with its
+     * kernel variants at creation (backend.h instance_ops), and the backend
+     * argument its entries take (the profiler's stand-in when profiled,
+     * lib/core/op_profile.h) */
+    gptx_backend_ops ops;
+    gptx_backend *be;
+    struct gptx_profiled *profiled;
+    /* whether ops.adamw_copy may be used: the model keeps a compute copy
+     * and this optimizer updates every parameter, so the copy is whole
+     * afterwards (a ZeRO-1 shard is not: the gathered parameters still need
+     * convert_weights) */
+    int fused_copy;
 };
 
 /* Creates an optimizer over [offset, offset + count) of model's parameters;
