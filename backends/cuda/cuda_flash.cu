@@ -238,7 +238,8 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_forward(flash_fw
     int rows = gptx_imin(FLASH_ROWS, p.nq - q0), nkeys = p.pos0 + q0 + rows;
     int ntiles = (nkeys + FLASH_ROWS - 1) / FLASH_ROWS;
     const gptx_bf16 *k = p.k + b * p.k_b + h * p.k_h, *v = p.v + b * p.k_b + h * p.k_h;
-    tile_load<HS, FLASH_ROWS>(qs, p.q + b * p.q_b + h * p.q_h + (long long)q0 * p.ldq, p.ldq, rows);
+    const gptx_bf16 *qrow = p.q + b * p.q_b + h * p.q_h + (long long)q0 * p.ldq;
+    tile_load<HS, FLASH_ROWS>(qs, qrow, p.ldq, rows);
     tile_load<HS, FLASH_ROWS>(ks, k, p.ldk, gptx_imin(FLASH_ROWS, nkeys));
     tile_load<HS, FLASH_ROWS>(vs, v, p.ldk, gptx_imin(FLASH_ROWS, nkeys));
     gptx_cp_async_commit();
@@ -263,7 +264,8 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_forward(flash_fw
         if (r0 < rows && k0 <= first + 15) { /* else every key of the tile is masked for the warp */
             float s[FLASH_ROWS / 8][4];
 #pragma unroll
-            for (int jn = 0; jn < FLASH_ROWS / 8; jn++) s[jn][0] = s[jn][1] = s[jn][2] = s[jn][3] = 0.0f;
+            for (int jn = 0; jn < FLASH_ROWS / 8; jn++)
+                s[jn][0] = s[jn][1] = s[jn][2] = s[jn][3] = 0.0f;
             mma_rows_rows<HS, FLASH_ROWS / 8>(s, qs, r0, ks + buf, 0);
             softmax_tile<HS>(s, m, l, o, p.scale_log2, first + g, k0, k0 + FLASH_ROWS - 1 > first);
             mma_frags_cols<HS, FLASH_ROWS / 16>(o, s, vs + buf, 0);
@@ -399,7 +401,8 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_backward_q(flash
     int ntiles = (nkeys + FLASH_ROWS - 1) / FLASH_ROWS;
     const gptx_bf16 *slab = p.qkv + bwd_qkv_offset(p, bh);
     tile_load<HS, FLASH_ROWS>(qs, slab + (long long)t0 * 3 * p.C, 3 * p.C, rows);
-    tile_load<HS, FLASH_ROWS>(dos, p.dout + bwd_out_offset(p, bh) + (long long)t0 * p.C, p.C, rows);
+    const gptx_bf16 *drow = p.dout + bwd_out_offset(p, bh) + (long long)t0 * p.C;
+    tile_load<HS, FLASH_ROWS>(dos, drow, p.C, rows);
     tile_load<HS, FLASH_ROWS>(ks, slab + p.C, 3 * p.C, gptx_imin(FLASH_ROWS, nkeys));
     tile_load<HS, FLASH_ROWS>(vs, slab + 2 * p.C, 3 * p.C, gptx_imin(FLASH_ROWS, nkeys));
     gptx_cp_async_commit();
@@ -420,8 +423,9 @@ static __global__ void __launch_bounds__(FLASH_THREADS) k_flash_backward_q(flash
         int buf = (j & 1) * FLASH_ROWS * HS, k0 = j * FLASH_ROWS;
         if (j + 1 < ntiles) {
             int nb = FLASH_ROWS * HS - buf, k1 = k0 + FLASH_ROWS;
-            tile_load<HS, FLASH_ROWS>(ks + nb, slab + p.C + (long long)k1 * 3 * p.C, 3 * p.C, nkeys - k1);
-            tile_load<HS, FLASH_ROWS>(vs + nb, slab + 2 * p.C + (long long)k1 * 3 * p.C, 3 * p.C, nkeys - k1);
+            const gptx_bf16 *krow = slab + (long long)k1 * 3 * p.C;
+            tile_load<HS, FLASH_ROWS>(ks + nb, krow + p.C, 3 * p.C, nkeys - k1);
+            tile_load<HS, FLASH_ROWS>(vs + nb, krow + 2 * p.C, 3 * p.C, nkeys - k1);
             gptx_cp_async_commit();
             gptx_cp_async_wait<1>();
         } else {
