@@ -80,6 +80,9 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
     if (opts.cuda_graphs & ~1)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.cuda_graphs is %d; expected 0 or 1",
                          opts.cuda_graphs);
+    if (opts.deterministic & ~1) /* only 0 and 1 have a meaning; 5 is a mistake */
+        return GPTX_FAIL(GPTX_ERR_INVALID, "options.deterministic is %d; expected 0 or 1",
+                         opts.deterministic);
     if (opts.stochastic_rounding & ~1)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.stochastic_rounding is %d; expected 0 or 1",
                          opts.stochastic_rounding);

@@ -456,7 +456,7 @@ static int read_train_meta(const gptx_st_file *f, train_meta *tm) {
             return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': optimizer.decay_policy is \"%.20s\"; expected "
                              "matrices, all or none", L, p);
         /* the same limits gptx_optimizer_create enforces */
-        if (!(o->lr >= 0.0f) || !(o->beta1 >= 0.0f && o->beta1 < 1.0f) ||
+        if (!(o->lr >= 0.0f && o->lr <= GPTX_ADAMW_LR_MAX) || !(o->beta1 >= 0.0f && o->beta1 < 1.0f) ||
             !(o->beta2 >= 0.0f && o->beta2 < 1.0f) || !(o->eps > 0.0f) ||
             !(o->weight_decay >= 0.0f) || !(o->grad_clip >= 0.0f))
             return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': the optimizer hyperparameters are out of range "

@@ -29,8 +29,9 @@ int gptx_adamw_options_init_sized(gptx_adamw_options *o, size_t size) {
 }
 
 static int validate(const gptx_adamw_options *o) {
-    if (!(o->lr >= 0.0f) || !isfinite(o->lr))
-        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.lr is %g; must be finite and >= 0", (double)o->lr);
+    if (!(o->lr >= 0.0f && o->lr <= GPTX_ADAMW_LR_MAX))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.lr is %g; must be in [0, %g]", (double)o->lr,
+                         (double)GPTX_ADAMW_LR_MAX);
     if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f))
         return GPTX_FAIL(GPTX_ERR_INVALID, "opts.beta1 is %g; must be in [0, 1)", (double)o->beta1);
     if (!(o->beta2 >= 0.0f && o->beta2 < 1.0f))
@@ -194,8 +195,9 @@ int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm
 
 int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr) {
     GPTX_CHECK_NULL(opt);
-    if (!(lr >= 0.0f) || !isfinite(lr))
-        return GPTX_FAIL(GPTX_ERR_INVALID, "lr is %g; must be finite and >= 0", (double)lr);
+    if (!(lr >= 0.0f && lr <= GPTX_ADAMW_LR_MAX)) /* NaN fails both */
+        return GPTX_FAIL(GPTX_ERR_INVALID, "lr is %g; must be in [0, %g]", (double)lr,
+                         (double)GPTX_ADAMW_LR_MAX);
     opt->opts.lr = lr;
     return GPTX_OK;
 }

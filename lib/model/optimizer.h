@@ -8,6 +8,14 @@
 #include "backend.h"
 #include "model.h"
 
+/* The learning rates the optimizer takes: [0, GPTX_ADAMW_LR_MAX]. AdamW
+ * moves each parameter by about lr per step whatever the gradient's scale,
+ * so an lr of 10 already rewrites GPT-2's weights (of order 0.02-1) each
+ * step; anything above is a typo (6e4 for 6e-4) or a runaway schedule, and
+ * refusing it says so at once instead of a loss in the thousands later. The
+ * same bound as gptx-train's --lr. */
+#define GPTX_ADAMW_LR_MAX 10.0f
+
 struct gptx_optimizer {
     gptx_model *model; /* the only model this optimizer may update */
     gptx_adamw_options opts;

@@ -60,6 +60,13 @@ static void test_context_errors(void) {
         if (ctx) gptx_context_destroy(ctx);
         ctx = NULL;
     }
+    /* deterministic is a flag: 5 is a mistake, not "more deterministic" */
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CPU;
+    o.deterministic = 5;
+    CHECK_STATUS(gptx_context_create(&ctx, &o), GPTX_ERR_INVALID);
+    CHECK(ctx == NULL);
+    check_message_mentions("options.deterministic is 5; expected 0 or 1");
     gptx_context_options_init(&o);
     o.struct_size = 0;
     CHECK_STATUS(gptx_context_create(&ctx, &o), GPTX_ERR_INVALID);
@@ -221,6 +228,23 @@ static void test_forward_errors(gptx_context *ctx) {
     CHECK_STATUS(gptx_optimizer_step(opt, other, NULL), GPTX_ERR_MISMATCH);
     check_message_mentions("another model");
     CHECK_STATUS(gptx_optimizer_set_lr(opt, NAN), GPTX_ERR_INVALID);
+    /* an absurd rate (a typo, a runaway schedule) is refused, the one in effect stays */
+    const float bad_lr[] = {1e30f, INFINITY, 10.5f, -1e-9f};
+    for (int i = 0; i < 4; i++) {
+        CHECK_STATUS(gptx_optimizer_set_lr(opt, bad_lr[i]), GPTX_ERR_INVALID);
+        check_message_mentions("must be in [0, 10]");
+    }
+    float lr_now = 0;
+    CHECK_OK(gptx_optimizer_get_lr(opt, &lr_now));
+    CHECK(lr_now == 3e-4f);
+    CHECK_OK(gptx_optimizer_set_lr(opt, 10.0f)); /* the bound itself is allowed */
+    CHECK_OK(gptx_optimizer_set_lr(opt, 3e-4f));
+    gptx_optimizer *opt2 = NULL;
+    gptx_adamw_options_init(&ao);
+    ao.lr = 1e30f;
+    CHECK_STATUS(gptx_optimizer_create(&opt2, m, &ao), GPTX_ERR_INVALID);
+    check_message_mentions("opts.lr is 1e+30; must be in [0, 10]");
+    CHECK(opt2 == NULL);
     int64_t step = -1;
     CHECK_OK(gptx_optimizer_get_step(opt, &step));
     CHECK(step == 0);
