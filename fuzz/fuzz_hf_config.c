@@ -42,7 +42,8 @@ int gptx_fuzz_hf_config(const uint8_t *data, size_t size) {
     char *json = gptx_fuzz_strndup(data, size);
     gptx_model_config c;
     int accepted = 0;
-    if (prog_hf_config_parse(json, &c) == 0) {
+    char why[160];
+    if (prog_hf_config_parse(json, &c, why, sizeof why) == 0) {
         accepted++;
         if (c.n_head < 1 || c.n_head > 4096) broken("accepted a head count outside [1, 4096]");
         gptx_model *m = NULL;

@@ -31,31 +31,55 @@ static int llmc_file(const char *path) {
     return ok;
 }
 
-/* The number after "key": in a flat JSON object (HF's config.json). */
-static int json_number(const char *json, const char *key, double *out) {
+/* Where the value of "key" starts in a flat JSON object (HF's config.json),
+ * or NULL when the key is absent. */
+static const char *json_value(const char *json, const char *key) {
     char quoted[64];
     snprintf(quoted, sizeof quoted, "\"%s\"", key);
     const char *p = strstr(json, quoted);
-    if (!p) return 0;
+    if (!p) return NULL;
     p += strlen(quoted);
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    if (*p++ != ':') return 0;
+    p += strspn(p, " \t\r\n");
+    if (*p != ':') return NULL;
+    return p + 1 + strspn(p + 1, " \t\r\n");
+}
+
+/* Whether a value ends at p (what may follow it in an object). */
+static int value_ends(const char *p) {
+    p += strspn(p, " \t\r\n");
+    return *p == ',' || *p == '}' || *p == '\0';
+}
+
+/* The value's first characters, for a message. */
+static void value_text(const char *v, char *why, size_t cap, const char *key, const char *want) {
+    int n = (int)strcspn(v, ",}\r\n");
+    snprintf(why, cap, "\"%s\" is %.*s%s; expected %s", key, n > 40 ? 40 : n, v,
+             n > 40 ? "..." : "", want);
+}
+
+/* A number after "key": 1 found, 0 absent, -1 another kind of value. */
+static int json_number(const char *json, const char *key, double *out, char *why, size_t cap) {
+    const char *v = json_value(json, key);
+    if (!v) return 0;
     char *end = NULL;
-    double v = strtod(p, &end);
-    if (end == p) return 0;
-    *out = v;
+    double x = strtod(v, &end);
+    if (end == v || !value_ends(end)) {
+        value_text(v, why, cap, key, "a number");
+        return -1;
+    }
+    *out = x;
     return 1;
 }
 
-/* true/false after "key": (default when absent) */
-static int json_bool(const char *json, const char *key, int dflt) {
-    char quoted[64];
-    snprintf(quoted, sizeof quoted, "\"%s\"", key);
-    const char *p = strstr(json, quoted);
-    if (!p) return dflt;
-    p += strlen(quoted);
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ':') p++;
-    return strncmp(p, "true", 4) == 0 ? 1 : strncmp(p, "false", 5) == 0 ? 0 : dflt;
+/* true or false after "key" (dflt when absent); -1 for anything else: a
+ * "yes" would otherwise silently become the default. */
+static int json_bool(const char *json, const char *key, int dflt, char *why, size_t cap) {
+    const char *v = json_value(json, key);
+    if (!v) return dflt;
+    if (!strncmp(v, "true", 4) && value_ends(v + 4)) return 1;
+    if (!strncmp(v, "false", 5) && value_ends(v + 5)) return 0;
+    value_text(v, why, cap, key, "true or false");
+    return -1;
 }
 
 static int fail(const char *prog, const char *path, int rc) {
@@ -63,16 +87,21 @@ static int fail(const char *prog, const char *path, int rc) {
     return rc;
 }
 
-int prog_hf_config_parse(const char *json, gptx_model_config *c) {
+int prog_hf_config_parse(const char *json, gptx_model_config *c, char *why, size_t cap) {
     double n_head = 0, eps = 1e-5;
-    int have_heads = json_number(json, "n_head", &n_head) ||
-                     json_number(json, "num_attention_heads", &n_head);
-    json_number(json, "layer_norm_epsilon", &eps);
     gptx_model_config_init(c);
-    c->tied_head = json_bool(json, "tie_word_embeddings", 1); /* transformers' default */
     c->padded_vocab_size = 0; /* = the file's vocabulary */
+    int heads = json_number(json, "n_head", &n_head, why, cap);
+    if (heads == 0) heads = json_number(json, "num_attention_heads", &n_head, why, cap);
+    if (heads < 0 || json_number(json, "layer_norm_epsilon", &eps, why, cap) < 0) return -1;
+    int tied = json_bool(json, "tie_word_embeddings", 1, why, cap); /* transformers' default */
+    if (tied < 0) return -1;
+    c->tied_head = tied;
     /* NaN fails both comparisons (fuzz finding: "n_head": nan reached the int cast) */
-    if (!have_heads || !(n_head >= 1 && n_head <= 4096) || n_head != (int)n_head) return -1;
+    if (heads == 0 || !(n_head >= 1 && n_head <= 4096) || n_head != (int)n_head) {
+        snprintf(why, cap, "has no usable \"n_head\" (a whole number in [1, 4096])");
+        return -1;
+    }
     c->n_head = (int)n_head;
     c->layernorm_eps = (float)eps;
     return 0;
@@ -84,10 +113,11 @@ static int open_hf(const char *prog, gptx_model **out, gptx_context *ctx, const 
     char *json = prog_read_file(prog, "the Hugging Face config", config, &len);
     if (!json) return GPTX_ERR_IO;
     gptx_model_config c;
-    int bad = prog_hf_config_parse(json, &c);
+    char why[160] = "";
+    int bad = prog_hf_config_parse(json, &c, why, sizeof why);
     free(json);
     if (bad) {
-        fprintf(stderr, "%s: %s has no usable \"n_head\"\n", prog, config);
+        fprintf(stderr, "%s: %s: %s\n", prog, config, why);
         return GPTX_ERR_FORMAT;
     }
     int rc = gptx_model_import_hf(out, ctx, weights, &c);

@@ -20,7 +20,9 @@ int prog_model_open(const char *prog, gptx_model **out, gptx_context *ctx, const
  * n_head (or num_attention_heads), layer_norm_epsilon (default 1e-5),
  * tie_word_embeddings (default true); the rest of *c is
  * gptx_model_config_init's, padded_vocab_size 0 (the file's vocabulary).
- * 0, or -1 when there is no usable n_head (a whole number in [1, 4096]). */
-int prog_hf_config_parse(const char *json, gptx_model_config *c);
+ * 0, or -1 with why (cap bytes) saying what is wrong: no usable n_head (a
+ * whole number in [1, 4096]), a number that is not a number, or a
+ * tie_word_embeddings that is not true or false ("yes", "1"). */
+int prog_hf_config_parse(const char *json, gptx_model_config *c, char *why, size_t cap);
 
 #endif

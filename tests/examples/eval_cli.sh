@@ -75,6 +75,17 @@ expect_fail() { # <what the message must contain> <command...>
   fi
   echo "ok: $* -> $msg"
 }
+# config.json's settings have their JSON types: a string where true/false or a
+# number belongs is refused, naming the key, not read as the default
+printf '{"n_head": 2, "tie_word_embeddings": "yes"}\n' > hf/config.json
+expect_fail 'hf/config.json: "tie_word_embeddings" is "yes"; expected true or false' \
+  "$eval" --model hf --tokens ids.bin
+printf '{"n_head": 2, "tie_word_embeddings": 1}\n' > hf/config.json
+expect_fail '"tie_word_embeddings" is 1; expected true or false' "$generate" --model hf
+printf '{"n_head": "2", "tie_word_embeddings": false}\n' > hf/config.json
+expect_fail '"n_head" is "2"; expected a number' "$eval" --model hf --tokens ids.bin
+printf '{"n_head": 2, "layer_norm_epsilon": "1e-5", "tie_word_embeddings": false}\n' > hf/config.json
+expect_fail '"layer_norm_epsilon" is "1e-5"; expected a number' "$eval" --model hf --tokens ids.bin
 rm hf/config.json
 expect_fail "without config.json" "$eval" --model hf --tokens ids.bin
 expect_fail "give the file itself" "$eval" --model run --tokens ids.bin
