@@ -348,6 +348,11 @@ int train_options_parse(train_options *o, int argc, char **argv) {
         if (set_flag(o, f, argv[++i])) return -1;
         o->given[f - flags] = 1;
     }
+    /* before the preset fills --text: only a --text the user gave counts */
+    if (o->train_shards && train_options_given(o, "--text"))
+        return bad("--text", o->text, "not with --train-shards (one data source: the text is "
+                                      "cut into train and validation itself, shards take "
+                                      "--val-shards)");
     if (o->epochs && train_options_given(o, "--steps"))
         return bad("--epochs", "", "give --steps or --epochs, not both");
     if (apply_preset(o)) return -1;
@@ -468,6 +473,11 @@ int train_options_resume(train_options *run, const train_options *cli, char *sav
                     file, f->name, mine ? mine : "(none)", theirs ? theirs : "(none)", file);
             return -1;
         }
+    }
+    if (run->train_shards && train_options_given(cli, "--text")) {
+        fprintf(stderr, "gptx-train: --resume %s: --text %s: the run trains on --train-shards "
+                        "%s, not on a text\n", file, cli->text, run->train_shards);
+        return -1;
     }
     run->resume = cli->resume;
     memcpy(run->given, cli->given, sizeof run->given);

@@ -7,8 +7,9 @@
 #   - a full disk (metrics.jsonl on /dev/full) or an unwritable plot is an
 #     error naming the file, exit status 1;
 #   - a second trainer on a folder in use is refused, naming the owner;
-#   - --text must be a regular file; integer flags say their range; an unknown
-#     flag given last is "unknown"; tokens/step does not overflow.
+#   - --text must be a regular file, and not given with --train-shards;
+#     integer flags say their range; an unknown flag given last is "unknown";
+#     tokens/step does not overflow.
 set -euo pipefail
 train=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
@@ -93,6 +94,14 @@ fails "not a regular file" --text adir
 fails "not a regular file" --text /dev/zero
 fails "expected an integer from 1 to 1000000000" --batch 2000000000
 fails "unknown option" --steps 3 --nope
+# one data source: a --text given with --train-shards would be ignored (the
+# validation loss then nan, exit 0); the preset's own text is not "given"
+perl -e 'print pack("l<256", 20240520, 1, 2000, (0) x 253); print pack("S<*", map { ($_ * 7919) % 50257 } 1 .. 2000)' > ids.bin
+fails "--text ids.txt: not with --train-shards" --text ids.txt --train-shards ids.bin
+fails "--text ids.txt: not with --train-shards" "${micro[@]}" --train-shards ids.bin --text ids.txt
+"$train" "${micro[@]}" --train-shards ids.bin --steps 1 --checkpoint-every 1 --out-dir shards > /dev/null
+fails "the run trains on --train-shards ids.bin, not on a text" \
+  --resume shards/checkpoint.safetensors --steps 2 --text ids.txt
 out=$(timeout 20 "$train" "${micro[@]}" --grad-accum 50000000 --steps 1 --eval-every 0 --out-dir big 2>&1 | head -n 5 || true)
 echo "$out" | grep -q "= 6400000000 tokens/step" || { echo "tokens/step: $out"; exit 1; }
 echo "ok: --grad-accum 50000000 -> 6400000000 tokens/step"
