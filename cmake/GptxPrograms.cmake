@@ -40,10 +40,11 @@ function(gptx_program target)
 endfunction()
 
 # what the programs share beyond the data lookup: whole-file reads, opening
-# a model in any format (examples/common/)
+# a model in any format, the rule for "<|endoftext|>" in text (examples/common/)
 add_library(gptx_prog_common STATIC "${PROJECT_SOURCE_DIR}/examples/common/prog_files.c"
                                     "${PROJECT_SOURCE_DIR}/examples/common/prog_model.c"
-                                    "${PROJECT_SOURCE_DIR}/examples/common/prog_error.c")
+                                    "${PROJECT_SOURCE_DIR}/examples/common/prog_error.c"
+                                    "${PROJECT_SOURCE_DIR}/examples/common/prog_text.c")
 target_include_directories(gptx_prog_common PUBLIC "${PROJECT_SOURCE_DIR}/examples/common")
 target_link_libraries(gptx_prog_common PUBLIC gptx)
 gptx_target_warnings(gptx_prog_common)

@@ -18,6 +18,7 @@
 #include "prog_error.h"
 #include "prog_files.h"
 #include "prog_model.h"
+#include "prog_text.h"
 
 static void usage(void) {
     printf("usage: gptx-eval --model PATH (--text FILE | --tokens SHARD) [options]\n"
@@ -25,7 +26,8 @@ static void usage(void) {
            "                      (model.safetensors + config.json) or an llm.c .bin model\n"
            "  --text FILE         text to score, GPT-2 BPE tokens; - = standard input\n"
            "  --tokens SHARD      llm.c token shard (gptx-tokenize's output) instead of --text\n"
-           "  --special           \"<|endoftext|>\" in the text is the EOT token (default: text)\n"
+           PROG_SPECIAL_TOKENS_HELP
+           "  --special           the same as --special-tokens allow (its older spelling)\n"
            "  --seq T             positions per window, <= the model's context (default: context)\n"
            "  --batch B           windows per forward pass (default 4)\n"
            "  --max-tokens N      score only the first N tokens (default: all)\n"
@@ -80,7 +82,8 @@ int main(int argc, char **argv) {
         if (!strcmp(k, "--version")) { printf("gptx-eval %s\n", gptx_version()); return 0; }
         if (!strcmp(k, "--special")) { special = 1; continue; }
         const char *known[] = {"--model", "--text", "--tokens", "--seq", "--batch", "--max-tokens",
-                               "--backend", "--threads", "--encoder", "--vocab", "--json"};
+                               "--backend", "--threads", "--encoder", "--vocab", "--json",
+                               "--special-tokens"};
         int is_known = 0;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++) is_known |= !strcmp(k, known[j]);
         if (!is_known) {
@@ -100,6 +103,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--encoder")) encoder = v;
         else if (!strcmp(k, "--vocab")) vocab = v;
         else if (!strcmp(k, "--json")) json_path = v;
+        else if (!strcmp(k, "--special-tokens"))
+            rc = prog_special_tokens_parse("gptx-eval", v, &special);
         else if (!strcmp(k, "--seq")) rc = number(k, v, 1, 1 << 20, &seq);
         else if (!strcmp(k, "--batch")) rc = number(k, v, 1, 4096, &batch);
         else if (!strcmp(k, "--max-tokens")) rc = number(k, v, 2, 1e15, &max_tokens);
@@ -193,8 +198,9 @@ int main(int argc, char **argv) {
 
     printf("model    : %s (%s; %d layers, width %d, %d heads, context %d, vocabulary %d)\n",
            model_path, format, c.n_layer, c.n_embd, c.n_head, c.context_length, c.vocab_size);
-    printf("data     : %s, %zu tokens%s\n", text_path ? text_path : tokens_path, n,
-           text_path ? " (GPT-2 BPE)" : " (llm.c shard)");
+    printf("data     : %s, %zu tokens%s%s\n", text_path ? text_path : tokens_path, n,
+           text_path ? " (GPT-2 BPE; <|endoftext|>: " : " (llm.c shard)",
+           text_path ? (special ? "allow)" : "text)") : "");
     printf("windows  : %zu of %d predicted tokens%s; each token predicted once, from at most %d "
            "before it\n",
            full, T, rest ? " + 1 shorter" : "", T);

@@ -17,6 +17,7 @@
 #include "prog_data.h"
 #include "prog_files.h"
 #include "prog_model.h"
+#include "prog_text.h"
 
 
 static void usage(void) {
@@ -26,6 +27,7 @@ static void usage(void) {
            "                      model (required)\n"
            "  --prompt TEXT       text to continue (default \"Every effort moves you\")\n"
            "  --prompt-file FILE  the prompt from a file; - = standard input\n"
+           PROG_SPECIAL_TOKENS_HELP
            "  --max-tokens N      tokens to generate (default 64)\n"
            "  --temperature X     0 = greedy (default 0.8)\n"
            "  --top-k N           0 = off (default 40)\n"
@@ -118,7 +120,7 @@ int main(int argc, char **argv) {
     double max_tokens = 64, temperature = 0.8, top_k = 40, top_p = 1.0, seed = 1337, threads = 0;
     double window = 0, keep = -1;
     const char *stop = NULL, *prompt_file = NULL;
-    int ignore_eot = 0, no_cache = 0;
+    int ignore_eot = 0, no_cache = 0, special = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) { usage(); return 0; }
@@ -146,6 +148,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--window")) rc = number(k, v, 0, 1 << 24, &window);
         else if (!strcmp(k, "--keep")) rc = number(k, v, -1, 1 << 24, &keep);
         else if (!strcmp(k, "--stop")) stop = v;
+        else if (!strcmp(k, "--special-tokens"))
+            rc = prog_special_tokens_parse("gptx-generate", v, &special);
         else {
             fprintf(stderr, "gptx-generate: unknown option %s (see --help)\n", k);
             return 2;
@@ -205,7 +209,7 @@ int main(int argc, char **argv) {
     if ((rc = gptx_tokenizer_load_gpt2(&tok, encoder, vocab)) ||
         (rc = gptx_sampler_create(&sampler, &so)) ||
         (rc = gptx_generator_create(&gen, model, &go)) ||
-        (rc = gptx_tokenizer_encode(tok, prompt, plen, 0, ids, plen + 1, &n_ids)))
+        (rc = gptx_tokenizer_encode(tok, prompt, plen, special, ids, plen + 1, &n_ids)))
         goto fail;
     int32_t eot = gptx_tokenizer_eot_token(tok);
     if (n_ids == 0) ids[n_ids++] = eot;

@@ -20,6 +20,7 @@
 #include "gptx/gptx.h"
 #include "prog_error.h"
 #include "prog_data.h"
+#include "prog_text.h"
 
 
 typedef struct {
@@ -40,8 +41,8 @@ static void usage(void) {
            "                      NAME_val.bin; in [0, 1) (default 0.1; 0 = empty val shard)\n"
            "  --eot               start the token stream with <|endoftext|> (id 50256), as\n"
            "                      llm.c does before each document\n"
-           "  --special           encode the text \"<|endoftext|>\" in FILE as the EOT token\n"
-           "                      (default: as ordinary text)\n"
+           PROG_SPECIAL_TOKENS_HELP
+           "  --special           the same as --special-tokens allow (its older spelling)\n"
            "  --encoder PATH      GPT-2 encoder.json (default %s/gpt2/encoder.json)\n"
            "  --vocab PATH        GPT-2 vocab.bpe (default %s/gpt2/vocab.bpe)\n"
            "  --chunk-bytes N     bytes read and encoded per block (default 4194304); the ids\n"
@@ -75,6 +76,7 @@ static int parse_args(int argc, char **argv, tokenize_args *a) {
         }
         int known = !strcmp(k, "--input") || !strcmp(k, "--out-dir") || !strcmp(k, "--prefix") ||
                     !strcmp(k, "--encoder") || !strcmp(k, "--vocab") ||
+                    !strcmp(k, "--special-tokens") ||
                     !strcmp(k, "--val-fraction") || !strcmp(k, "--chunk-bytes");
         if (!known) {
             fprintf(stderr, "gptx-tokenize: unknown option '%s' (see --help)\n", k);
@@ -91,7 +93,9 @@ static int parse_args(int argc, char **argv, tokenize_args *a) {
         else if (!strcmp(k, "--prefix")) a->prefix = v;
         else if (!strcmp(k, "--encoder")) a->encoder = v;
         else if (!strcmp(k, "--vocab")) a->vocab = v;
-        else if (!strcmp(k, "--val-fraction")) {
+        else if (!strcmp(k, "--special-tokens")) {
+            if (prog_special_tokens_parse("gptx-tokenize", v, &a->special)) return -1;
+        } else if (!strcmp(k, "--val-fraction")) {
             errno = 0;
             a->val_fraction = strtod(v, &end);
             if (errno || *end || end == v || !(a->val_fraction >= 0.0 && a->val_fraction < 1.0)) {
@@ -287,7 +291,8 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (bytes < 0) goto done;
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("%s: %lld bytes -> %zu tokens in %.2f s\n", a.input, bytes, v.n, secs);
+    printf("%s: %lld bytes -> %zu tokens in %.2f s (<|endoftext|>: %s)\n", a.input, bytes, v.n,
+           secs, prog_special_tokens_name(a.special));
     if (make_dirs(a.out_dir) != 0) {
         fprintf(stderr, "gptx-tokenize: cannot create --out-dir %s: %s\n", a.out_dir,
                 strerror(errno));

@@ -135,7 +135,8 @@ static int open_text(train_run *run, const gptx_dataloader_options *lo,
     /* a regular file, read to the end without error (not a folder or a device) */
     if (!(run->text = prog_read_file("gptx-train", "--text", o->text, &len))) return -1;
     if (!(run->tokens = malloc((len + 1) * sizeof *run->tokens))) return -1;
-    TRY(run, gptx_tokenizer_encode(run->tok, run->text, len, 1, run->tokens, len + 1, &n));
+    TRY(run, gptx_tokenizer_encode(run->tok, run->text, len, train_options_allow_special(o),
+                                   run->tokens, len + 1, &n));
     size_t split = (size_t)((double)n * (1.0 - o->val_fraction));
     if (split < (size_t)T + 1 || n - split < (size_t)T + 1) {
         fprintf(stderr, "gptx-train: --text %s has %zu tokens; with --context %d and "
@@ -143,6 +144,7 @@ static int open_text(train_run *run, const gptx_dataloader_options *lo,
                 o->text, n, T, (double)o->val_fraction, T + 1);
         return -1;
     }
+    run->text_tokens = (int64_t)n;
     /* the tokens (so the tokenizer files count too) and where validation starts */
     const int32_t *tokens = run->tokens;
     run->data_hash = hash_bytes(hash_bytes(run->data_hash, tokens, n * sizeof *tokens), &split,

@@ -60,7 +60,9 @@ int run_sample(train_run *run) {
     int32_t *out = malloc(((size_t)o->sample_tokens + 1) * sizeof *out);
     char *text = NULL;
     int rc = !ids || !out ? GPTX_ERR_NO_MEMORY : GPTX_OK;
-    if (!rc) rc = gptx_tokenizer_encode(run->tok, o->prompt, plen, 0, ids, plen + 1, &n_ids);
+    if (!rc)
+        rc = gptx_tokenizer_encode(run->tok, o->prompt, plen, train_options_allow_special(o), ids,
+                                   plen + 1, &n_ids);
     if (!rc && n_ids == 0) {
         ids[0] = gptx_tokenizer_eot_token(run->tok); /* an empty prompt starts from <|endoftext|> */
         n_ids = 1;

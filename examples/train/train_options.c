@@ -26,6 +26,9 @@ static void usage(void) {
         "  --val-shards A,B       llm.c token shards for validation (with --train-shards)\n"
         "  --encoder FILE         GPT-2 encoder.json (default %s/gpt2/encoder.json)\n"
         "  --vocab FILE           GPT-2 vocab.bpe (default %s/gpt2/vocab.bpe)\n"
+        "  --special-tokens R     how \"<|endoftext|>\" in --text and --prompt is read: text\n"
+        "                         (default: as its 13 characters) or allow (as the end-of-text\n"
+        "                         token 50256); the same flag in gptx-eval, -tokenize, -generate\n"
         "model:\n"
         "  --preset NAME          a model and its recipe (default tiny; the table below);\n"
         "                         flags given with it override its values\n"
@@ -130,6 +133,7 @@ static const flag flags[] = {
     F("--val-fraction", K_FLOAT, val_fraction, 0.001, 0.9, NULL, KEEP),
     F("--encoder", K_STR, encoder, 0, 0, NULL, CHANGE),
     F("--vocab", K_STR, vocab, 0, 0, NULL, CHANGE),
+    F("--special-tokens", K_CHOICE, special_tokens, 0, 0, "text|allow", KEEP),
     F("--preset", K_STR, preset, 0, 0, NULL, NOSAVE),
     F("--init-from", K_STR, init_from, 0, 0, NULL, NOSAVE),
     F("--layers", K_INT, layers, 1, 1e6, NULL, KEEP),
@@ -283,6 +287,7 @@ static void defaults(train_options *o) {
     *o = (train_options){
         .val_fraction = 0.1f,
         .encoder = prog_data_path("gpt2/encoder.json"), .vocab = prog_data_path("gpt2/vocab.bpe"),
+        .special_tokens = "text",
         .preset = "tiny", .vocab_size = 50257, .padded_vocab = 50304,
         .grad_accum = 1, .min_lr_frac = 0.1f, .weight_decay = 0.1f, .grad_clip = 1.0f,
         .beta1 = 0.9f, .beta2 = 0.95f, .schedule = SCHEDULE_COSINE, .eval_every = 50,
@@ -290,6 +295,10 @@ static void defaults(train_options *o) {
         .temperature = 0.8f, .top_p = 1.0f, .prompt = "Every effort moves you",
         .out_dir = "out", .checkpoint_every = -1, .backend = "cpu", .precision = "default",
         .threads = 0, .seed = 1337, .comm_timeout = 600};
+}
+
+int train_options_allow_special(const train_options *o) {
+    return !strcmp(o->special_tokens, "allow");
 }
 
 int train_options_given(const train_options *o, const char *name) {
@@ -430,6 +439,9 @@ int train_options_resume(train_options *run, const train_options *cli, char *sav
                          const char *file) {
     defaults(run);
     run->preset = "saved";
+    /* a record without the flag comes from a gptx-train that read the tag in
+     * --text as the end-of-text token: its run goes on reading it so */
+    run->special_tokens = "allow";
     for (char *line = saved; *line;) {
         char *next = cut_line(line);
         char *space = strchr(line, ' ');

@@ -14,6 +14,7 @@ typedef struct train_options {
     const char *val_shards;
     float val_fraction;        /* of the text held out for validation */
     const char *encoder, *vocab;
+    const char *special_tokens; /* "text" or "allow": "<|endoftext|>" in --text and --prompt */
     /* model */
     const char *preset;
     const char *init_from; /* --init-from: the model to fine-tune, NULL = a new one */
@@ -47,6 +48,10 @@ typedef struct train_options {
  * (default tiny). Returns 0 on success, 1 after --help or --version (exit 0),
  * -1 after printing one clear message about a bad flag (exit 2). */
 int train_options_parse(train_options *opts, int argc, char **argv);
+
+/* 1 when "<|endoftext|>" in --text and --prompt is the end-of-text token
+ * (--special-tokens allow), 0 when it is text (the default). */
+int train_options_allow_special(const train_options *opts);
 
 /* Whether the command line gave this flag ("--context"), directly or
  * through --preset. */

@@ -32,6 +32,7 @@ typedef struct train_run {
     char **train_paths, **val_paths; /* --train-shards / --val-shards, split at commas */
     int n_train_paths, n_val_paths;
     const char *data_name; /* --text or --train-shards, for messages */
+    int64_t text_tokens;   /* --text: its tokens, both splits; 0 with shards */
     uint64_t data_hash;    /* FNV-1a of the data: a resumed run must train on the same */
     double unigram;        /* the unigram baseline's validation loss, NAN with shards */
     gptx_dataloader *train, *val;

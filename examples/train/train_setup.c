@@ -196,6 +196,9 @@ static void print_header(const train_run *run) {
     printf("gptx-train %s | backend %s, %d threads, precision %s\n", gptx_version(),
            gptx_context_backend_name(run->ctx), gptx_context_num_threads(run->ctx),
            gptx_precision_name(gptx_context_precision(run->ctx)));
+    if (run->text_tokens) /* the whole text's count: what gptx-eval and -tokenize print */
+        printf("text %s: %lld tokens (GPT-2 BPE; <|endoftext|>: %s)\n", run->data_name,
+               (long long)run->text_tokens, o->special_tokens);
     printf("data %s: %lld training tokens, %lld windows of %d+1, %lld batches/epoch%s\n",
            run->data_name, (long long)ti->total_tokens, (long long)ti->total_windows, T,
            (long long)ti->batches_per_epoch, run->val ? "" : " (no validation data)");

@@ -70,6 +70,24 @@ int main(void) {
             strcmp(o.backend, "auto") != 0)
             failures++;
     }
+    /* --special-tokens: text unless given; a saved configuration without the
+     * flag (a run from before it, which read the tag as the EOT token)
+     * resumes reading it so */
+    {
+        char *none[] = {"gptx-train"}, *allow[] = {"gptx-train", "--special-tokens", "allow"};
+        train_options cli, o, back;
+        char old_record[] = "--lr 0.001\n--seed 5\n", new_record[] = "--special-tokens text\n";
+        if (train_options_parse(&cli, 1, none) != 0 || strcmp(cli.special_tokens, "text") ||
+            train_options_allow_special(&cli))
+            failures++;
+        if (train_options_parse(&o, 3, allow) != 0 || !train_options_allow_special(&o)) failures++;
+        if (train_options_resume(&back, &cli, old_record, "old.safetensors") != 0 ||
+            !train_options_allow_special(&back))
+            failures++;
+        if (train_options_resume(&back, &cli, new_record, "new.safetensors") != 0 ||
+            train_options_allow_special(&back))
+            failures++;
+    }
     dprintf(saved_out, "200000 command lines: %ld accepted (each saved and resumed identically), "
                        "%ld refused, %ld help/version; %ld failures\n",
             counts[1], counts[0], counts[2], failures);
