@@ -5,6 +5,10 @@
  *   gptx-tokenize --input book.txt --out-dir shards
  *     -> shards/book_train.bin (first 90% of the tokens), shards/book_val.bin (last 10%)
  *
+ * Both are links into shards/book.shards, which a run switches to its own
+ * new folder only once both files are written: the pair is replaced as one
+ * unit (gptx_tokenize_pair.h).
+ *
  * The file is read and encoded in blocks, each cut where the GPT-2
  * pre-tokenizer always has a piece boundary (see safe_cut), so the ids are
  * exactly those of encoding the whole file at once while only the ids (not
@@ -21,6 +25,7 @@
 #include "prog_error.h"
 #include "prog_data.h"
 #include "prog_text.h"
+#include "gptx_tokenize_pair.h"
 
 
 typedef struct {
@@ -33,7 +38,9 @@ typedef struct {
 static void usage(void) {
     printf("usage: gptx-tokenize --input FILE --out-dir DIR [options]\n"
            "Encodes FILE with the GPT-2 tokenizer and writes llm.c token shards\n"
-           "DIR/NAME_train.bin (the first tokens) and DIR/NAME_val.bin (the last ones).\n"
+           "DIR/NAME_train.bin (the first tokens) and DIR/NAME_val.bin (the last ones):\n"
+           "links into DIR/NAME.shards, switched to a new folder once both are written,\n"
+           "so a failure leaves the old pair whole.\n"
            "  --input FILE        text to encode (any bytes; invalid UTF-8 is encoded byte-wise)\n"
            "  --out-dir DIR       output directory, created if missing\n"
            "  --prefix NAME       shard name prefix (default: FILE's name without extension)\n"
@@ -260,17 +267,38 @@ fail:
     return -1;
 }
 
-static int write_shard(const char *dir, const char *prefix, const char *split, const int32_t *ids,
-                       size_t n) {
-    size_t len = strlen(dir) + strlen(prefix) + strlen(split) + 8;
-    char *path = malloc(len);
-    if (!path) return -1;
-    snprintf(path, len, "%s/%s_%s.bin", dir, prefix, split);
+/* Writes one split into the run's own folder (the pair is switched in
+ * later, as one unit). */
+static int write_shard(const shard_pair *pair, const char *split, const int32_t *ids, size_t n) {
+    char *path = pair_new_file(pair, split);
+    if (!path) {
+        fprintf(stderr, "gptx-tokenize: out of memory\n");
+        return -1;
+    }
     int rc = gptx_shard_write(path, ids, n);
     if (rc != GPTX_OK) fprintf(stderr, "gptx-tokenize: %s\n", prog_error_text());
-    else printf("wrote %s: %zu tokens\n", path, n);
     free(path);
     return rc == GPTX_OK ? 0 : -1;
+}
+
+/* Both shards written into a new folder, then switched in together: after a
+ * failure the folder still holds the old pair, whole (gptx_tokenize_pair.h). */
+static int write_pair(const char *dir, const char *name, const id_vec *v, size_t n_val) {
+    shard_pair pair;
+    int rc = pair_begin(&pair, dir, name);
+    if (!rc) rc = write_shard(&pair, "train", v->ids, v->n - n_val);
+    if (!rc) rc = write_shard(&pair, "val", v->ids + (v->n - n_val), n_val);
+    if (!rc) rc = pair_commit(&pair);
+    if (!rc) {
+        printf("wrote %s/%s_train.bin: %zu tokens\n", dir, name, v->n - n_val);
+        printf("wrote %s/%s_val.bin: %zu tokens\n", dir, name, n_val);
+        printf("(links into %s/%s.shards -> %s, switched as a pair)\n", dir, name, pair.gen);
+    } else {
+        fprintf(stderr, "gptx-tokenize: %s/%s_train.bin and %s_val.bin are unchanged\n", dir,
+                name, name);
+    }
+    pair_end(&pair);
+    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -300,9 +328,7 @@ int main(int argc, char **argv) {
     }
     size_t n_val = (size_t)((double)v.n * a.val_fraction + 0.5);
     if (n_val > v.n) n_val = v.n;
-    if (write_shard(a.out_dir, name, "train", v.ids, v.n - n_val) != 0 ||
-        write_shard(a.out_dir, name, "val", v.ids + (v.n - n_val), n_val) != 0)
-        goto done;
+    if (write_pair(a.out_dir, name, &v, n_val) != 0) goto done;
     status = 0;
 done:
     free(v.ids);

@@ -1,13 +1,20 @@
 /* gptx-tokenize end to end: bad flags and files exit non-zero with a message;
  * the shards it writes have llm.c's format, split train/val as asked, and
  * hold exactly the ids of encoding the whole text at once (the tool encodes
- * block by block), which decode back to the text.
+ * block by block), which decode back to the text. The pair is replaced as
+ * one unit: a write that fails (a file size limit standing in for a full
+ * disk) leaves the old pair whole, never one new shard beside an old one.
  *
  * usage: test_tokenize_tool GPTX_TOKENIZE TEXT_FILE DATA_GPT2_DIR */
+#include <dirent.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -27,6 +34,25 @@ static int run_tool(const char *const *args) {
     if (posix_spawn(&pid, tool, NULL, NULL, (char *const *)argv, environ) != 0) return -2;
     int st;
     if (waitpid(pid, &st, 0) != pid) return -2;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The same with writes limited to `bytes` per file (RLIMIT_FSIZE, SIGXFSZ
+ * ignored: a write past it fails with EFBIG, as on a full disk). */
+static int run_tool_limited(const char *const *args, rlim_t bytes) {
+    const char *argv[32] = {tool};
+    int n = 1;
+    for (; args[n - 1] && n < 31; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {bytes, bytes};
+        signal(SIGXFSZ, SIG_IGN); /* kept across exec */
+        if (setrlimit(RLIMIT_FSIZE, &rl) == 0) execv(tool, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) return -2;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -115,6 +141,111 @@ done:
     free(want);
 }
 
+/* A split's ids, as a reader opening DIR/NAME_split.bin finds them. */
+static int32_t *read_split(const char *dir, const char *name, const char *split, size_t *n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s_%s.bin", dir, name, split);
+    return read_shard(path, n);
+}
+
+/* Whether DIR/NAME's pair holds exactly these ids. */
+static int pair_is(const char *dir, const char *name, const int32_t *train, size_t nt,
+                   const int32_t *val, size_t nv) {
+    size_t mt = 0, mv = 0;
+    int32_t *t = read_split(dir, name, "train", &mt), *v = read_split(dir, name, "val", &mv);
+    int same = t && v && mt == nt && mv == nv && !memcmp(t, train, nt * sizeof *t) &&
+               !memcmp(v, val, nv * sizeof *v);
+    free(t);
+    free(v);
+    return same;
+}
+
+static int entries(const char *dir) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+static int is_link(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+static void write_file(const char *path, const void *bytes, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(bytes, 1, n, f) == n);
+    if (f) fclose(f);
+}
+
+/* The pair as one unit: a failed write of either shard (a file size limit,
+ * like a full disk) leaves the old pair, whole, and no litter; a good run
+ * replaces both and removes the old pair's folder and dead runs' folders;
+ * shards of the older layout (plain files) become the links; a name that is
+ * a folder is refused before anything changes. */
+static void test_pair(const gptx_tokenizer *tok, const char *input, const unsigned char *text,
+                      size_t len) {
+    CHECK(system("rm -rf tok_pair") == 0); /* a fresh folder (ctest reruns in place) */
+    write_file("tok_small.txt", text, len < 3000 ? len : 3000);
+    const char *dir = "tok_pair";
+    const char *small[] = {"--input", "tok_small.txt", "--out-dir", dir, "--prefix", "p",
+                           "--encoder", encoder_path, "--vocab", vocab_path, NULL};
+    CHECK(run_tool(small) == 0);
+    size_t nt = 0, nv = 0;
+    int32_t *train = read_split(dir, "p", "train", &nt), *val = read_split(dir, "p", "val", &nv);
+    CHECK(train && val && entries(dir) == 4); /* p.shards, its folder, the two links */
+    /* the whole text, 90 % for val: train (2 KB) fits in 8 KiB, val (10 KB)
+     * does not; then 10 % for val: train (9 KB) does not */
+    const char *fractions[] = {"0.9", "0.1"};
+    for (int i = 0; i < 2; i++) {
+        const char *big[] = {"--input", input, "--out-dir", dir, "--prefix", "p",
+                             "--val-fraction", fractions[i], "--encoder", encoder_path,
+                             "--vocab", vocab_path, NULL};
+        int rc = run_tool_limited(big, 8192);
+        if (rc != 1) fprintf(stderr, "limited write, val fraction %s: exit %d\n", fractions[i], rc);
+        CHECK(rc == 1);
+        if (!pair_is(dir, "p", train, nt, val, nv))
+            fprintf(stderr, "val fraction %s: the pair after a failed write is not the old one\n",
+                    fractions[i]);
+        CHECK(pair_is(dir, "p", train, nt, val, nv));
+        CHECK(entries(dir) == 4);
+    }
+    /* a folder of a dead run on this host (killed before its switch) */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    char host[256] = "", litter[1400];
+    gethostname(host, sizeof host - 1);
+    snprintf(litter, sizeof litter, "%s/p.shards.%s.%ld.7", dir, host[0] ? host : "localhost",
+             (long)dead);
+    CHECK(mkdir(litter, 0777) == 0);
+    strcat(litter, "/p_train.bin");
+    write_file(litter, "x", 1);
+    const char *whole[] = {"--input", input, "--out-dir", dir, "--prefix", "p",
+                           "--encoder", encoder_path, "--vocab", vocab_path, NULL};
+    CHECK(run_tool(whole) == 0);
+    check_shards(tok, dir, "p", text, len, 0, 0, 0.1);
+    CHECK(entries(dir) == 4); /* the old pair's folder and the dead run's are gone */
+    /* the older layout: the shards themselves, replaced by the links */
+    write_file("tok_pair/old_train.bin", "old", 3);
+    write_file("tok_pair/old_val.bin", "old", 3);
+    const char *old[] = {"--input", "tok_small.txt", "--out-dir", dir, "--prefix", "old",
+                         "--encoder", encoder_path, "--vocab", vocab_path, NULL};
+    CHECK(run_tool(old) == 0);
+    check_shards(tok, dir, "old", text, len < 3000 ? len : 3000, 0, 0, 0.1);
+    CHECK(is_link("tok_pair/old_train.bin") && is_link("tok_pair/old_val.bin"));
+    /* a name taken by a folder is refused, nothing switched or left */
+    CHECK(mkdir("tok_pair/x_val.bin", 0777) == 0);
+    const char *taken[] = {"--input", "tok_small.txt", "--out-dir", dir, "--prefix", "x",
+                           "--encoder", encoder_path, "--vocab", vocab_path, NULL};
+    CHECK(run_tool(taken) == 1);
+    CHECK(entries(dir) == 4 + 4 + 1); /* p's, old's, and the folder x_val.bin */
+    free(train);
+    free(val);
+    remove("tok_small.txt");
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: %s GPTX_TOKENIZE TEXT_FILE DATA_GPT2_DIR\n", argv[0]);
@@ -174,6 +305,8 @@ int main(int argc, char **argv) {
     if (f) fclose(f);
     EXPECT_EXIT(0, "--input", "tok_empty.txt", "--out-dir", "tok_out", "--val-fraction", "0");
     check_shards(tok, "tok_out", "tok_empty", (const unsigned char *)"", 0, 0, 0, 0.0);
+
+    test_pair(tok, input, text, len);
 
     remove("tok_odd.txt");
     remove("tok_empty.txt");
