@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train_outdir.h"
 #include "train_run.h"
 
 /* The first line of the run configuration gptx-train stores in its
@@ -69,6 +70,7 @@ int run_parse(train_run *run, int argc, char **argv) {
         fprintf(stderr, "gptx-train: %s\n", gptx_last_error());
         return -1;
     }
+    outdir_new_run_id(run->run_id); /* a resumed run takes its checkpoint's (run_check_saved) */
     run->status = 1; /* from here on, any failure */
     return 0;
 }
@@ -88,8 +90,8 @@ char *run_record(const train_run *run) {
     int k = snprintf(s, cap, "%s\n", SAVED_MAGIC);
     train_options_format(o, s + k, cap - (size_t)k);
     size_t at = strlen(s);
-    snprintf(s + at, cap - at, "data_hash %016llx\nworld_size %d\nbest_val_loss %.9g\n",
-             (unsigned long long)run->data_hash, run->world, run->best_val);
+    snprintf(s + at, cap - at, "data_hash %016llx\nworld_size %d\nbest_val_loss %.9g\nrun_id %s\n",
+             (unsigned long long)run->data_hash, run->world, run->best_val, run->run_id);
     return s;
 }
 
@@ -117,5 +119,12 @@ int run_check_saved(train_run *run) {
     char bv[64] = "";
     if (train_saved_get(run->saved, "best_val_loss", bv, sizeof bv) == 0)
         run->best_val = strtod(bv, NULL);
+    /* the same run goes on under its id; one saved before ids gets a new
+     * one for what it writes now, and cannot be told from other runs */
+    char id[64] = "";
+    if (train_saved_get(run->saved, "run_id", id, sizeof id) == 0 && strlen(id) == 16)
+        memcpy(run->run_id, id, 17);
+    else
+        run->run_id_unknown = 1;
     return 0;
 }

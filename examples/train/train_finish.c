@@ -62,6 +62,7 @@ int run_finish(train_run *run) {
     const train_options *o = &run->o;
     if (o->sample_tokens > 0 && !run_interrupted())
         ON_RANK0(run, run_sample(run), "sampling");
+    if (run_out_dir_held(run) != 0) return -1; /* the model and the plot go there */
     char model_path[4096];
     snprintf(model_path, sizeof model_path, "%s/model.safetensors", o->out_dir);
     ON_RANK0(run, gptx_model_save(run->model, model_path), "writing the model");

@@ -31,14 +31,23 @@ static void watch_sigint(void) {
     sigaction(SIGINT, &sa, NULL);
 }
 
-/* Whether to stop now, after Ctrl-C or when rank 0 could not write its
- * metrics (local_failure): every rank must agree, or their collectives would
- * part ways (mpirun forwards the signal, but not at the same step). */
-static int stop_requested(gptx_comm *comm, int W, int local_failure) {
-    if (W <= 1) return interrupted || local_failure;
-    double flag = interrupted || local_failure;
-    if (gptx_comm_allreduce_f64(comm, &flag, 1, GPTX_COMM_MAX) != GPTX_OK) return 1;
-    return flag > 0;
+/* Whether to stop now: 1 after Ctrl-C or when rank 0 could not write its
+ * metrics (local_failure), as if the step were the last; 2 at once, writing
+ * nothing more, when rank 0 no longer holds --out-dir (lost). Every rank
+ * must agree, or their collectives would part ways (mpirun forwards the
+ * signal, but not at the same step). */
+static int stop_requested(gptx_comm *comm, int W, int local_failure, int lost) {
+    double flag = lost ? 2 : interrupted || local_failure;
+    if (W <= 1) return (int)flag;
+    if (gptx_comm_allreduce_f64(comm, &flag, 1, GPTX_COMM_MAX) != GPTX_OK) return 2;
+    return (int)flag;
+}
+
+/* Before a file is written into --out-dir: rank 0 still holds it (the
+ * folder and its lock were not removed or replaced); every rank learns it.
+ * 0, or -1 after rank 0's message. */
+int run_out_dir_held(train_run *run) {
+    return run_agree(run, train_report_held(&run->rep) == 0, "holding --out-dir");
 }
 
 /* Learning rate for optimizer step `step` (0-based) of `total`. */
@@ -99,6 +108,7 @@ static int evaluate(train_run *run, int last) {
     if (!(run->val_loss < run->best_val)) return 0;
     run->best_val = run->val_loss; /* the same on every rank: dp_evaluate is global */
     if (!o->save_best || run->step == 0) return 0;
+    if (run_out_dir_held(run) != 0) return -1;
     char best[4096];
     snprintf(best, sizeof best, "%s/best.safetensors", o->out_dir);
     ON_RANK0(run, gptx_model_save(run->model, best), "writing the best model");
@@ -122,6 +132,7 @@ static int checkpoint(train_run *run, int stop, int last) {
     free(run->record);
     if (!(run->record = run_record(run))) TRY(run, GPTX_ERR_NO_MEMORY);
     run->ts.user_metadata = run->record;
+    if (run_out_dir_held(run) != 0) return -1;
     if (o->zero1) { /* collective: the moments are gathered, rank 0 writes */
         if (run_settle(run, gptx_checkpoint_save(run->model, &run->ts, path),
                        "writing the checkpoint") != 0)
@@ -235,8 +246,11 @@ int run_loop(train_run *run) {
     watch_sigint();
     run->start_step = run->step; /* a resumed run's checkpoint is already on disk */
     for (;; run->step++) {
-        int stop = run->step < run->total_steps &&
-                   stop_requested(run->comm, run->world, train_report_ok(&run->rep) != 0);
+        int stop = run->step < run->total_steps
+                       ? stop_requested(run->comm, run->world, train_report_ok(&run->rep) != 0,
+                                        train_report_held(&run->rep) != 0)
+                       : 0;
+        if (stop == 2) return -1; /* the folder is not ours any more: not one more write */
         int last = run->step == run->total_steps || stop;
         if (stop) {
             train_report_line(&run->rep, "step %lld | %s: validating, writing the checkpoint, "

@@ -65,6 +65,12 @@ static void usage(void) {
         "                         when N was set; -1 = never (default -1)\n"
         "  --save-best 0|1        1 = write DIR/best.safetensors (the model) at each new best\n"
         "                         validation loss (default 0)\n"
+        "  --overwrite            a new run in an --out-dir that holds another run's files\n"
+        "                         (metrics.jsonl, checkpoint.safetensors, model.safetensors,\n"
+        "                         best.safetensors, loss.svg) removes them first; without it\n"
+        "                         the run is refused, naming them. With --resume: when the\n"
+        "                         folder's metrics or checkpoint are another run's, they go\n"
+        "                         and the records start anew at the resumed step\n"
         "  --resume FILE          continue a run from its checkpoint: the file holds the run's\n"
         "                         flags, so none need repeating; only --steps, --epochs, the\n"
         "                         evaluation/sampling/logging/checkpoint flags, --out-dir,\n"
@@ -106,7 +112,7 @@ static int bad(const char *flag, const char *value, const char *why) {
 
 /* ---- the flag table: parsing, formatting and the resume rules ----------- */
 
-typedef enum { K_STR, K_CHOICE, K_PRECISION, K_INT, K_FLOAT, K_SEED, K_SCHEDULE } flag_kind;
+typedef enum { K_STR, K_CHOICE, K_PRECISION, K_INT, K_FLOAT, K_SEED, K_SCHEDULE, K_SWITCH } flag_kind;
 
 /* What a flag may do on --resume. */
 typedef enum {
@@ -167,6 +173,7 @@ static const flag flags[] = {
     F("--checkpoint-every", K_INT, checkpoint_every, -1, 1e9, NULL, CHANGE),
     F("--save-best", K_INT, save_best, 0, 1, NULL, CHANGE),
     F("--resume", K_STR, resume, 0, 0, NULL, NOSAVE),
+    F("--overwrite", K_SWITCH, overwrite, 0, 1, NULL, NOSAVE), /* takes no value */
     F("--backend", K_CHOICE, backend, 0, 0, "cpu|cuda|auto", KEEP),
     F("--precision", K_PRECISION, precision, 0, 0, NULL, KEEP),
     F("--stochastic-rounding", K_INT, stochastic_rounding, 0, 1, NULL, KEEP),
@@ -230,6 +237,7 @@ static int set_flag(train_options *o, const flag *f, const char *v) {
         }
         *FIELD(o, f, const char *) = v;
         return 0;
+    case K_SWITCH: /* a saved "1" or "0" (switches are never saved: for completeness) */
     case K_INT: {
         long x = strtol(v, &end, 10);
         if (!end || end == v || *end || errno || x < f->lo || x > f->hi) {
@@ -269,7 +277,7 @@ static const char *flag_value(const train_options *o, const flag *f, char *buf, 
         lr_schedule s = *CFIELD(o, f, lr_schedule);
         return s == SCHEDULE_COSINE ? "cosine" : s == SCHEDULE_LINEAR ? "linear" : "constant";
     }
-    case K_INT: snprintf(buf, cap, "%d", *CFIELD(o, f, int)); return buf;
+    case K_INT: case K_SWITCH: snprintf(buf, cap, "%d", *CFIELD(o, f, int)); return buf;
     case K_FLOAT: { /* the shortest text that reads back as the same float */
         float x = *CFIELD(o, f, float);
         for (int digits = 6; digits <= 9; digits++) {
@@ -353,6 +361,11 @@ int train_options_parse(train_options *o, int argc, char **argv) {
         if (strncmp(k, "--", 2) != 0) return bad(k, "", "unexpected argument");
         const flag *f = find_flag(k);
         if (!f) return bad(k, "", "unknown option");
+        if (f->kind == K_SWITCH) { /* present means on */
+            *FIELD(o, f, int) = 1;
+            o->given[f - flags] = 1;
+            continue;
+        }
         if (i + 1 >= argc) return bad(k, "", "needs a value");
         if (set_flag(o, f, argv[++i])) return -1;
         o->given[f - flags] = 1;
@@ -492,6 +505,7 @@ int train_options_resume(train_options *run, const train_options *cli, char *sav
         return -1;
     }
     run->resume = cli->resume;
+    run->overwrite = cli->overwrite;
     memcpy(run->given, cli->given, sizeof run->given);
     return 0;
 }

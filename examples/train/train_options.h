@@ -31,6 +31,7 @@ typedef struct train_options {
     int checkpoint_every;
     int save_best;             /* 1: DIR/best.safetensors at each new best validation loss */
     const char *resume;        /* checkpoint path to resume from */
+    int overwrite;             /* --overwrite: another run's files in out_dir are replaced */
     /* machine */
     const char *backend, *precision;
     int stochastic_rounding; /* 0/1, with precision bf16_pure */

@@ -84,40 +84,10 @@ static int keep_history(train_report *r, const char *path, int64_t resume_step) 
     return 0;
 }
 
-/* One run per folder: two would interleave their metrics and replace each
- * other's checkpoint. An advisory lock held until the run ends (the kernel
- * drops it when the process dies, so a crash never leaves the folder
- * locked); the file holds the owner's pid for the message. */
-static int lock_out_dir(train_report *r, const char *out_dir) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/.gptx-train.lock", out_dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "gptx-train: cannot create %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        char owner[32] = "";
-        ssize_t n = pread(fd, owner, sizeof owner - 1, 0);
-        owner[n > 0 ? n : 0] = '\0';
-        owner[strcspn(owner, "\n")] = '\0';
-        fprintf(stderr, "gptx-train: --out-dir %s is in use by another gptx-train (pid %s); "
-                        "wait for it to finish or give another --out-dir\n", out_dir,
-                owner[0] ? owner : "unknown");
-        close(fd);
-        return -1;
-    }
-    char pid[32];
-    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) { /* only for messages */ }
-    r->lock_fd = fd;
-    return 0;
-}
-
 int train_report_open(train_report *r, const char *out_dir, int log_every, int rank,
-                      int world_size, int64_t resume_step) {
+                      int world_size, int64_t resume_step, const train_report_claim *claim) {
     memset(r, 0, sizeof *r);
-    r->lock_fd = -1;
+    r->dir.fd = -1;
     r->world_size = world_size;
     if (rank > 0) {
         r->silent = 1; /* rank 0 reports for everyone */
@@ -131,7 +101,13 @@ int train_report_open(train_report *r, const char *out_dir, int log_every, int r
         fprintf(stderr, "gptx-train: cannot create %s: %s\n", out_dir, strerror(errno));
         return -1;
     }
-    if (lock_out_dir(r, out_dir) != 0) return -1;
+    /* one run per folder: two would interleave their metrics and replace
+     * each other's checkpoint; and no run takes over another's files unasked */
+    int fresh = 0;
+    if (outdir_lock(&r->dir, out_dir) != 0 ||
+        outdir_claim(&r->dir, claim->run_id, claim->resume, claim->overwrite, &fresh) != 0)
+        return -1;
+    if (fresh) resume_step = -1; /* --overwrite on resume: the records start anew */
     snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", out_dir);
     if (resume_step >= 0 && keep_history(r, r->metrics_path, resume_step) != 0) return -1;
     r->metrics = fopen(r->metrics_path, resume_step >= 0 ? "a" : "w");
@@ -161,17 +137,26 @@ int train_report_ok(train_report *r) {
     return -1;
 }
 
+int train_report_held(train_report *r) {
+    return r->silent ? 0 : outdir_held(&r->dir);
+}
+
+/* Whether a metrics row may be written: the run still holds the folder. */
+static int may_write(train_report *r) {
+    return !r->silent && outdir_held(&r->dir) == 0;
+}
+
 int train_report_close(train_report *r) {
     if (r->line_open) putchar('\n');
     r->line_open = 0;
     if (r->metrics && fclose(r->metrics) != 0 && !r->write_errno) r->write_errno = errno;
     r->metrics = NULL;
     int rc = train_report_ok(r);
-    if (r->lock_fd >= 0) close(r->lock_fd); /* releases the folder */
+    outdir_release(&r->dir);
     free(r->train);
     free(r->val);
     memset(r, 0, sizeof *r);
-    r->lock_fd = -1;
+    r->dir.fd = -1;
     return rc;
 }
 
@@ -199,7 +184,7 @@ static void format_duration(char *buf, size_t n, double s) {
 void train_report_step(train_report *r, int64_t step, int64_t total, float loss, float lr,
                        float grad_norm, int64_t tokens_seen, double step_seconds,
                        double steady_tps, double eta, uint64_t mem_peak) {
-    if (r->silent) return;
+    if (!may_write(r)) return;
     push(&r->train, &r->n_train, &r->cap_train, (train_point){step, tokens_seen, loss});
     fprintf(r->metrics,
             "{\"type\": \"train\", \"step\": %lld, \"train_loss\": %.6f, \"lr\": %.6g, "
@@ -272,9 +257,11 @@ static void json_string(FILE *f, const char *s) {
 }
 
 void train_report_config(train_report *r, const train_config_record *c) {
-    if (r->silent) return;
+    if (!may_write(r)) return;
     FILE *f = r->metrics;
-    fprintf(f, "{\"type\": \"config\", \"gptx_version\": ");
+    fprintf(f, "{\"type\": \"config\", \"run_id\": ");
+    json_string(f, c->run_id); /* first: what --out-dir's check reads (train_outdir.c) */
+    fprintf(f, ", \"gptx_version\": ");
     json_string(f, c->version);
     fprintf(f, ", \"backend\": ");
     json_string(f, c->backend);
@@ -313,7 +300,7 @@ void train_report_config(train_report *r, const train_config_record *c) {
 
 void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double val_loss,
                       int64_t val_tokens) {
-    if (r->silent) return;
+    if (!may_write(r)) return;
     push(&r->val, &r->n_val, &r->cap_val, (train_point){step, tokens_seen, val_loss});
     fprintf(r->metrics,
             "{\"type\": \"val\", \"step\": %lld, \"val_loss\": %.6f, \"val_tokens\": %lld, "

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "train_outdir.h"
+
 typedef struct train_point {
     int64_t step;
     int64_t tokens_seen;
@@ -22,23 +24,35 @@ typedef struct train_report {
     char metrics_path[4096];
     int write_errno;    /* the first failed write of metrics (0: none) */
     int write_reported; /* its message was printed */
-    int lock_fd;        /* the out-dir lock (rank 0), -1: none */
+    train_outdir dir;   /* the out-dir and its lock (rank 0) */
     train_point *train, *val;
     size_t n_train, n_val, cap_train, cap_val;
 } train_report;
 
-/* Opens out_dir/metrics.jsonl (creating out_dir). resume_step >= 0: a run
- * resumed at that step, which keeps the file's rows up to it (they also feed
- * the plot) and appends; -1: a new file. Returns 0 or -1 with a message.
- * rank > 0 makes a silent report (every call below does nothing); world_size > 1
- * labels the printed numbers global. */
+/* Who the run is, for what --out-dir already holds (train_outdir.h). */
+typedef struct train_report_claim {
+    const char *run_id; /* this run's id ("" unknown: a checkpoint from before run ids) */
+    const char *resume; /* the --resume checkpoint, NULL for a new run */
+    int overwrite;      /* --overwrite: another run's files are removed, not refused */
+} train_report_claim;
+
+/* Opens out_dir/metrics.jsonl (creating and locking out_dir, checking whose
+ * files it holds). resume_step >= 0: a run resumed at that step, which keeps
+ * the file's rows up to it (they also feed the plot) and appends; -1: a new
+ * file. Returns 0 or -1 with a message. rank > 0 makes a silent report
+ * (every call below does nothing); world_size > 1 labels the printed
+ * numbers global. */
 int train_report_open(train_report *r, const char *out_dir, int log_every, int rank,
-                      int world_size, int64_t resume_step);
+                      int world_size, int64_t resume_step, const train_report_claim *claim);
 /* Closes the file; -1 (after a message) if any write of it failed. */
 int train_report_close(train_report *r);
 /* 0 while every metrics row was written and flushed; -1 after printing,
  * once, which file failed and why (a full disk). */
 int train_report_ok(train_report *r);
+/* 0 while the run still holds --out-dir (always on silent ranks); -1 once
+ * the folder or its lock file was removed or replaced: nothing more may be
+ * written there (train_outdir.h). Metrics rows check it themselves. */
+int train_report_held(train_report *r);
 
 /* One optimizer step: progress line (terminal) or a plain line every log_every steps. */
 void train_report_step(train_report *r, int64_t step, int64_t total_steps, float loss,
@@ -56,6 +70,7 @@ typedef struct {
     unsigned long long seed, data_hash;
     double unigram_val_loss; /* NAN: not computed (shards) */
     const char *flags;       /* the run configuration, as saved in checkpoints */
+    const char *run_id;      /* the run's id: every record and checkpoint of one run has it */
 } train_config_record;
 void train_report_config(train_report *r, const train_config_record *c);
 

@@ -18,6 +18,8 @@ typedef struct train_run {
     train_options o;
     char *saved, *saved_flags; /* --resume: the whole record, and the copy o points into */
     char *record;              /* the run configuration in the last checkpoint written */
+    char run_id[17];           /* names the run in its records and checkpoints */
+    int run_id_unknown;        /* resumed from a checkpoint saved before run ids */
     /* the machine */
     gptx_comm_launch_info launch; /* the launcher (if any): rank, device, threads */
     gptx_context *ctx;
@@ -96,6 +98,7 @@ const char *schedule_name(lr_schedule s); /* train_config.c: "cosine", "linear",
 void free_paths(char **paths, int n);     /* train_data.c */
 int run_sample(train_run *run);           /* train_loop.c: a continuation of --prompt */
 int run_interrupted(void);                /* train_loop.c: Ctrl-C was pressed */
+int run_out_dir_held(train_run *run);     /* train_loop.c: before a write into --out-dir */
 double now_seconds(void);                 /* train_run.c */
 int global_timing(gptx_comm *comm, gptx_timer_report *r); /* train_run.c: over all ranks */
 

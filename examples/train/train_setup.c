@@ -178,7 +178,8 @@ static int write_config(train_run *run) {
         .steps = (long long)run->total_steps, .lr = o->lr, .min_lr_frac = o->min_lr_frac,
         .weight_decay = o->weight_decay, .grad_clip = o->grad_clip, .beta1 = o->beta1,
         .beta2 = o->beta2, .seed = (unsigned long long)o->seed,
-        .unigram_val_loss = run->unigram, .data_hash = (unsigned long long)run->data_hash};
+        .unigram_val_loss = run->unigram, .data_hash = (unsigned long long)run->data_hash,
+        .run_id = run->run_id};
     size_t fl = train_options_format(o, NULL, 0);
     char *flags_text = malloc(fl + 1);
     if (flags_text) train_options_format(o, flags_text, fl + 1);
@@ -231,8 +232,9 @@ static void print_header(const train_run *run) {
  * could), the timers, the config record and the header lines. */
 int run_open_output(train_run *run) {
     const train_options *o = &run->o;
+    train_report_claim claim = {run->run_id_unknown ? "" : run->run_id, o->resume, o->overwrite};
     int opened = train_report_open(&run->rep, o->out_dir, o->log_every, run->rank, run->world,
-                                   o->resume ? run->step : -1) == 0;
+                                   o->resume ? run->step : -1, &claim) == 0;
     if (run_agree(run, opened, "opening --out-dir") != 0) return -1;
     TRY(run, gptx_timer_create(&run->step_timer, run->ctx, GPTX_TIMER_TRAINING_STEPS));
     TRY(run, gptx_timer_create(&run->e2e_timer, run->ctx, GPTX_TIMER_END_TO_END));

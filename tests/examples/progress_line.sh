@@ -8,7 +8,7 @@ train=$1 work=$2
 command -v script > /dev/null || { echo "script(1) not found: skipped"; exit 77; }
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 for cols in 80 60 40; do
-  COLUMNS=$cols script -qec "$train --steps 12 --eval-every 0 --sample-tokens 0 --threads 2 --out-dir run" \
+  COLUMNS=$cols script -qec "$train --steps 12 --eval-every 0 --sample-tokens 0 --threads 2 --out-dir run --overwrite" \
     /dev/null > "pty$cols.out"
   tr '\r' '\n' < "pty$cols.out" | sed 's/\x1b\[K//g' | grep -a -E '^(step )?[0-9]+/12' > "lines$cols.txt"
   [ "$(wc -l < "lines$cols.txt")" -ge 12 ] || { echo "no progress lines at $cols columns"; cat "pty$cols.out"; exit 1; }

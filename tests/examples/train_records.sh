@@ -6,7 +6,13 @@
 #     run printed and ends in a whole line;
 #   - a full disk (metrics.jsonl on /dev/full) or an unwritable plot is an
 #     error naming the file, exit status 1;
-#   - a second trainer on a folder in use is refused, naming the owner;
+#   - a second trainer on a folder in use is refused, naming the owner, even
+#     after its lock file is deleted (the folder itself is locked); a run whose
+#     folder is replaced, or whose lock file (the fallback where folders
+#     cannot be locked) is deleted, stops at once, its records whole;
+#   - a new run in a folder with another run's files is refused unless
+#     --overwrite, and an old checkpoint resumed there keeps consistent
+#     records;
 #   - --text must be a regular file, and not given with --train-shards;
 #     integer flags say their range; an unknown flag given last is "unknown";
 #     tokens/step does not overflow.
@@ -25,7 +31,7 @@ cp run/checkpoint.safetensors ckpt6.safetensors
 # the run then "lost" its last 6 steps (only the step-6 checkpoint is left): resuming it again in
 # the same folder must drop the rows past step 6 before appending the new ones
 "$train" --resume ckpt6.safetensors --steps 12 --out-dir run > c.log
-rows() { grep -c "\"type\": \"$1\"" "$2" || true; }
+rows() { local n; n=$(grep -c "\"type\": \"$1\"" "$2" 2> /dev/null) || true; echo "${n:-0}"; }
 [ "$(rows train run/metrics.jsonl)" -eq 12 ] || { echo "train rows after resume: $(rows train run/metrics.jsonl), want 12"; exit 1; }
 [ "$(rows config run/metrics.jsonl)" -eq 3 ] || { echo "want 3 config records (run, 2 resumes)"; exit 1; }
 # steps 1..12 once each, in order, and the same losses as the uninterrupted run
@@ -70,16 +76,101 @@ set +e; "$train" "${micro[@]}" --steps 2 --out-dir plot > plot.log 2> plot.err; 
 [ -s plot/model.safetensors ] || { echo "the model must still be saved"; exit 1; }
 echo "ok: unwritable plot -> rc 1: $(head -n 1 plot.err)"
 
-# ---- one run per folder ----------------------------------------------------------------
-"$train" "${micro[@]}" --steps 100000 --eval-every 0 --out-dir busy > busy.log 2>&1 &
-pid=$!
-for _ in $(seq 600); do [ -s busy/metrics.jsonl ] && break; sleep 0.1; done
-set +e; msg=$("$train" "${micro[@]}" --steps 2 --out-dir busy 2>&1 >/dev/null); rc=$?; set -e
-kill -INT "$pid"; wait "$pid" 2>/dev/null || true
-[ "$rc" -ne 0 ] && case "$msg" in *"in use by another gptx-train (pid $pid)"*) true;; *) false;; esac ||
+# ---- one run per folder, whatever happens to the lock -------------------------------------
+# A metrics file is whole when every line is one JSON object of a known type, it holds
+# no NUL byte, and its train rows count 1, 2, 3, ... in order.
+whole() { # metrics file
+  local f=$1 bad steps want
+  bad=$(LC_ALL=C grep -a -c -v '^{"type": "\(config\|train\|val\|warning\)", .*}$' "$f" || true)
+  [ "$bad" -eq 0 ] && [ "$(tr -d '\000' < "$f" | wc -c)" -eq "$(wc -c < "$f")" ] ||
+    { echo "$f: $bad lines that are not whole records, or NUL bytes"; return 1; }
+  steps=$(grep '"type": "train"' "$f" | sed 's/.*"step": \([0-9]*\),.*/\1/' | tr '\n' ' ')
+  want=$(seq -s ' ' 1 "$(rows train "$f")")
+  [ "$steps" = "$want " ] || { echo "$f: train steps '$steps'"; return 1; }
+}
+start_slow() { # dir: a long run in the background (pid in $pid), once it wrote 2 rows
+  "$train" "${micro[@]}" --threads 1 --steps 100000 --eval-every 0 --log-every 1 --out-dir "$1" \
+    > "$1.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do [ "$(rows train "$1/metrics.jsonl" 2> /dev/null)" -ge 2 ] && break; sleep 0.1; done
+}
+finish() { # waits for $pid (at most 60 s: a run that should stop but goes on fails the
+  # test instead of hanging it); its exit status in $rc_a
+  for _ in $(seq 600); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2> /dev/null; then kill -9 "$pid"; echo "pid $pid still ran after 60 s"; fi
+  set +e; wait "$pid"; rc_a=$?; set -e
+}
+second() { # dir [flags]: a second trainer on it, --overwrite (the boldest); its message in $msg
+  local d=$1; shift
+  set +e; msg=$("$train" "${micro[@]}" --steps 2 --out-dir "$d" --overwrite "$@" 2>&1 >/dev/null); rc=$?; set -e
+}
+# the folder itself is locked: deleting .gptx-train.lock (the lock file of older
+# versions) frees nothing, the second trainer is refused naming the first
+start_slow busy
+rm -f busy/.gptx-train.lock
+second busy
+kill -INT "$pid" 2> /dev/null || true; set +e; wait "$pid"; rc_a=$?; set -e
+[ "$rc" -ne 0 ] && [[ "$msg" == *"in use by another gptx-train (pid $pid)"* ]] ||
   { echo "second trainer on busy/: rc $rc: $msg"; exit 1; }
-"$train" "${micro[@]}" --steps 2 --out-dir busy > /dev/null # free again once it ended
-echo "ok: second trainer refused: ${msg:0:120}"
+[ "$rc_a" -eq 130 ] && [ -s busy/model.safetensors ] && whole busy/metrics.jsonl ||
+  { echo "the first run after the refusal: rc $rc_a"; cat busy.log; exit 1; }
+echo "ok: lock file deleted, second trainer still refused: ${msg:0:100}; the first run's records whole"
+# the folder moved away and another put in its place: the run stops at once and writes
+# nothing into the new folder (nor more into its own)
+start_slow moved
+mv moved moved.away && mkdir moved
+finish
+[ "$rc_a" -eq 1 ] && grep -q "moved: the folder was removed or replaced while this run held it" moved.log ||
+  { echo "folder replaced under the run: rc $rc_a"; cat moved.log; exit 1; }
+[ -z "$(ls -A moved)" ] && whole moved.away/metrics.jsonl && [ ! -e moved.away/model.safetensors ] ||
+  { echo "after the folder was replaced: $(ls -A moved moved.away)"; exit 1; }
+echo "ok: folder replaced under the run -> exit 1 at once, nothing written to either folder"
+# where folders cannot be locked (NFS) the lock is .gptx-train.lock: it holds while it
+# is there, and a run whose lock file is deleted stops before its next write
+export GPTX_TRAIN_TEST_LOCK=file
+start_slow lockfile
+second lockfile
+[ "$rc" -ne 0 ] && [[ "$msg" == *"in use by another gptx-train (pid $pid)"* ]] ||
+  { echo "lock file: second trainer: rc $rc: $msg"; exit 1; }
+rm lockfile/.gptx-train.lock
+finish
+unset GPTX_TRAIN_TEST_LOCK
+[ "$rc_a" -eq 1 ] && grep -q "its lock file .gptx-train.lock was removed or replaced" lockfile.log &&
+  whole lockfile/metrics.jsonl || { echo "lock file deleted: rc $rc_a"; cat lockfile.log; exit 1; }
+echo "ok: lock file: second trainer refused; lock file deleted -> the run stops, records whole"
+
+# ---- a new run does not take over another run's folder -----------------------------------
+"$train" "${micro[@]}" "${w[@]}" --steps 10 --checkpoint-every 10 --out-dir used > /dev/null
+cp used/checkpoint.safetensors ck10.safetensors
+cp used/metrics.jsonl used10.jsonl
+set +e; msg=$("$train" "${micro[@]}" --steps 3 --out-dir used 2>&1 >/dev/null); rc=$?; set -e
+want="used holds another run's files (metrics.jsonl, checkpoint.safetensors, model.safetensors, loss.svg)"
+[ "$rc" -ne 0 ] && [[ "$msg" == *"$want"*"--overwrite"*"--resume used/checkpoint.safetensors"* ]] ||
+  { echo "new run in used/: rc $rc: $msg"; exit 1; }
+cmp -s used/metrics.jsonl used10.jsonl || { echo "the refused run changed used/metrics.jsonl"; exit 1; }
+echo "ok: a new run in a used folder is refused: ${msg:0:150}"
+# the old run's checkpoint then resumes there with consistent records: steps 1..12 once,
+# the losses of the uninterrupted 12 steps
+"$train" --resume ck10.safetensors --steps 12 --out-dir used > /dev/null
+whole used/metrics.jsonl && [ "$(rows train used/metrics.jsonl)" -eq 12 ] &&
+  [ "$(losses used/metrics.jsonl)" = "$(losses ref/metrics.jsonl)" ] ||
+  { echo "resume after the refused run: records not the run's 12 steps"; exit 1; }
+echo "ok: after the refusal, --resume of the old checkpoint: steps 1..12 once, the reference losses"
+# --overwrite: the new run replaces them all (no checkpoint of the old run is left)
+"$train" "${micro[@]}" --steps 3 --eval-every 0 --out-dir used --overwrite > ow.log
+grep -q "^--overwrite: removed the other run's files from used" ow.log &&
+  [ "$(rows train used/metrics.jsonl)" -eq 3 ] && [ "$(rows config used/metrics.jsonl)" -eq 1 ] &&
+  [ ! -e used/checkpoint.safetensors ] || { echo "--overwrite"; cat ow.log; ls used; exit 1; }
+# and the old checkpoint no longer resumes into that folder: the records would mix two runs
+set +e; msg=$("$train" --resume ck10.safetensors --steps 12 --out-dir used 2>&1 >/dev/null); rc=$?; set -e
+[ "$rc" -ne 0 ] && [[ "$msg" == *"used holds another run's files (metrics.jsonl): this run would mix its records with them"* ]] ||
+  { echo "resume into another run's folder: rc $rc: $msg"; exit 1; }
+# unless --overwrite: that run's records start anew at the resumed step
+"$train" --resume ck10.safetensors --steps 12 --out-dir used --overwrite > /dev/null
+steps=$(grep '"type": "train"' used/metrics.jsonl | sed 's/.*"step": \([0-9]*\),.*/\1/' | tr '\n' ' ')
+[ "$steps" = "11 12 " ] && [ "$(rows config used/metrics.jsonl)" -eq 1 ] ||
+  { echo "--resume --overwrite: steps '$steps'"; exit 1; }
+echo "ok: --overwrite replaces another run's files; resuming into another run's folder needs it too"
 
 # ---- flags and inputs ------------------------------------------------------------------
 fails() { # expected-message args...
@@ -102,7 +193,7 @@ fails "--text ids.txt: not with --train-shards" "${micro[@]}" --train-shards ids
 "$train" "${micro[@]}" --train-shards ids.bin --steps 1 --checkpoint-every 1 --out-dir shards > /dev/null
 fails "the run trains on --train-shards ids.bin, not on a text" \
   --resume shards/checkpoint.safetensors --steps 2 --text ids.txt
-out=$(timeout 20 "$train" "${micro[@]}" --grad-accum 50000000 --steps 1 --eval-every 0 --out-dir big 2>&1 | head -n 5 || true)
+out=$(timeout 20 "$train" "${micro[@]}" --grad-accum 50000000 --steps 1 --eval-every 0 --out-dir big 2>&1 | head -n 8 || true)
 echo "$out" | grep -q "= 6400000000 tokens/step" || { echo "tokens/step: $out"; exit 1; }
 echo "ok: --grad-accum 50000000 -> 6400000000 tokens/step"
 echo "train_records: all checks passed"

@@ -1,0 +1,218 @@
+/* train_outdir.h */
+#include "train_outdir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gptx/gptx.h"
+#include "train_options.h"
+
+/* The pid that holds an flock on (dev, ino), from /proc/locks (Linux:
+ * "1: FLOCK  ADVISORY  WRITE 6342 fe:00:5374127 0 EOF"); 0 if unknown. */
+static long flock_owner(dev_t dev, ino_t ino) {
+    FILE *f = fopen("/proc/locks", "r");
+    char line[256], kind[16];
+    long pid = 0, found = 0;
+    unsigned maj, min;
+    unsigned long long in;
+    while (f && !found && fgets(line, sizeof line, f))
+        if (sscanf(line, "%*d: %15s %*s %*s %ld %x:%x:%llu", kind, &pid, &maj, &min, &in) == 5 &&
+            !strcmp(kind, "FLOCK") && maj == major(dev) && min == minor(dev) && in == ino)
+            found = pid;
+    if (f) fclose(f);
+    return found;
+}
+
+static int refuse_busy(const char *out_dir, long pid, const char *pid_text) {
+    char p[32];
+    if (pid > 0) snprintf(p, sizeof p, "%ld", pid);
+    fprintf(stderr, "gptx-train: --out-dir %s is in use by another gptx-train (pid %s); wait for "
+                    "it to finish or give another --out-dir\n",
+            out_dir, pid > 0 ? p : pid_text && pid_text[0] ? pid_text : "unknown");
+    return -1;
+}
+
+/* The fallback: .gptx-train.lock, holding the owner's pid for the message. */
+static int lock_file(train_outdir *d) {
+    snprintf(d->file, sizeof d->file, "%s/.gptx-train.lock", d->dir);
+    int fd = open(d->file, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "gptx-train: cannot create %s: %s\n", d->file, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0) {
+        char owner[32] = "";
+        ssize_t n = pread(fd, owner, sizeof owner - 1, 0);
+        owner[n > 0 ? n : 0] = '\0';
+        owner[strcspn(owner, "\n")] = '\0';
+        close(fd);
+        return refuse_busy(d->dir, 0, owner);
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) { /* only for messages */ }
+    d->fd = fd;
+    d->lock_is_file = 1;
+    d->file_dev = st.st_dev;
+    d->file_ino = st.st_ino;
+    return 0;
+}
+
+int outdir_lock(train_outdir *d, const char *out_dir) {
+    memset(d, 0, sizeof *d);
+    d->fd = -1;
+    snprintf(d->dir, sizeof d->dir, "%s", out_dir);
+    int fd = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        fprintf(stderr, "gptx-train: cannot open --out-dir %s: %s\n", out_dir, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    d->dev = st.st_dev;
+    d->ino = st.st_ino;
+    /* GPTX_TRAIN_TEST_LOCK=file: the fallback, for its test */
+    const char *test = getenv("GPTX_TRAIN_TEST_LOCK");
+    int use_file = test && !strcmp(test, "file");
+    if (!use_file && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        d->fd = fd;
+        return 0;
+    }
+    int err = use_file ? EBADF : errno;
+    close(fd);
+    if (err == EWOULDBLOCK) return refuse_busy(out_dir, flock_owner(st.st_dev, st.st_ino), NULL);
+    return lock_file(d); /* EBADF, ENOLCK, EOPNOTSUPP: no flock on folders here */
+}
+
+static int same(const char *path, dev_t dev, ino_t ino) {
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+int outdir_held(train_outdir *d) {
+    if (d->fd < 0) return 0; /* nothing locked: a rank that writes nothing */
+    if (d->lost) return -1;
+    const char *gone = !same(d->dir, d->dev, d->ino) ? "the folder"
+                       : d->lock_is_file && !same(d->file, d->file_dev, d->file_ino)
+                           ? "its lock file .gptx-train.lock"
+                           : NULL;
+    if (!gone) return 0;
+    d->lost = 1;
+    fprintf(stderr, "\ngptx-train: --out-dir %s: %s was removed or replaced while this run held "
+                    "it, so another process may be writing there now; stopping without writing "
+                    "anything more\n", d->dir, gone);
+    return -1;
+}
+
+void outdir_release(train_outdir *d) {
+    if (d->fd >= 0) close(d->fd); /* drops the lock */
+    d->fd = -1;
+}
+
+void outdir_new_run_id(char out[17]) {
+    unsigned long long x = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&x, sizeof x, 1, f) != 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = (unsigned long long)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (unsigned long long)ts.tv_sec ^
+            (unsigned long long)getpid() << 32;
+    }
+    if (f) fclose(f);
+    snprintf(out, 17, "%016llx", x);
+}
+
+/* ---- whose files ------------------------------------------------------------ */
+
+static const char *const run_files[] = {"metrics.jsonl", "checkpoint.safetensors",
+                                        "model.safetensors", "best.safetensors", "loss.svg"};
+enum { N_RUN_FILES = sizeof run_files / sizeof run_files[0] };
+
+/* The run id in metrics.jsonl's first record ("" if none: a file from
+ * before run ids, or no file). */
+static void metrics_run_id(const char *path, char *out, size_t cap) {
+    char line[8192] = "";
+    FILE *f = fopen(path, "r");
+    if (f && !fgets(line, sizeof line, f)) line[0] = '\0';
+    if (f) fclose(f);
+    const char *p = strstr(line, "\"run_id\": \"");
+    out[0] = '\0';
+    if (p) snprintf(out, cap, "%.*s", (int)strcspn(p + 11, "\""), p + 11);
+}
+
+/* The run id a checkpoint's record names ("" if none or unreadable). */
+static void checkpoint_run_id(const char *path, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = '\0';
+    if (gptx_checkpoint_user_metadata(path, NULL, 0, &n) != GPTX_ERR_SHAPE) {
+        gptx_clear_error();
+        return;
+    }
+    char *saved = malloc(n + 1);
+    if (saved && gptx_checkpoint_user_metadata(path, saved, n + 1, &n) == GPTX_OK &&
+        train_saved_get(saved, "run_id", out, cap) != 0)
+        out[0] = '\0';
+    gptx_clear_error();
+    free(saved);
+}
+
+/* Whether run file i in dir belongs to another run than run_id. */
+static int others(const train_outdir *d, int i, const char *run_id, int resuming) {
+    char path[4300], id[64];
+    snprintf(path, sizeof path, "%s/%s", d->dir, run_files[i]);
+    struct stat st; /* a run's files are regular ones (or links to them), not /dev/full */
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    if (!resuming) return 1; /* a new run: any run file is another run's */
+    if (!run_id[0] || i > 1) return 0; /* only metrics and the checkpoint name their run */
+    if (i == 0) metrics_run_id(path, id, sizeof id);
+    else checkpoint_run_id(path, id, sizeof id);
+    return id[0] && strcmp(id, run_id) != 0;
+}
+
+int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int overwrite,
+                 int *fresh) {
+    const int resuming = resume != NULL;
+    struct stat rs;
+    int keep = resume && stat(resume, &rs) == 0; /* the checkpoint being resumed stays */
+    char names[256] = "";
+    int n = 0, has_checkpoint = 0;
+    *fresh = 0;
+    for (int i = 0; i < N_RUN_FILES; i++) {
+        if (!others(d, i, run_id, resuming)) continue;
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n++ ? ", " : "",
+                 run_files[i]);
+        has_checkpoint |= i == 1;
+    }
+    if (n == 0) return 0;
+    if (!overwrite) {
+        fprintf(stderr, "gptx-train: --out-dir %s holds another run's files (%s): this run would "
+                        "%s them; give --overwrite to replace them%s%s%s, or another --out-dir\n",
+                d->dir, names, resuming ? "mix its records with" : "replace",
+                has_checkpoint && !resuming ? ", --resume " : "",
+                has_checkpoint && !resuming ? d->dir : "",
+                has_checkpoint && !resuming ? "/checkpoint.safetensors to continue that run" : "");
+        return -1;
+    }
+    for (int i = 0; i < N_RUN_FILES; i++) { /* all of them: no file of the other run stays */
+        char path[4300];
+        snprintf(path, sizeof path, "%s/%s", d->dir, run_files[i]);
+        if (keep && same(path, rs.st_dev, rs.st_ino)) continue;
+        if (unlink(path) != 0 && errno != ENOENT) {
+            fprintf(stderr, "gptx-train: --overwrite: cannot remove %s: %s\n", path,
+                    strerror(errno));
+            return -1;
+        }
+    }
+    printf("--overwrite: removed the other run's files from %s (%s)\n", d->dir, names);
+    *fresh = 1;
+    return 0;
+}
