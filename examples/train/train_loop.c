@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prog_error.h"
 #include "train_dp.h"
 #include "train_run.h"
 
@@ -153,42 +154,68 @@ static size_t overlap_bytes(const train_run *run) {
     return overlap == 0 ? 1 : overlap;
 }
 
+/* A forward pass's outcome: 1 when its loss was not finite (the library
+ * refuses it: GPTX_ERR_NON_FINITE), 0 when it succeeded, -1 after the
+ * message of any other failure. */
+static int pass_result(const train_run *run, int rc) {
+    if (rc == GPTX_ERR_NON_FINITE) {
+        gptx_clear_error(); /* a result the run reports itself (watch_loss) */
+        return 1;
+    }
+    return rc == GPTX_OK ? 0 : run_fail(run, rc);
+}
+
+/* Data parallel: whether any rank's loss was not finite. Every rank calls
+ * it once a step, before the step's next collective, so all stop together.
+ * 1, 0, or -1 after a failed collective. */
+static int any_nonfinite(train_run *run, int mine) {
+    if (run->world <= 1) return mine;
+    int64_t flag = mine;
+    TRY(run, gptx_comm_allreduce_i64(run->comm, &flag, 1, GPTX_COMM_MAX));
+    return flag > 0;
+}
+
 /* --grad-accum micro-batches, forward and backward, gradients summed with
- * weight 1/K; the step timer starts once the first one's data is ready. */
+ * weight 1/K; the step timer starts once the first one's data is ready.
+ * 0, 1 when a loss was not finite (*loss_sum is it; with --overlap the
+ * ranks have agreed on it), -1 after a failure. */
 static int micro_batches(train_run *run, size_t overlap, int64_t *step_tokens,
                          double *loss_sum) {
     const int K = run->o.grad_accum, T = run->o.context;
     for (int k = 0; k < K; k++) {
         float l;
         const int32_t *in, *tg;
-        int rows;
+        int rows, r;
         TRY(run, gptx_dataloader_next(run->train, &in, &tg, &rows, NULL));
         if (k == 0) TRY(run, gptx_timer_start(run->step_timer));
         *step_tokens += (int64_t)rows * T;
         if (overlap && k == K - 1) { /* reduces buckets while backward runs */
-            TRY(run, gptx_model_forward(run->model, in, tg, rows, T, &l));
+            r = pass_result(run, gptx_model_forward(run->model, in, tg, rows, T, &l));
+            if (r >= 0) r = any_nonfinite(run, r); /* before the buckets' collectives */
+            if (r) return *loss_sum = l, r;
             TRY(run, gptx_comm_backward(run->comm, run->model, 1.0f / (float)K, *step_tokens,
                                         overlap));
         } else { /* cross-entropy and its gradient in one pass */
-            TRY(run, gptx_model_forward_backward(run->model, in, tg, rows, T, 1.0f / (float)K,
-                                                 &l));
+            r = pass_result(run, gptx_model_forward_backward(run->model, in, tg, rows, T,
+                                                             1.0f / (float)K, &l));
+            if (r > 0 && overlap) r = any_nonfinite(run, r); /* what the others ask at K - 1 */
+            if (r) return *loss_sum = l, r;
         }
         *loss_sum += l;
     }
     return 0;
 }
 
-/* AdamW on the summed gradients: the global token-weighted mean. */
+/* AdamW on the summed gradients: the global token-weighted mean. 0, 1 when
+ * the (global) gradient norm was not finite and nothing was updated, -1
+ * after a failure. */
 static int update(train_run *run, size_t overlap, int64_t step_tokens, float *norm) {
-    if (run->o.zero1) {
-        /* reduce-scatter, AdamW on this rank's shard, all-gather */
-        TRY(run, gptx_optimizer_step_sharded(run->opt, run->model, step_tokens, norm));
-        return 0;
-    }
+    if (run->o.zero1) /* reduce-scatter, AdamW on this rank's shard, all-gather */
+        return pass_result(run, gptx_optimizer_step_sharded(run->opt, run->model, step_tokens,
+                                                            norm));
     /* every rank: the global token-weighted mean gradient (no-op for one rank) */
     if (!overlap) TRY(run, gptx_comm_average_gradients(run->comm, run->model, step_tokens));
-    TRY(run, gptx_optimizer_step(run->opt, run->model, norm));
-    return 0;
+    return pass_result(run, gptx_optimizer_step(run->opt, run->model, norm));
 }
 
 /* The step's line and metrics row: loss, tokens and speed global (token-
@@ -219,6 +246,62 @@ static int report_step(train_run *run, float lr, float norm, int64_t step_tokens
     return 0;
 }
 
+/* A loss that is not finite ends the run at once: the warning (log and
+ * metrics), then no validation, checkpoint, model or plot of this state, so
+ * the last checkpoint stays the last good one. Returns -1 (exit status 1). */
+static int stop_nonfinite(train_run *run, int in_loss, double loss, float norm) {
+    char text[400];
+    const long long step = (long long)run->step + 1;
+    if (!in_loss)
+        snprintf(text, sizeof text, "the gradient norm at step %lld is %g (not finite; the loss "
+                 "was %.4f)", step, (double)norm, loss);
+    else if (isfinite(loss)) /* data parallel: this rank's was finite */
+        snprintf(text, sizeof text, "the training loss of another rank at step %lld is not "
+                 "finite", step);
+    else /* nan, not -nan: the sign of a NaN means nothing here */
+        snprintf(text, sizeof text, "the training loss at step %lld is %s (not finite)", step,
+                 isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf");
+    snprintf(text + strlen(text), sizeof text - strlen(text),
+             ": the run stops here and writes no checkpoint or model of this state (the last "
+             "checkpoint is the last good one); a lower --lr, more --warmup or --grad-clip may "
+             "help");
+    train_report_warning(&run->rep, step, in_loss ? NAN : loss, text);
+    fprintf(stderr, "%sgptx-train%s: %s\n", prog_error_lead(), run->rank_label, text);
+    return -1;
+}
+
+/* Once a run: a loss far above the one the run started from (twice it,
+ * over the steps so far or those kept from before a resume) means it is
+ * diverging; the run goes on, as it may recover, but says so. */
+static void watch_climb(train_run *run) {
+    train_report *r = &run->rep;
+    double start = train_report_first_loss(r);
+    if (r->warned_climb || !(start > 0) || !((double)run->loss > 2 * start)) return;
+    r->warned_climb = 1;
+    char text[300];
+    snprintf(text, sizeof text, "the loss %.4f is more than twice the %.4f the run started "
+             "from: training is diverging (a lower --lr, more --warmup or --grad-clip may help)",
+             (double)run->loss, start);
+    train_report_warning(r, run->step + 1, run->loss, text);
+}
+
+/* GPTX_TRAIN_TEST_POISON_STEP=N (tests only; GPTX_TRAIN_TEST_POISON_RANK=R
+ * for one rank): before step N, wte is set to +-3e38, so that step's loss
+ * overflows, through the library's real refusal of a non-finite loss. */
+static int test_poison(train_run *run) {
+    const char *at = getenv("GPTX_TRAIN_TEST_POISON_STEP");
+    const char *rank = getenv("GPTX_TRAIN_TEST_POISON_RANK");
+    if (!at || atoll(at) != run->step + 1 || (rank && atoi(rank) != run->rank)) return 0;
+    size_t n = (size_t)run->o.padded_vocab * (size_t)run->o.width;
+    float *w = malloc(n * sizeof *w);
+    if (!w) TRY(run, GPTX_ERR_NO_MEMORY);
+    for (size_t i = 0; i < n; i++) w[i] = i % 3 ? 3e38f : -3e38f;
+    int rc = gptx_model_set_parameter(run->model, "wte.weight", w, n);
+    free(w);
+    TRY(run, rc);
+    return 0;
+}
+
 /* One optimizer step: grad_accum micro-batches, then AdamW. */
 static int train_step(train_run *run) {
     size_t overlap = overlap_bytes(run);
@@ -227,13 +310,19 @@ static int train_step(train_run *run) {
     double loss_sum = 0;
     TRY(run, gptx_optimizer_set_lr(run->opt, lr));
     TRY(run, gptx_model_zero_grad(run->model));
+    if (test_poison(run) != 0) return -1;
     double t0 = now_seconds();
-    if (micro_batches(run, overlap, &step_tokens, &loss_sum) != 0) return -1;
-    if (update(run, overlap, step_tokens, &norm) != 0) return -1;
+    int r = micro_batches(run, overlap, &step_tokens, &loss_sum);
+    if (r >= 0 && !overlap) r = any_nonfinite(run, r); /* before the gradients' collectives */
+    if (r != 0) return r < 0 ? -1 : stop_nonfinite(run, 1, loss_sum, norm);
+    if ((r = update(run, overlap, step_tokens, &norm)) != 0)
+        return r < 0 ? -1 : stop_nonfinite(run, 0, loss_sum / run->o.grad_accum, norm);
     TRY(run, gptx_timer_stop(run->step_timer, step_tokens));
     double dt = now_seconds() - t0;
     run->loss = (float)(loss_sum / run->o.grad_accum);
-    return report_step(run, lr, norm, step_tokens, dt);
+    if (report_step(run, lr, norm, step_tokens, dt) != 0) return -1;
+    watch_climb(run);
+    return 0;
 }
 
 /* Step by step to --steps, or to an earlier stop that every rank agrees on

@@ -40,6 +40,13 @@ static int parse_row(const char *line, int *is_val, train_point *p) {
 
 static void push(train_point **a, size_t *n, size_t *cap, train_point p);
 
+/* Whether a line is a warning row about a step after `step`. */
+static int warning_after(const char *line, int64_t step) {
+    const char *at = strstr(line, "\"step\": ");
+    return strstr(line, "{\"type\": \"warning\"") == line && at &&
+           strtoll(at + 8, NULL, 10) > step;
+}
+
 /* A resumed run in the same folder: the rows of the run up to the step it
  * resumes at stay (and feed the plot), later ones (written after that
  * checkpoint by the run that then stopped) go, so no step appears twice;
@@ -65,6 +72,8 @@ static int keep_history(train_report *r, const char *path, int64_t resume_step) 
         train_point p;
         int row = parse_row(line, &is_val, &p) == 0;
         if (row && (is_val ? p.step >= resume_step : p.step > resume_step)) continue;
+        if (!row && warning_after(line, resume_step)) continue; /* the run will say it again */
+        if (!row && strstr(line, "{\"type\": \"warning\"") == line) r->warned_climb = 1;
         if (row) {
             if (is_val) push(&r->val, &r->n_val, &r->cap_val, p);
             else push(&r->train, &r->n_train, &r->cap_train, p);
@@ -314,6 +323,23 @@ void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double
     else
         train_report_line(r, "step %lld | val loss %.4f (%lld tokens) | tokens seen %lld\n",
                           (long long)step, val_loss, (long long)val_tokens, (long long)tokens_seen);
+}
+
+void train_report_warning(train_report *r, int64_t step, double loss, const char *text) {
+    if (!may_write(r)) return;
+    fprintf(r->metrics, "{\"type\": \"warning\", \"step\": %lld, \"train_loss\": ",
+            (long long)step);
+    if (isfinite(loss)) fprintf(r->metrics, "%.6f", loss);
+    else fprintf(r->metrics, "null"); /* JSON has no nan */
+    fprintf(r->metrics, ", \"message\": ");
+    json_string(r->metrics, text);
+    fprintf(r->metrics, "}\n");
+    row_done(r);
+    train_report_line(r, "step %lld | warning: %s\n", (long long)step, text);
+}
+
+double train_report_first_loss(const train_report *r) {
+    return r->n_train > 0 ? r->train[0].loss : NAN;
 }
 
 /* ---- SVG ---------------------------------------------------------------- */

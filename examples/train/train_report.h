@@ -24,6 +24,7 @@ typedef struct train_report {
     char metrics_path[4096];
     int write_errno;    /* the first failed write of metrics (0: none) */
     int write_reported; /* its message was printed */
+    int warned_climb;   /* the run's loss climbing was warned (also before a resume) */
     train_outdir dir;   /* the out-dir and its lock (rank 0) */
     train_point *train, *val;
     size_t n_train, n_val, cap_train, cap_val;
@@ -76,6 +77,14 @@ void train_report_config(train_report *r, const train_config_record *c);
 
 void train_report_val(train_report *r, int64_t step, int64_t tokens_seen, double val_loss,
                       int64_t val_tokens);
+/* A warning about the run (its loss diverging or not finite): a line in
+ * the log and a "warning" row in metrics.jsonl with the step, the loss
+ * (null when not finite) and the text. */
+void train_report_warning(train_report *r, int64_t step, double loss, const char *text);
+/* The loss the run started from: its first train row (step 1's, kept from
+ * before a resume in the same folder; else the resumed run's first), NAN
+ * before any. */
+double train_report_first_loss(const train_report *r);
 /* Any other line: closes an open progress line first. */
 void train_report_line(train_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Writes the loss curves (train and val against steps, tokens seen on the top axis). */

@@ -3,7 +3,8 @@
 # batch as one process give the same train and validation losses (fp32
 # tolerance), also with --zero1 1 and with --overlap; rank 0 alone prints, and labels its numbers global; a
 # checkpoint written under mpirun resumes under mpirun to the uninterrupted
-# run's losses exactly (also under ZeRO-1); torchrun-style variables on a CPU context fail with a
+# run's losses exactly (also under ZeRO-1); a loss that is not finite on one rank stops every
+# rank at that step; torchrun-style variables on a CPU context fail with a
 # message that says to use mpirun.
 # usage: train_dp.sh GPTX_TRAIN WORKDIR MPIRUN [MPIRUN ARGS...]
 set -euo pipefail
@@ -74,6 +75,29 @@ if [ "$want" != "$got" ]; then
   echo "ZeRO-1 resumed losses differ:"; echo "$want"; echo "---"; echo "$got"; exit 1
 fi
 echo "ok: ZeRO-1 checkpoint resume under mpirun"
+
+# a loss that is not finite on one rank only (rank 1's wte poisoned before step 3): every
+# rank stops at that step within seconds (no collective left waiting for the comm
+# timeout), exit 1, nothing written after the step-2 checkpoint
+for mode in plain overlap zero1; do # the step's collectives differ in each
+  case $mode in plain) extra=();; overlap) extra=(--overlap 0.0625);; zero1) extra=(--zero1 1);; esac
+  start=$(date +%s)
+  set +e
+  GPTX_TRAIN_TEST_POISON_STEP=3 GPTX_TRAIN_TEST_POISON_RANK=1 "${mpirun[@]}" -np 2 "$train" \
+    "${common[@]}" --batch 3 --checkpoint-every 2 --comm-timeout 60 "${extra[@]}" \
+    --out-dir "$work/nan_$mode" > "$work/nan_$mode.log" 2> "$work/nan_$mode.err"
+  rc=$?
+  set -e
+  took=$(( $(date +%s) - start ))
+  if [ "$rc" -eq 0 ] || [ "$took" -ge 30 ] ||
+     ! grep -q 'rank 1 of 2): the training loss at step 3 is nan' "$work/nan_$mode.err" ||
+     ! grep -q 'rank 0 of 2): the training loss of another rank at step 3 is not finite' "$work/nan_$mode.err" ||
+     ! grep -q '"type": "warning", "step": 3' "$work/nan_$mode/metrics.jsonl" ||
+     [ -e "$work/nan_$mode/model.safetensors" ]; then
+    echo "non-finite loss on rank 1 ($mode): rc $rc after $took s"; cat "$work/nan_$mode.err"; exit 1
+  fi
+  echo "ok: non-finite loss on rank 1 ($mode) -> both ranks stop at step 3 in $took s, exit $rc"
+done
 
 # torchrun-style variables with a CPU context: a clear error, no hang
 set +e

@@ -10,6 +10,8 @@
 #     after its lock file is deleted (the folder itself is locked); a run whose
 #     folder is replaced, or whose lock file (the fallback where folders
 #     cannot be locked) is deleted, stops at once, its records whole;
+#   - a diverging loss is warned once (log and metrics); a loss that is not
+#     finite stops the run without writing over the last checkpoint;
 #   - a new run in a folder with another run's files is refused unless
 #     --overwrite, and an old checkpoint resumed there keeps consistent
 #     records;
@@ -172,6 +174,51 @@ steps=$(grep '"type": "train"' used/metrics.jsonl | sed 's/.*"step": \([0-9]*\),
   { echo "--resume --overwrite: steps '$steps'"; exit 1; }
 echo "ok: --overwrite replaces another run's files; resuming into another run's folder needs it too"
 
+# ---- the loss's health ----------------------------------------------------------------------
+# lr 10 diverges at once (10.8 -> 255 at step 2): one warning, in the log and the metrics,
+# at that step; kept (not repeated) when the run is resumed after it, dropped and said again
+# when resumed from before it
+hot=("${micro[@]}" --lr 10 --eval-every 0 --log-every 1)
+warnings() { grep '"type": "warning"' "$1" | sed 's/.*"step": \([0-9]*\),.*/\1/' | tr '\n' ' '; }
+"$train" "${hot[@]}" --steps 1 --checkpoint-every 1 --out-dir hot > /dev/null
+cp hot/checkpoint.safetensors hot1.safetensors
+"$train" --resume hot1.safetensors --steps 4 --checkpoint-every 4 --out-dir hot > hot4.log
+cp hot/checkpoint.safetensors hot4.safetensors
+"$train" --resume hot4.safetensors --steps 8 --out-dir hot > hot8.log
+climb='^step 2 | warning: the loss [0-9.]* is more than twice the [0-9.]* the run started from'
+[ "$(warnings hot/metrics.jsonl)" = "2 " ] && grep -q "$climb" hot4.log &&
+  ! grep -q warning hot8.log || { echo "lr 10: warnings at steps '$(warnings hot/metrics.jsonl)'"; cat hot4.log hot8.log; exit 1; }
+"$train" --resume hot1.safetensors --steps 8 --out-dir hot > /dev/null
+after=$(grep -B1 '"type": "warning"' hot/metrics.jsonl | head -n 1)
+[ "$(warnings hot/metrics.jsonl)" = "2 " ] && whole hot/metrics.jsonl &&
+  [[ "$after" == '{"type": "train", "step": 2, '* ]] ||
+  { echo "lr 10 resumed from step 1: warnings at steps '$(warnings hot/metrics.jsonl)'"; exit 1; }
+[ "$(warnings run/metrics.jsonl)" = "" ] || { echo "a run that learns got warnings"; exit 1; }
+# lr 0.3 wobbles (up to 1.6 times the start, 10.8 -> 17.0 at step 5) but is not diverging
+"$train" "${micro[@]}" --lr 0.3 --eval-every 0 --steps 8 --out-dir wobble > /dev/null
+[ "$(warnings wobble/metrics.jsonl)" = "" ] ||
+  { echo "lr 0.3 (a loss up to 1.6 times its start) warned"; cat wobble/metrics.jsonl; exit 1; }
+echo "ok: lr 10 -> one warning at step 2 (log and metrics), once also across resumes"
+# a loss that is not finite (wte poisoned before step 5, through the library's own check):
+# the run stops at that step, warns, and writes no checkpoint, model or plot; the step-3
+# checkpoint stays, and resumes. On shards without validation data, so that no evaluation
+# of the broken model stops the run before a save would
+perl -e 'print pack("l<256", 20240520, 1, 2000, (0) x 253); print pack("S<*", map { ($_ * 7919) % 50257 } 1 .. 2000)' > ids.bin
+set +e
+GPTX_TRAIN_TEST_POISON_STEP=5 "$train" "${micro[@]}" --train-shards ids.bin --steps 8 \
+  --checkpoint-every 3 --eval-every 0 --out-dir nan > nan.log 2> nan.err
+rc=$?; set -e
+[ "$rc" -eq 1 ] && grep -q "the training loss at step 5 is nan (not finite): the run stops here" nan.err ||
+  { echo "non-finite loss: rc $rc"; cat nan.log nan.err; exit 1; }
+[ "$(warnings nan/metrics.jsonl)" = "5 " ] && grep -q '"type": "warning", "step": 5, "train_loss": null' nan/metrics.jsonl &&
+  whole nan/metrics.jsonl && [ "$(rows train nan/metrics.jsonl)" -eq 4 ] ||
+  { echo "non-finite loss: metrics"; cat nan/metrics.jsonl; exit 1; }
+[ ! -e nan/model.safetensors ] && [ ! -e nan/loss.svg ] || { echo "non-finite loss: wrote $(ls nan)"; exit 1; }
+"$train" --resume nan/checkpoint.safetensors --steps 4 --out-dir nan > nan4.log
+grep -q 'resumed from nan/checkpoint.safetensors at step 3' nan4.log ||
+  { echo "the checkpoint after the non-finite loss is not step 3's"; cat nan4.log; exit 1; }
+echo "ok: non-finite loss at step 5 -> exit 1, warned, nothing written; the step-3 checkpoint resumes"
+
 # ---- flags and inputs ------------------------------------------------------------------
 fails() { # expected-message args...
   local want=$1; shift
@@ -187,7 +234,6 @@ fails "expected an integer from 1 to 1000000000" --batch 2000000000
 fails "unknown option" --steps 3 --nope
 # one data source: a --text given with --train-shards would be ignored (the
 # validation loss then nan, exit 0); the preset's own text is not "given"
-perl -e 'print pack("l<256", 20240520, 1, 2000, (0) x 253); print pack("S<*", map { ($_ * 7919) % 50257 } 1 .. 2000)' > ids.bin
 fails "--text ids.txt: not with --train-shards" --text ids.txt --train-shards ids.bin
 fails "--text ids.txt: not with --train-shards" "${micro[@]}" --train-shards ids.bin --text ids.txt
 "$train" "${micro[@]}" --train-shards ids.bin --steps 1 --checkpoint-every 1 --out-dir shards > /dev/null
