@@ -133,8 +133,7 @@ typedef struct gptx_context_options {
     int backend;          /* gptx_backend_kind */
     int device;           /* device ordinal (CUDA); ignored on CPU */
     int num_threads;      /* CPU worker threads incl. BLAS; 0 = number of online cores */
-    int deterministic;    /* 1 = bitwise repeatable results (CPU: also across thread counts);
-                           * 0 or 1, anything else is GPTX_ERR_INVALID */
+    int deterministic;    /* 1 = bitwise repeatable results (CPU: also across thread counts) */
     /* Numeric precision policy (gptx_precision; docs/precision.md). The CPU
      * backend offers FP32 (its default) and, in builds with oneDNN
      * (GPTX_FEATURE_DNNL), BF16 and BF16_PURE; CUDA all of them. */
@@ -335,8 +334,7 @@ typedef enum gptx_decay_policy {
 
 typedef struct gptx_adamw_options {
     size_t struct_size; /* filled by gptx_adamw_options_init */
-    float lr;           /* default 3e-4; in [0, 10] (also for set_lr): AdamW moves each
-                         * weight by about lr a step, so more is a typo, not a choice */
+    float lr;           /* default 3e-4 */
     float beta1;        /* default 0.9 */
     float beta2;        /* default 0.95 */
     float eps;          /* default 1e-8 */
@@ -363,8 +361,6 @@ GPTX_API void gptx_optimizer_destroy(gptx_optimizer *opt);
  * clipping. If the norm is not finite nothing is updated and
  * GPTX_ERR_NON_FINITE is returned. */
 GPTX_API int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm);
-/* lr in [0, 10], as in gptx_adamw_options; otherwise GPTX_ERR_INVALID and
- * the rate in effect stays. */
 GPTX_API int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr);
 GPTX_API int gptx_optimizer_get_lr(const gptx_optimizer *opt, float *lr);
 /* Number of updates applied so far. */
