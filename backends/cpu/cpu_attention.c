@@ -161,7 +161,8 @@ static int run_heads(gptx_backend *be, attn_args *a, gptx_task_fn fn) {
     int ntasks = a->B * a->NH;
     a->scratch = malloc((size_t)ntasks * 2 * BLOCK * a->T * sizeof(float));
     if (!a->scratch) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory for attention scratch");
-    int rc = gptx_cpu_blas_enter(); /* tasks are (batch, head) pairs: the pool supplies the parallelism */
+    /* tasks are (batch, head) pairs: the pool supplies the parallelism */
+    int rc = gptx_cpu_blas_enter();
     if (rc == GPTX_OK) gptx_threadpool_run(be->pool, ntasks, fn, a);
     free(a->scratch);
     return rc;
