@@ -28,11 +28,14 @@ target_compile_definitions(gptx_prog_data PRIVATE
   GPTX_DATA_INSTALL_DIR="${CMAKE_INSTALL_FULL_DATADIR}/gptx")
 gptx_target_warnings(gptx_prog_data)
 
-# gptx_program(<target> [INSTALL]): links the data lookup; INSTALL also
-# installs the program with its RUNPATH.
+# gptx_program(<target> [INSTALL]): links the data lookup and the exit that
+# skips the libraries' destructors (examples/common/prog_exit.c: OpenBLAS's
+# joins worker threads that may never end); INSTALL also installs the
+# program with its RUNPATH.
 function(gptx_program target)
   cmake_parse_arguments(P "INSTALL" "" "" ${ARGN})
   target_link_libraries(${target} PRIVATE gptx_prog_data)
+  target_sources(${target} PRIVATE "${PROJECT_SOURCE_DIR}/examples/common/prog_exit.c")
   if(P_INSTALL)
     set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/${_gptx_lib_from_bin}")
     install(TARGETS ${target} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime)

@@ -114,6 +114,19 @@ static int stream_add(stream *s, const char *bytes, size_t n) {
     return 0;
 }
 
+/* "0.213 s", or "2.13 ms" for what is under a tenth of a second: a short
+ * time keeps three digits, not one (issue 25, item 11). */
+static void seconds_text(char *buf, size_t cap, double s) {
+    if (s >= 0.1 || s <= 0) snprintf(buf, cap, "%.3f s", s);
+    else snprintf(buf, cap, "%.3g ms", s * 1e3);
+}
+
+/* "123.4 tokens/s", or no rate where there was no time to measure. */
+static void rate_text(char *buf, size_t cap, double tokens, double s) {
+    if (s > 0) snprintf(buf, cap, "%.1f tokens/s", tokens / s);
+    else snprintf(buf, cap, "no time measured");
+}
+
 int main(int argc, char **argv) {
     const char *model_path = NULL, *prompt = "Every effort moves you", *backend = "cpu";
     const char *encoder = prog_data_path("gpt2/encoder.json"), *vocab = prog_data_path("gpt2/vocab.bpe");
@@ -127,8 +140,15 @@ int main(int argc, char **argv) {
         if (!strcmp(k, "--version")) { printf("gptx-generate %s\n", gptx_version()); return 0; }
         if (!strcmp(k, "--ignore-eot")) { ignore_eot = 1; continue; }
         if (!strcmp(k, "--no-cache")) { no_cache = 1; continue; }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-generate: %s needs a value (see --help)\n", k);
+        if (i + 1 >= argc) { /* the last word: a flag that needs a value, or none at all */
+            const char *known[] = {"--model", "--prompt", "--prompt-file", "--backend", "--encoder",
+                                   "--vocab", "--max-tokens", "--temperature", "--top-k", "--top-p",
+                                   "--seed", "--threads", "--window", "--keep", "--stop"};
+            int is_known = 0;
+            for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
+                is_known |= !strcmp(k, known[j]);
+            fprintf(stderr, is_known ? "gptx-generate: %s needs a value (see --help)\n"
+                                     : "gptx-generate: unknown option %s (see --help)\n", k);
             return 2;
         }
         const char *v = argv[++i];
@@ -227,10 +247,16 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if ((rc = gptx_generator_feed(gen, ids, (int)n_ids))) goto fail;
     size_t made = 0;
+    int64_t prefill_run = 0; /* positions the prefill ran: at most a window of the prompt */
     while (made < n_new && !out.stopped) {
         int32_t t;
         if ((rc = gptx_generator_next(gen, sampler, &t))) goto fail;
-        made++;
+        if (made++ == 0) {
+            gptx_generator_stats first;
+            gptx_generator_stats_init(&first);
+            if ((rc = gptx_generator_get_stats(gen, &first))) goto fail;
+            prefill_run = first.positions;
+        }
         if (t == eot && !ignore_eot) break;
         const char *bytes = NULL;
         size_t nb = 0;
@@ -243,16 +269,24 @@ int main(int argc, char **argv) {
     gptx_generator_stats st;
     gptx_generator_stats_init(&st);
     if ((rc = gptx_generator_get_stats(gen, &st))) goto fail;
+    char pf_time[32], pf_rate[96], dc_time[32], dc_rate[48];
+    seconds_text(pf_time, sizeof pf_time, st.prefill_seconds);
+    seconds_text(dc_time, sizeof dc_time, st.decode_seconds);
+    rate_text(dc_rate, sizeof dc_rate, (double)st.decode_passes, st.decode_seconds);
+    /* a prompt longer than the window: only its last window's positions ran */
+    int64_t pf_run = prefill_run > 0 && prefill_run < st.prefill_tokens ? prefill_run
+                                                                         : st.prefill_tokens;
+    int n = 0;
+    if (pf_run < st.prefill_tokens)
+        n = snprintf(pf_rate, sizeof pf_rate, "the window's last %lld run, ", (long long)pf_run);
+    rate_text(pf_rate + n, sizeof pf_rate - (size_t)n, (double)pf_run, st.prefill_seconds);
     fprintf(stderr,
-            "gptx-generate: %zu prompt tokens, %zu generated%s; prefill %lld tokens in %.3f s "
-            "(%.1f tokens/s, %lld passes); decode %lld tokens in %.3f s (%.1f tokens/s); "
-            "window %d, %s, %lld slides\n",
+            "gptx-generate: %zu prompt tokens, %zu generated%s; prefill %lld tokens in %s "
+            "(%s, %lld passes); decode %lld tokens in %s (%s); window %d, %s, %lld slides\n",
             n_ids, made, out.stopped ? " (stopped at --stop)" : "", (long long)st.prefill_tokens,
-            st.prefill_seconds,
-            st.prefill_seconds > 0 ? (double)st.prefill_tokens / st.prefill_seconds : 0.0,
-            (long long)st.prefill_passes, (long long)st.decode_passes, st.decode_seconds,
-            st.decode_seconds > 0 ? (double)st.decode_passes / st.decode_seconds : 0.0, st.window,
-            st.use_cache ? "key/value cache" : "no cache", (long long)st.slides);
+            pf_time, pf_rate, (long long)st.prefill_passes, (long long)st.decode_passes, dc_time,
+            dc_rate, st.window, st.use_cache ? "key/value cache" : "no cache",
+            (long long)st.slides);
     status = 0;
     goto done;
 fail:

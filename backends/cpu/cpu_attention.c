@@ -161,10 +161,11 @@ static int run_heads(gptx_backend *be, attn_args *a, gptx_task_fn fn) {
     int ntasks = a->B * a->NH;
     a->scratch = malloc((size_t)ntasks * 2 * BLOCK * a->T * sizeof(float));
     if (!a->scratch) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory for attention scratch");
-    gptx_cpu_blas_single(); /* tasks are (batch, head) pairs: the pool supplies the parallelism */
-    gptx_threadpool_run(be->pool, ntasks, fn, a);
+    /* tasks are (batch, head) pairs: the pool supplies the parallelism */
+    int rc = gptx_cpu_blas_enter();
+    if (rc == GPTX_OK) gptx_threadpool_run(be->pool, ntasks, fn, a);
     free(a->scratch);
-    return GPTX_OK;
+    return rc;
 }
 
 int gptx_cpu_attention_forward(gptx_backend *be, float *out, float *lse, const float *qkv, int B,
@@ -249,7 +250,7 @@ static int run_heads_bf16(gptx_backend *be, attn_bf16_args *a, int B, gptx_cpu_i
     a->per_worker = 2 * (size_t)BLOCK * a->T + 8 * (size_t)a->T * (a->C / a->NH);
     a->scratch = gptx_cpu_scratch(be, (size_t)be->nthreads * a->per_worker * sizeof(float));
     if (!a->scratch) return GPTX_ERR_NO_MEMORY;
-    gptx_cpu_blas_single();
+    GPTX_TRY(gptx_cpu_blas_enter());
     gptx_cpu_run_items(be, (size_t)B * a->NH, fn, a);
     return GPTX_OK;
 }

@@ -81,10 +81,11 @@ static int cpu_create(gptx_backend **out, const gptx_context_options *opts) {
     be->res_f32 = be->act_bf16 && !be->param_bf16;
     /* The context's thread count governs the products too: the pool splits
      * them and OpenBLAS (and oneDNN) run single-threaded inside its tasks
-     * (cpu_gemm.c, cpu_dnnl.c). */
-    gptx_cpu_blas_single();
+     * (cpu_gemm.c, cpu_dnnl.c). Each thread takes OpenBLAS's work buffer now,
+     * so that a memory limit is an error here, not a hang at the first product. */
+    rc = gptx_cpu_blas_warm_pool(be);
 #ifdef GPTX_HAVE_DNNL
-    if (be->act_bf16) rc = gptx_cpu_dnnl_create(&be->dnnl, n);
+    if (rc == GPTX_OK && be->act_bf16) rc = gptx_cpu_dnnl_create(&be->dnnl, n);
 #endif
     if (rc != GPTX_OK) {
         gptx_threadpool_destroy(be->pool);

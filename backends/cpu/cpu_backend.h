@@ -160,9 +160,9 @@ int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float
 /* Row-major sgemm (cblas argument order; trans_* are 0/1) run by the pool:
  * one single-threaded OpenBLAS call per thread on a slice of M or N, so the
  * bits do not depend on the thread count (cpu_gemm.c). */
-void gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
-                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                    int ldc);
+int gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc);
 /* out (OC) = w (OC, C) x (C) [+ bias]: one row's product, by fixed blocks of
  * rows on the pool (cpu_gemv.c). The bf16 form reads bf16 w and bias, an
  * fp32 x, and writes the fp32 result. */
@@ -179,8 +179,12 @@ int gptx_cpu_attention_kv_forward(gptx_backend *be, float *out, float *lse, cons
                                   float *kcache, float *vcache, int n, int pos0, int cap, int C,
                                   int NH);
 /* OpenBLAS runs single-threaded under gptx (a process-wide setting): the
- * pool supplies the parallelism. */
-void gptx_cpu_blas_single(void);
+ * pool supplies the parallelism. Called before every product: it also makes
+ * sure the calling thread has OpenBLAS's work buffer, GPTX_ERR_NO_MEMORY
+ * where OpenBLAS would retry its allocation forever (cpu_gemm.c). */
+int gptx_cpu_blas_enter(void);
+/* The same for every thread of be's pool, the caller's included (at create). */
+int gptx_cpu_blas_warm_pool(gptx_backend *be);
 /* Kernel variants for ablations (variants/): the instance table and its
  * buffers (cpu_variants.c), and the kernels behind them (cpu_ops_unfused.c,
  * cpu_attention_naive.c). */

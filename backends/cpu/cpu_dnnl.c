@@ -295,7 +295,7 @@ int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
     int rc = mm->epilogue || d->widen ? tile_buffers(d) : GPTX_OK;
     if (rc != GPTX_OK) return rc;
     if (d->widen) {
-        gptx_cpu_blas_single();
+        GPTX_TRY(gptx_cpu_blas_enter());
         rc = grow_scratch(d, (size_t)(GPTX_DNNL_TILE_M + GPTX_DNNL_TILE_N) * WIDEN_KC *
                                  sizeof(float));
         if (rc != GPTX_OK) return rc;

@@ -17,10 +17,7 @@
 #include <cblas.h>
 
 #include "cpu_backend.h"
-
-void gptx_cpu_blas_single(void) {
-    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
+#include "errors.h"
 
 typedef struct {
     int ta, tb, M, N, K;
@@ -71,13 +68,14 @@ static void gemm_task(void *vp, int part) {
                 M, N, a->K, a->alpha, A, a->lda, B, a->ldb, a->beta, C, a->ldc);
 }
 
-void gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
-                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                    int ldc) {
-    gptx_cpu_blas_single();
+int gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc) {
+    GPTX_TRY(gptx_cpu_blas_enter());
     /* Cut the dimension whose operand is larger, so the smaller one is the
      * operand every part packs again. */
     gemm_args a = {trans_a, trans_b, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc,
                    N > M, gemm_parts(N > M ? N : M)};
     gptx_threadpool_run(be->pool, a.nparts, gemm_task, &a);
+    return GPTX_OK;
 }

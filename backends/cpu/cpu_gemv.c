@@ -17,6 +17,7 @@
 #include "cpu_backend.h"
 #include "cpu_bf16.h"
 #include "cpu_math.h"
+#include "errors.h"
 
 #define GEMV_ROWS 128 /* rows of w per item */
 
@@ -43,7 +44,7 @@ static void gemv_f32_item(void *vp, int worker, size_t item) {
 
 int gptx_cpu_gemv(gptx_backend *be, float *out, const float *x, const float *w, const float *bias,
                   int C, int OC) {
-    gptx_cpu_blas_single();
+    GPTX_TRY(gptx_cpu_blas_enter());
     gemv_args a = {out, x, w, bias, C, OC};
     gptx_cpu_run_items(be, ((size_t)OC + GEMV_ROWS - 1) / GEMV_ROWS, gemv_f32_item, &a);
     return GPTX_OK;

@@ -205,7 +205,7 @@ int gptx_cpu_matmul_forward(gptx_backend *be, float *out, const float *inp, cons
         beta = 1.0f;
     }
     // (N, C) @ (OC, C)^T -> (N, OC)
-    gptx_cpu_sgemm(be, 0, 1, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC);
+    GPTX_TRY(gptx_cpu_sgemm(be, 0, 1, N, OC, C, 1.0f, inp, C, w, C, beta, out, OC));
     return GPTX_OK;
 }
 
@@ -231,10 +231,10 @@ int gptx_cpu_matmul_backward(gptx_backend *be, float *dinp, float *dw, float *db
                              int OC) {
     if (dinp) {
         // (N, OC) @ (OC, C) -> (N, C)
-        gptx_cpu_sgemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+        GPTX_TRY(gptx_cpu_sgemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C));
     }
     // (N, OC)^T @ (N, C) -> (OC, C), accumulated
-    gptx_cpu_sgemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    GPTX_TRY(gptx_cpu_sgemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C));
     if (dbias) {
         dbias_args a = {dbias, dout, N, OC};
         gptx_threadpool_run(be->pool, (OC + COL_BLOCK - 1) / COL_BLOCK, gptx_cpu_dbias_task, &a);

@@ -1,8 +1,10 @@
 #include "cpu_threadpool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "errors.h"
 
@@ -83,10 +85,15 @@ int gptx_threadpool_create(gptx_threadpool **out, int nthreads) {
             return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
         }
         for (int i = 0; i < nthreads - 1; i++) {
-            if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) {
+            int e = pthread_create(&p->threads[i], NULL, worker_main, p);
+            if (e != 0) {
                 p->nthreads = i + 1; /* only i workers exist */
                 gptx_threadpool_destroy(p);
-                return GPTX_FAIL(GPTX_ERR_BACKEND, "pthread_create failed for worker %d", i);
+                /* EAGAIN: no memory for the thread's stack, or a limit on threads */
+                return GPTX_FAIL(e == EAGAIN ? GPTX_ERR_NO_MEMORY : GPTX_ERR_BACKEND,
+                                 "cannot start thread %d of %d: %s%s", i + 2, nthreads,
+                                 strerror(e), e == EAGAIN ? " (out of memory, or a limit on "
+                                                            "threads: ulimit -v, ulimit -u)" : "");
             }
         }
     }

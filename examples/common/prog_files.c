@@ -3,24 +3,51 @@
 #include "prog_files.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-char *prog_read_file(const char *prog, const char *what, const char *path, size_t *len) {
-    int is_stdin = strcmp(path, "-") == 0;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+/* The file at path for reading, or NULL after a message. O_NONBLOCK: a
+ * FIFO at the path is refused below instead of waiting for a writer. */
+static FILE *open_regular(const char *prog, const char *what, const char *path, size_t max) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    const char *why = NULL;
+    if (fd < 0) why = strerror(errno);
+    else if (fstat(fd, &st) != 0) why = strerror(errno);
+    else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+    if (why) {
+        fprintf(stderr, "%s: cannot read %s %s: %s\n", prog, what, path, why);
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > max) {
+        fprintf(stderr, "%s: cannot read %s %s: it is %lld bytes, over the limit of %zu\n", prog,
+                what, path, (long long)st.st_size, max);
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         fprintf(stderr, "%s: cannot read %s %s: %s\n", prog, what, path, strerror(errno));
-        return NULL;
+        close(fd);
     }
-    struct stat st;
-    if (!is_stdin && (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))) {
-        fprintf(stderr, "%s: cannot read %s %s: not a regular file\n", prog, what, path);
-        fclose(f);
-        return NULL;
-    }
+    return f;
+}
+
+char *prog_read_file(const char *prog, const char *what, const char *path, size_t *len) {
+    return prog_read_file_max(prog, what, path, SIZE_MAX - 1, len);
+}
+
+char *prog_read_file_max(const char *prog, const char *what, const char *path, size_t max,
+                         size_t *len) {
+    int is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : open_regular(prog, what, path, max);
+    if (!f) return NULL;
     char *buf = NULL;
     size_t n = 0, cap = 0, got;
     do {
@@ -37,7 +64,14 @@ char *prog_read_file(const char *prog, const char *what, const char *path, size_
         }
         got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
-    } while (got > 0);
+    } while (got > 0 && n <= max);
+    if (n > max) { /* standard input, or a file that grew while being read */
+        fprintf(stderr, "%s: cannot read %s %s: over the limit of %zu bytes\n", prog, what, path,
+                max);
+        free(buf);
+        if (!is_stdin) fclose(f);
+        return NULL;
+    }
     int failed = ferror(f);
     if (!is_stdin) fclose(f);
     if (failed) {

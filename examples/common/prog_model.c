@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "prog_error.h"
 #include "prog_files.h"
 
 #define LLMC_MAGIC 20240326
+#define PROG_MAX_CONFIG_BYTES ((size_t)16 << 20) /* GPT-2's config.json: under 1 KB */
 
 static int is_dir(const char *path) {
     struct stat st;
@@ -24,10 +27,11 @@ static int exists(const char *path) {
 }
 
 static int llmc_file(const char *path) {
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO: no wait for a writer */
     int32_t magic = 0;
-    int ok = f && fread(&magic, sizeof magic, 1, f) == 1 && magic == LLMC_MAGIC;
-    if (f) fclose(f);
+    int ok = fd >= 0 && read(fd, &magic, sizeof magic) == (ssize_t)sizeof magic &&
+             magic == LLMC_MAGIC;
+    if (fd >= 0) close(fd);
     return ok;
 }
 
@@ -110,7 +114,8 @@ int prog_hf_config_parse(const char *json, gptx_model_config *c, char *why, size
 static int open_hf(const char *prog, gptx_model **out, gptx_context *ctx, const char *weights,
                    const char *config) {
     size_t len = 0;
-    char *json = prog_read_file(prog, "the Hugging Face config", config, &len);
+    char *json = prog_read_file_max(prog, "the Hugging Face config", config, PROG_MAX_CONFIG_BYTES,
+                                    &len);
     if (!json) return GPTX_ERR_IO;
     gptx_model_config c;
     char why[160] = "";

@@ -2,6 +2,7 @@
  * the model with its optimizer and sampler (and --resume's checkpoint), and
  * the output (out-dir, the config record, the header lines). The data has
  * its own file (train_data.c). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,11 +229,25 @@ static void print_header(const train_run *run) {
     fflush(stdout);
 }
 
+/* Every file the run writes in --out-dir must have a path the system
+ * takes: checked before the first step, not found at the first save. */
+static int out_dir_fits(const train_run *run, const char *out_dir) {
+    const char *longest = "/checkpoint.safetensors"; /* of the run's files (docs/programs.md) */
+    size_t n = strlen(out_dir) + strlen(longest);
+    if (n < PATH_MAX) return 0;
+    if (run->rank == 0)
+        fprintf(stderr, "gptx-train: --out-dir %s is %zu bytes long: its %s would be %zu bytes, "
+                        "over the system's limit of %d (File name too long)\n",
+                out_dir, strlen(out_dir), longest + 1, n, PATH_MAX - 1);
+    return -1;
+}
+
 /* --out-dir (locked, metrics.jsonl opened: every rank learns whether rank 0
  * could), the timers, the config record and the header lines. */
 int run_open_output(train_run *run) {
     const train_options *o = &run->o;
     train_report_claim claim = {run->run_id_unknown ? "" : run->run_id, o->resume, o->overwrite};
+    if (out_dir_fits(run, o->out_dir) != 0) return -1; /* the same on every rank */
     int opened = train_report_open(&run->rep, o->out_dir, o->log_every, run->rank, run->world,
                                    o->resume ? run->step : -1, &claim) == 0;
     if (run_agree(run, opened, "opening --out-dir") != 0) return -1;

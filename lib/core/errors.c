@@ -2,15 +2,57 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-static _Thread_local char last_error[512];
+/* Large enough for any message that names paths in full: three of PATH_MAX
+ * (4096), as a failed rename's two and a folder, and the reason. A longer
+ * one keeps its start and its end (the reason, as "File name too long",
+ * comes last) around an ellipsis. */
+#define ERROR_CAP 16384
+static const char cut_mark[] = " [...] ";
+
+static _Thread_local char last_error[ERROR_CAP];
+
+/* A UTF-8 continuation byte: a cut never falls before one. */
+static int continuation(char c) { return ((unsigned char)c & 0xC0) == 0x80; }
+
+/* last_error = text (n bytes), its middle replaced by cut_mark when it
+ * does not fit. */
+static void store_cut(const char *text, size_t n) {
+    size_t keep = ERROR_CAP - 1 - (sizeof cut_mark - 1);
+    size_t head = keep / 2, tail = n - (keep - head);
+    while (head > 0 && continuation(text[head])) head--;
+    while (tail < n && continuation(text[tail])) tail++;
+    memcpy(last_error, text, head);
+    memcpy(last_error + head, cut_mark, sizeof cut_mark - 1);
+    memcpy(last_error + head + sizeof cut_mark - 1, text + tail, n - tail + 1);
+}
+
+/* The message did not fit: formatted whole on the heap, then cut in the
+ * middle. Without memory for that, the cut end is marked. */
+static void store_long(const char *func, const char *fmt, va_list ap, size_t n) {
+    char *text = malloc(n + 1);
+    if (!text) {
+        memcpy(last_error + ERROR_CAP - sizeof cut_mark, cut_mark, sizeof cut_mark);
+        return;
+    }
+    int p = snprintf(text, n + 1, "%s: ", func);
+    vsnprintf(text + p, n + 1 - (size_t)p, fmt, ap);
+    store_cut(text, n);
+    free(text);
+}
 
 int gptx_fail(int status, const char *func, const char *fmt, ...) {
-    int n = snprintf(last_error, sizeof last_error, "%s: ", func);
-    if (n < 0 || (size_t)n >= sizeof last_error) n = 0;
-    va_list ap;
+    int p = snprintf(last_error, sizeof last_error, "%s: ", func);
+    if (p < 0 || (size_t)p >= sizeof last_error) p = 0;
+    va_list ap, again;
     va_start(ap, fmt);
-    vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(last_error + p, sizeof last_error - (size_t)p, fmt, ap);
+    if (n >= 0 && (size_t)p + (size_t)n >= sizeof last_error)
+        store_long(func, fmt, again, (size_t)p + (size_t)n);
+    va_end(again);
     va_end(ap);
     return status;
 }

@@ -4,7 +4,9 @@
 
 #include "gptx/gptx.h"
 
-/* Records "func: message" for the calling thread and returns status. */
+/* Records "func: message" for the calling thread and returns status. The
+ * whole message is kept up to 16 KiB (paths in full); a longer one loses its
+ * middle, never its end. No argument may point into gptx_last_error()'s text. */
 int gptx_fail(int status, const char *func, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -14,6 +14,8 @@
 #include "atomic_file.h"
 #include "checksum.h"
 #include "errors.h"
+#include "file_read.h"
+#include "shard.h"
 
 /* ---- byte source ------------------------------------------------------------ */
 
@@ -21,21 +23,8 @@ int gptx_src_open_file(gptx_src *s, const char *path) {
     memset(s, 0, sizeof *s);
     s->fd = -1;
     s->label = path;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return GPTX_FAIL(GPTX_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return GPTX_FAIL(GPTX_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return GPTX_FAIL(GPTX_ERR_IO, "'%s' is not a regular file", path);
-    }
-    s->fd = fd;
-    s->size = (uint64_t)sb.st_size;
-    return GPTX_OK;
+    /* a regular file (not a FIFO that would block, nor a device without end) */
+    return gptx_file_open_regular(path, "file", &s->fd, &s->size);
 }
 
 void gptx_src_open_memory(gptx_src *s, const void *data, size_t size, const char *label) {
@@ -354,6 +343,11 @@ static int parse_file(gptx_st_file *f, const gptx_src *src) {
     GPTX_TRY(gptx_src_read(src, 0, b, 8, "the header length"));
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+    const char *llmc = gptx_llmc_magic_name((uint32_t)(n & 0xffffffffu));
+    if (llmc && (n < 2 || n > GPTX_ST_MAX_HEADER)) /* docs/checkpoints.md: named, not guessed at */
+        return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s' is %s, not a safetensors file%s", L, llmc,
+                         (uint32_t)n == 20240326u ? "; gptx_model_import_llmc (or the programs' --model) "
+                                          "reads llm.c models" : "");
     if (n < 2 || n > GPTX_ST_MAX_HEADER)
         return GPTX_FAIL(GPTX_ERR_FORMAT,
                          "'%s': header length is %llu; must be in [2, %u] (not a safetensors file?)",

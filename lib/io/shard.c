@@ -66,16 +66,21 @@ int gptx_shard_write(const char *path, const int32_t *tokens, size_t n) {
     return rc;
 }
 
-/* Names what a file with this first header word probably is, for errors. */
-static const char *describe_magic(const unsigned char *head, size_t len) {
-    uint32_t w = get_le32(head);
-    switch (w) {
+const char *gptx_llmc_magic_name(uint32_t magic) {
+    switch (magic) {
     case 20240326u: return "an llm.c model checkpoint (magic 20240326)";
     case 20240327u: return "an llm.c debug state file (magic 20240327)";
     case 20240328u: return "an llm.c tokenizer file (magic 20240328)";
+    case GPTX_SHARD_MAGIC: return "an llm.c token shard (magic 20240520)";
     case 20240527u: return "an llm.c training state file (magic 20240527)";
-    default: break;
+    default: return NULL;
     }
+}
+
+/* Names what a file with this first header word probably is, for errors. */
+static const char *describe_magic(const unsigned char *head, size_t len) {
+    const char *llmc = gptx_llmc_magic_name(get_le32(head));
+    if (llmc) return llmc;
     if (head[0] == 0 && head[1] == 0x35 && head[2] == 0x4b && head[3] == 0x01)
         return "a big-endian llm.c shard (byte-swapped magic)";
     /* safetensors: u64 header length, then a JSON object */

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "file_read.h"
 #include "tokenizer_internal.h"
 
 #ifndef PCRE2_MATCH_INVALID_UTF
@@ -186,41 +187,16 @@ static long decode_data_gym(const int16_t *cp_to_byte, const unsigned char *s, s
 
 /* ---- loading ----------------------------------------------------------------- */
 
-static int read_file(const char *path, const char *what, unsigned char **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return GPTX_FAIL(GPTX_ERR_IO, "cannot open %s '%s': %s", what, path, strerror(errno));
-    size_t cap = 1 << 20, n = 0;
-    unsigned char *b = malloc(cap);
-    for (;;) {
-        if (!b) {
-            fclose(f);
-            return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory reading %s '%s'", what, path);
-        }
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap) break;
-        unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
-        if (!nb) free(b);
-        b = nb;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(b);
-        return GPTX_FAIL(GPTX_ERR_IO, "error reading %s '%s'", what, path);
-    }
-    *buf = b;
-    *len = n;
-    return GPTX_OK;
-}
-
 /* Fills offsets/bytes/eot/vocab_size from encoder.json's {token: id} object. */
 static int load_encoder(gptx_tokenizer *t, const unsigned char *text, size_t len, const char *path,
                         const int16_t *cp_to_byte) {
     json_error_t jerr;
     json_t *root = json_loadb((const char *)text, len, JSON_REJECT_DUPLICATES, &jerr);
+    /* jansson names every fault of the text; a failed allocation inside its
+     * parser often leaves the error unset (line -1, no text): not the file's fault */
+    if (!root && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0]))
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory parsing encoder.json '%s' "
+                         "(%zu bytes)", path, len);
     if (!root)
         return GPTX_FAIL(GPTX_ERR_FORMAT, "encoder.json '%s' is not valid JSON (line %d: %s)", path,
                          jerr.line, jerr.text);
@@ -478,8 +454,12 @@ int gptx_tokenizer_load_gpt2(gptx_tokenizer **out, const char *encoder_json_path
     GPTX_CHECK_NULL(vocab_bpe_path);
     unsigned char *enc = NULL, *bpe = NULL;
     size_t enc_len = 0, bpe_len = 0;
-    int rc = read_file(encoder_json_path, "encoder.json", &enc, &enc_len);
-    if (rc == GPTX_OK) rc = read_file(vocab_bpe_path, "vocab.bpe", &bpe, &bpe_len);
+    /* regular files of bounded size (a FIFO or /dev/zero is an error) */
+    int rc = gptx_file_read_whole(encoder_json_path, "encoder.json", GPTX_MAX_ENCODER_JSON_BYTES,
+                                  &enc, &enc_len);
+    if (rc == GPTX_OK)
+        rc = gptx_file_read_whole(vocab_bpe_path, "vocab.bpe", GPTX_MAX_VOCAB_BPE_BYTES, &bpe,
+                                  &bpe_len);
     if (rc == GPTX_OK)
         rc = gptx_tok_load_gpt2_mem(out, enc, enc_len, encoder_json_path, bpe, bpe_len,
                                     vocab_bpe_path);

@@ -145,7 +145,7 @@ static void test_atomic_write(void) {
     snprintf(cmd, sizeof cmd, "mkdir -p '%s' && touch '%s'", dpath, inner);
     CHECK(system(cmd) == 0);
     CHECK_STATUS(gptx_shard_write(dpath, old_ids, 5), GPTX_ERR_IO);
-    check_message_mentions("rename");
+    check_message_mentions("it is a directory, not a regular file");
     CHECK(access(inner, F_OK) == 0);
     CHECK(count_temp_files() == 0);
 

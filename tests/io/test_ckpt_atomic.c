@@ -101,11 +101,11 @@ static void test_failing_saves(gptx_context *ctx, const scratch_dir *dir) {
     CHECK_STATUS(gptx_model_save(m, scratch_file(dir, "ckpt.safetensors/x.safetensors")),
                  GPTX_ERR_IO);
     CHECK_MSG("ckpt.safetensors' is not a folder");
-    /* the target is a directory: rename fails after the data was written */
+    /* the target is a directory: refused before anything is written */
     const char *sub = scratch_file(dir, "subdir");
     CHECK(mkdir(sub, 0755) == 0);
     CHECK_STATUS(gptx_model_save(m, sub), GPTX_ERR_IO);
-    CHECK_MSG("rename");
+    CHECK_MSG("it is a directory, not a regular file");
     CHECK(!scratch_has_temp(dir));
     /* a read-only directory (root may write anyway: then it must just work) */
     CHECK(chmod(sub, 0555) == 0);

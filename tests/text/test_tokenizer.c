@@ -6,9 +6,22 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
+#include "file_read.h"
 #include "tokenizer_internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
 
 static char encoder_path[1024], vocab_path[1024];
 
@@ -521,13 +534,99 @@ static void test_load_errors(void) {
     free(voc);
 }
 
+/* What is at the path (issue 25, item 6): a device or a FIFO is refused at
+ * once (an alarm fails the test where it would wait for a FIFO's writer or
+ * read /dev/zero's endless zeros), a file over the bound before its bytes
+ * are read (a sparse file: no disk used). */
+static void test_file_kinds(void) {
+    alarm(20);
+    expect_load("/dev/zero", vocab_path, GPTX_ERR_IO,
+                "encoder.json '/dev/zero' is a character device, not a regular file");
+    expect_load(encoder_path, "/dev/zero", GPTX_ERR_IO, "vocab.bpe '/dev/zero' is a character");
+    const char *fifo = "tok_test_fifo", *big = "tok_test_big.json";
+    remove(fifo);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    expect_load(fifo, vocab_path, GPTX_ERR_IO, "is a FIFO (named pipe), not a regular file");
+    expect_load(encoder_path, fifo, GPTX_ERR_IO, "FIFO");
+    alarm(0);
+    remove(fifo);
+    FILE *f = fopen(big, "wb");
+    CHECK(f && ftruncate(fileno(f), (off_t)GPTX_MAX_ENCODER_JSON_BYTES + 1) == 0);
+    if (f) fclose(f);
+    expect_load(big, vocab_path, GPTX_ERR_IO, "is 67108865 bytes, over the limit of 67108864");
+    remove(big);
+}
+
+/* The process's mapped bytes now (VmSize). */
+static size_t mapped_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %zu kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib << 10;
+}
+
+/* One load from memory under RLIMIT_AS with `room` MiB beyond what is
+ * mapped, in a fresh process (test_tokenizer --oom-child ROOM: a heap with
+ * free space left by the other tests would serve the parse). Exit 0 loaded,
+ * 1 out of memory elsewhere, 3 out of memory parsing encoder.json, 2 any
+ * other result. */
+static int oom_child(size_t room) {
+    size_t elen, vlen;
+    unsigned char *enc = check_read_file(encoder_path, &elen);
+    unsigned char *voc = check_read_file(vocab_path, &vlen);
+    if (!enc || !voc) return 2;
+    struct rlimit r;
+    getrlimit(RLIMIT_AS, &r);
+    r.rlim_cur = mapped_bytes() + (room << 20);
+    if (setrlimit(RLIMIT_AS, &r) != 0) return 2;
+    gptx_tokenizer *t = NULL;
+    int rc = gptx_tok_load_gpt2_mem(&t, enc, elen, "encoder.json", voc, vlen, "vocab.bpe");
+    if (rc == GPTX_OK) return 0;
+    const char *msg = gptx_last_error();
+    if (rc == GPTX_ERR_NO_MEMORY && strstr(msg, "out of host memory"))
+        return strstr(msg, "parsing encoder.json") ? 3 : 1;
+    fprintf(stderr, "%zu MiB of room: %s (%s)\n", room, gptx_status_name(rc), msg);
+    return 2;
+}
+
+/* Out of memory while encoder.json is parsed is GPTX_ERR_NO_MEMORY, not
+ * "not valid JSON (line -1: )" (issue 25, item 11): with 0 to 64 MiB of
+ * room each load must succeed or say out of memory, and at least one must
+ * run out inside the parse. Skipped under ASan (its shadow memory needs far
+ * more address space than any limit). */
+static void test_parse_out_of_memory(const char *self, const char *data, const char *ref) {
+#ifndef UNDER_ASAN
+    int in_parse = 0;
+    for (size_t room = 0; room <= 64; room = room ? room * 2 : 1) {
+        char arg[32];
+        snprintf(arg, sizeof arg, "%zu", room);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl(self, self, data, ref, "--oom-child", arg, (char *)NULL);
+            _exit(2);
+        }
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status));
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        CHECK(code == 0 || code == 1 || code == 3);
+        in_parse |= code == 3;
+    }
+    CHECK(in_parse);
+#endif
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) {
+    if (argc != 3 && !(argc == 5 && !strcmp(argv[3], "--oom-child"))) {
         fprintf(stderr, "usage: %s DATA_GPT2_DIR REFERENCE_TXT\n", argv[0]);
         return 2;
     }
     snprintf(encoder_path, sizeof encoder_path, "%s/encoder.json", argv[1]);
     snprintf(vocab_path, sizeof vocab_path, "%s/vocab.bpe", argv[1]);
+    if (argc == 5) return oom_child((size_t)atoi(argv[4]));
     gptx_tokenizer *tok = NULL;
     REQUIRE_OK(gptx_tokenizer_load_gpt2(&tok, encoder_path, vocab_path));
     test_accessors(tok);
@@ -539,6 +638,8 @@ int main(int argc, char **argv) {
     test_threads(tok);
     test_call_errors(tok);
     test_load_errors();
+    test_file_kinds();
+    test_parse_out_of_memory(argv[0], argv[1], argv[2]);
     gptx_tokenizer_destroy(tok);
     return check_exit("test_tokenizer");
 }

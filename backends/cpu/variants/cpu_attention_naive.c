@@ -45,8 +45,7 @@ int gptx_cpu_attention_naive_forward(gptx_backend *be, float *out, float *att, c
             const float *q = qkv + (size_t)b * T * C3 + h * hs;
             float *S = att + ((size_t)b * NH + h) * T * T;
             // (T, hs) @ (T, hs)^T -> (T, T), every entry, the masked ones too
-            gptx_cpu_sgemm(be, 0, 1, T, T, hs, scale, q, C3, q + C, C3,
-                        0.0f, S, T);
+            GPTX_TRY(gptx_cpu_sgemm(be, 0, 1, T, T, hs, scale, q, C3, q + C, C3, 0.0f, S, T));
         }
     softmax_args sa = {att, mask, T, 0, (size_t)B * NH * T};
     sa.ntasks = gptx_cpu_ntasks(be, sa.rows);
@@ -56,8 +55,8 @@ int gptx_cpu_attention_naive_forward(gptx_backend *be, float *out, float *att, c
             const float *v = qkv + (size_t)b * T * C3 + 2 * C + h * hs;
             const float *P = att + ((size_t)b * NH + h) * T * T;
             // (T, T) @ (T, hs) -> (T, hs) into the head's columns of out
-            gptx_cpu_sgemm(be, 0, 0, T, hs, T, 1.0f, P, T, v, C3,
-                        0.0f, out + (size_t)b * T * C + h * hs, C);
+            GPTX_TRY(gptx_cpu_sgemm(be, 0, 0, T, hs, T, 1.0f, P, T, v, C3, 0.0f,
+                                    out + (size_t)b * T * C + h * hs, C));
         }
     return GPTX_OK;
 }
@@ -96,11 +95,9 @@ int gptx_cpu_attention_naive_backward(gptx_backend *be, float *dqkv, float *datt
             float *dP = datt + ((size_t)b * NH + h) * T * T;
             float *dv = dqkv + (size_t)b * T * C3 + 2 * C + h * hs;
             // dV = P^T @ dO: (T, T)^T @ (T, hs)
-            gptx_cpu_sgemm(be, 1, 0, T, hs, T, 1.0f, P, T, dO, C, 0.0f,
-                        dv, C3);
+            GPTX_TRY(gptx_cpu_sgemm(be, 1, 0, T, hs, T, 1.0f, P, T, dO, C, 0.0f, dv, C3));
             // dP = dO @ V^T: (T, hs) @ (T, hs)^T
-            gptx_cpu_sgemm(be, 0, 1, T, T, hs, 1.0f, dO, C, v, C3, 0.0f,
-                        dP, T);
+            GPTX_TRY(gptx_cpu_sgemm(be, 0, 1, T, T, hs, 1.0f, dO, C, v, C3, 0.0f, dP, T));
         }
     dsoftmax_args da = {datt, att, T, 0, (size_t)B * NH * T};
     da.ntasks = gptx_cpu_ntasks(be, da.rows);
@@ -111,10 +108,8 @@ int gptx_cpu_attention_naive_backward(gptx_backend *be, float *dqkv, float *datt
             const float *dS = datt + ((size_t)b * NH + h) * T * T;
             float *dq = dqkv + (size_t)b * T * C3 + h * hs, *dk = dq + C;
             // dQ = dS @ K * scale, dK = dS^T @ Q * scale
-            gptx_cpu_sgemm(be, 0, 0, T, hs, T, scale, dS, T, k, C3,
-                        0.0f, dq, C3);
-            gptx_cpu_sgemm(be, 1, 0, T, hs, T, scale, dS, T, q, C3, 0.0f,
-                        dk, C3);
+            GPTX_TRY(gptx_cpu_sgemm(be, 0, 0, T, hs, T, scale, dS, T, k, C3, 0.0f, dq, C3));
+            GPTX_TRY(gptx_cpu_sgemm(be, 1, 0, T, hs, T, scale, dS, T, q, C3, 0.0f, dk, C3));
         }
     return GPTX_OK;
 }

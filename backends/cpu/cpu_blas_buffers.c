@@ -1,0 +1,103 @@
+/* OpenBLAS's work buffers, taken before they are needed, so that a lack of
+ * memory is an error rather than a hang.
+ *
+ * OpenBLAS (0.3.21 to at least 0.3.28, driver/others/memory.c) gives every
+ * product that packs its operands a work buffer of BUFFER_SIZE bytes
+ * (128 MiB on x86-64, fixed when OpenBLAS is built) from a table of buffers:
+ * one per thread in builds with USE_TLS, else one table for the process,
+ * where a buffer is reused by whichever thread is free. A new buffer is
+ * allocated when every existing one is in use, and when that allocation
+ * fails OpenBLAS retries it forever: under an address-space limit
+ * (ulimit -v) the product never returns and a core spins.
+ *
+ * So a context's threads take their buffers when the context is created,
+ * all at once (so a shared table holds one per thread), each after checking
+ * that a mapping of that size can be had: a failed check is
+ * GPTX_ERR_NO_MEMORY. A thread outside the pool that calls the context (the
+ * caller, when it is not the one that created it) does the same before its
+ * first product. The lock keeps threads warming together from taking each
+ * other's room between the check and OpenBLAS's allocation; other threads of
+ * the application can still take it, a window of microseconds. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+
+#include "cpu_backend.h"
+#include "errors.h"
+
+/* OpenBLAS's allocator of work buffers: exported by every OpenBLAS, declared
+ * in its internal common.h, not in cblas.h. */
+void *blas_memory_alloc(int procpos);
+void blas_memory_free(void *buffer);
+
+/* BUFFER_SIZE plus OpenBLAS's header and alignment */
+#define BLAS_BUFFER_BYTES (((size_t)128 << 20) + ((size_t)1 << 20))
+
+static _Thread_local int blas_ready; /* this thread has taken a buffer once */
+static pthread_mutex_t room_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A buffer from OpenBLAS's table (NULL when there is no room for one): an
+ * existing free one, or a new one after the check that it can be had. */
+static void *take_buffer(void) {
+    pthread_mutex_lock(&room_lock);
+    void *room = mmap(NULL, BLAS_BUFFER_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+    void *buf = NULL;
+    if (room != MAP_FAILED) {
+        munmap(room, BLAS_BUFFER_BYTES);
+        buf = blas_memory_alloc(0);
+    }
+    pthread_mutex_unlock(&room_lock);
+    return buf;
+}
+
+static int no_room(int nthreads) {
+    return GPTX_FAIL(GPTX_ERR_NO_MEMORY,
+                     "out of host memory: OpenBLAS needs %zu MiB of address space for each thread "
+                     "that multiplies matrices (%d here), and cannot have them (a memory limit, "
+                     "ulimit -v?)", BLAS_BUFFER_BYTES >> 20, nthreads);
+}
+
+static void blas_single(void) {
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+int gptx_cpu_blas_enter(void) {
+    blas_single();
+    if (blas_ready) return GPTX_OK;
+    void *buf = take_buffer();
+    if (!buf) return no_room(1);
+    blas_memory_free(buf);
+    blas_ready = 1;
+    return GPTX_OK;
+}
+
+typedef struct {
+    atomic_int holding, failed;
+    int n;
+} warm_run;
+
+/* Each task holds its buffer until every task holds one: a shared table
+ * then has one per thread, and each thread runs exactly one task. */
+static void warm_task(void *vp, int task) {
+    (void)task;
+    warm_run *w = vp;
+    void *buf = take_buffer();
+    if (!buf) atomic_store(&w->failed, 1);
+    atomic_fetch_add(&w->holding, 1);
+    while (atomic_load(&w->holding) < w->n) sched_yield();
+    if (buf) {
+        blas_memory_free(buf);
+        blas_ready = 1;
+    }
+}
+
+int gptx_cpu_blas_warm_pool(gptx_backend *be) {
+    blas_single();
+    warm_run w = {.n = be->nthreads};
+    gptx_threadpool_run(be->pool, be->nthreads, warm_task, &w);
+    return atomic_load(&w.failed) ? no_room(be->nthreads) : GPTX_OK;
+}
