@@ -143,7 +143,8 @@ int main(int argc, char **argv) {
         if (i + 1 >= argc) { /* the last word: a flag that needs a value, or none at all */
             const char *known[] = {"--model", "--prompt", "--prompt-file", "--backend", "--encoder",
                                    "--vocab", "--max-tokens", "--temperature", "--top-k", "--top-p",
-                                   "--seed", "--threads", "--window", "--keep", "--stop"};
+                                   "--seed", "--threads", "--window", "--keep", "--stop",
+                                   "--special-tokens"};
             int is_known = 0;
             for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
                 is_known |= !strcmp(k, known[j]);

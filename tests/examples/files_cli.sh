@@ -65,6 +65,7 @@ grep -qF -- "--out-dir $long is 4077 bytes long" "$work/err" || { echo "path cut
 # an unknown flag given last; a known one without its value
 expect 2 "unknown option --bogus" "$generate" --model "$model" --bogus
 expect 2 "--seed needs a value" "$generate" --model "$model" --seed
+expect 2 "--special-tokens needs a value" "$generate" --model "$model" --special-tokens
 
 # a prompt far longer than the window (64): the rate is of the positions run
 python3 -c "print('hello world ' * 20000)" > "$work/prompt.txt"
