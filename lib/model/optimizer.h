@@ -9,6 +9,7 @@
 #include "model.h"
 
 struct gptx_optimizer {
+    gptx_handle h;     /* first (handle.h); its parent is model */
     gptx_model *model; /* the only model this optimizer may update */
     gptx_adamw_options opts;
     /* The part of the flat parameter buffer this optimizer updates: all of
