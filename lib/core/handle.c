@@ -103,7 +103,9 @@ void gptx_handle_init(gptx_handle *h, gptx_kind kind, gptx_handle *parent,
     if (parent) gptx_handle_retain(parent);
 }
 
-void gptx_handle_retain(gptx_handle *h) { atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed); }
+void gptx_handle_retain(gptx_handle *h) {
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+}
 
 /* The last reference: release what the object holds (under the context's
  * lock: the backend's allocator is shared with the context's other objects;
