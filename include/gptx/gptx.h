@@ -35,10 +35,10 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define GPTX_VERSION_MAJOR 0
-#define GPTX_VERSION_MINOR 4
+#define GPTX_VERSION_MINOR 5
 #define GPTX_VERSION_PATCH 0
-#define GPTX_VERSION_STRING "0.4.0"
-/* Monotonic integer for compile-time comparisons: 0.4.0 -> 400. */
+#define GPTX_VERSION_STRING "0.5.0"
+/* Monotonic integer for compile-time comparisons: 0.5.0 -> 500. */
 #define GPTX_VERSION_NUMBER \
     (GPTX_VERSION_MAJOR * 10000 + GPTX_VERSION_MINOR * 100 + GPTX_VERSION_PATCH)
 /* The ABI generation: the N of the SONAME libgptx.so.N. It changes only when
@@ -79,7 +79,11 @@ typedef enum gptx_status {
     GPTX_ERR_NOT_FOUND = -10,    /* no such name (parameter, ...) */
     GPTX_ERR_BACKEND = -11,      /* the backend (BLAS, CUDA, ...) reported a failure */
     GPTX_ERR_IO = -12,           /* reading or writing a file failed */
-    GPTX_ERR_FORMAT = -13        /* a file is corrupt, truncated or of the wrong version */
+    GPTX_ERR_FORMAT = -13,       /* a file is corrupt, truncated or of the wrong version */
+    GPTX_ERR_MISUSE = -14,       /* (0.5.0) a handle that is not a live object of its type:
+                                  * destroyed, of another type, or never created */
+    GPTX_ERR_BUSY = -15          /* (0.5.0) another thread is inside a call on the same
+                                  * object; nothing was done ("Threads and lifetimes") */
 } gptx_status;
 
 /* Message describing the last error on the calling thread ("" if none).
@@ -117,9 +121,73 @@ GPTX_API const char *gptx_status_name(int status);
 #define GPTX_STRUCT_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 
 /* ------------------------------------------------------------------------ */
+/* Threads and lifetimes: the rules for every object                        */
+/* ------------------------------------------------------------------------ */
+
+/* Threads. Any object may be used from any thread, and different objects
+ * from different threads at the same time, under these rules:
+ *   - model, optimizer, generator, sampler, data loader, timer, communicator:
+ *     one call at a time on each. A call that overlaps another thread's call
+ *     on the same object, or on an object it works through (a generator's or
+ *     an optimizer's model, gptx_generate's sampler, a train state's
+ *     optimizer, sampler and loaders), does nothing and returns
+ *     GPTX_ERR_BUSY at once; it never waits and never computes on the other
+ *     call's state, and retrying later is safe. Calls that only read what is
+ *     fixed at creation run beside any call: gptx_model_get_config,
+ *     _num_parameters, _num_tensors, _tensor_info, _find_tensor,
+ *     gptx_optimizer_get_shard, gptx_dataloader_info_get, _get_options,
+ *     gptx_comm_get_options, _engine_name, _rank, _world_size, _local_rank,
+ *     _local_world_size.
+ *   - The check is per call: a sequence that belongs together (a forward
+ *     pass, then gptx_model_get_logits; gradients, then the optimizer's step)
+ *     is the caller's to keep together. Use one object from one thread at a
+ *     time, or hold a lock of your own around the sequence.
+ *   - context: any number of threads. Every call that runs on its backend
+ *     (a call on the context, or on a model, optimizer, generator or timer
+ *     made from it) holds the context's lock, so such calls
+ *     take turns (they wait; they are not refused): several models of one
+ *     context may be used from several threads, one call at a time, each
+ *     with the results it would have alone. Models of different contexts
+ *     run in parallel. gptx_compare_models holds both models throughout and
+ *     each context only while its model runs there.
+ *   - tokenizer: nothing changes after loading; any number of threads may
+ *     encode and decode with one tokenizer at once.
+ *   - gptx_last_error() and gptx_clear_error() are per thread.
+ *
+ * Lifetimes. An object made from another keeps it alive: a model, data
+ * loader, timer or communicator its context; an optimizer or generator its
+ * model; a sharded optimizer its communicator. So destroy calls may come
+ * in any order. gptx_*_destroy ends the handle at once (any later call with
+ * it is GPTX_ERR_MISUSE), and the object's memory goes when the last object
+ * made from it is destroyed too: a generator whose model was destroyed goes
+ * on generating with that model, while calls that name the destroyed model
+ * (gptx_optimizer_step(opt, model)) are refused. A destroy while another
+ * thread is inside a call on the object does nothing (the calling thread's
+ * gptx_last_error() says so): finish the calls on an object first. The MPI
+ * engine finalizes MPI when its communicator is released, i.e. after the
+ * last sharded optimizer on it is destroyed too.
+ *
+ * Handle checks. Every handle carries a magic value checked on entry to
+ * every call and changed by its destroy (SQLite's habit): a handle that was
+ * destroyed, one of another type, or a pointer to memory that holds no gptx
+ * object is GPTX_ERR_MISUSE with a message naming the argument, not a
+ * crash; a second destroy does nothing and sets the message. Calls that
+ * return a value instead of a status return their empty value (0, -1 or "")
+ * and set the message. Limits: the library keeps a destroyed object's
+ * memory (marked dead) only until 64 more objects have been released in the
+ * process; a handle destroyed longer ago than that points to freed memory,
+ * and using it is undefined behaviour like any use after free (the memory
+ * may hold a new object by then). The check catches mistakes; it is no
+ * substitute for not using a handle after its destroy. NULL is
+ * GPTX_ERR_NULL, and gptx_*_destroy(NULL) does nothing. */
+
+/* ------------------------------------------------------------------------ */
 /* Context: backend, device, threads, memory accounting                     */
 /* ------------------------------------------------------------------------ */
 
+/* Any number of threads; calls that run on the backend take turns on the
+ * context's lock. Kept alive by the objects made from it ("Threads and
+ * lifetimes" above). */
 typedef struct gptx_context gptx_context;
 
 typedef enum gptx_backend_kind {
@@ -133,7 +201,8 @@ typedef struct gptx_context_options {
     int backend;          /* gptx_backend_kind */
     int device;           /* device ordinal (CUDA); ignored on CPU */
     int num_threads;      /* CPU worker threads incl. BLAS; 0 = number of online cores */
-    int deterministic;    /* 1 = bitwise repeatable results (CPU: also across thread counts) */
+    int deterministic;    /* 1 = bitwise repeatable results (CPU: also across thread counts);
+                           * 0 or 1, anything else is GPTX_ERR_INVALID */
     /* Numeric precision policy (gptx_precision; docs/precision.md). The CPU
      * backend offers FP32 (its default) and, in builds with oneDNN
      * (GPTX_FEATURE_DNNL), BF16 and BF16_PURE; CUDA all of them. */
@@ -227,6 +296,9 @@ GPTX_API int gptx_context_synchronize(gptx_context *ctx);
 /* Model                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* One call at a time (else GPTX_ERR_BUSY), the configuration and tensor
+ * queries excepted; keeps its context alive, and is kept alive by its
+ * optimizers and generators ("Threads and lifetimes"). */
 typedef struct gptx_model gptx_model;
 
 /* Targets equal to this value are ignored by the loss (not counted in the mean). */
@@ -324,6 +396,8 @@ GPTX_API int gptx_model_get_gradient(const gptx_model *model, const char *name, 
 /* Optimizer: AdamW, fused over all parameters                              */
 /* ------------------------------------------------------------------------ */
 
+/* One call at a time (else GPTX_ERR_BUSY); a step also claims its model.
+ * Keeps its model (and a sharded one its communicator) alive. */
 typedef struct gptx_optimizer gptx_optimizer;
 
 typedef enum gptx_decay_policy {
@@ -334,7 +408,8 @@ typedef enum gptx_decay_policy {
 
 typedef struct gptx_adamw_options {
     size_t struct_size; /* filled by gptx_adamw_options_init */
-    float lr;           /* default 3e-4 */
+    float lr;           /* default 3e-4; in [0, 10] (also for set_lr): AdamW moves each
+                         * weight by about lr a step, so more is a typo, not a choice */
     float beta1;        /* default 0.9 */
     float beta2;        /* default 0.95 */
     float eps;          /* default 1e-8 */
@@ -361,6 +436,8 @@ GPTX_API void gptx_optimizer_destroy(gptx_optimizer *opt);
  * clipping. If the norm is not finite nothing is updated and
  * GPTX_ERR_NON_FINITE is returned. */
 GPTX_API int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm);
+/* lr in [0, 10], as in gptx_adamw_options; otherwise GPTX_ERR_INVALID and
+ * the rate in effect stays. */
 GPTX_API int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr);
 GPTX_API int gptx_optimizer_get_lr(const gptx_optimizer *opt, float *lr);
 /* Number of updates applied so far. */
@@ -373,6 +450,7 @@ GPTX_API int gptx_optimizer_get_options(const gptx_optimizer *opt, gptx_adamw_op
 /* Tokenizer: GPT-2 byte-level BPE                                          */
 /* ------------------------------------------------------------------------ */
 
+/* Read-only after loading: any number of threads may use one at once. */
 typedef struct gptx_tokenizer gptx_tokenizer;
 
 /* Loads OpenAI's GPT-2 files (encoder.json, vocab.bpe). */
@@ -415,6 +493,9 @@ GPTX_API int gptx_shard_read(const char *path, int32_t **tokens, size_t *n);
 /* Frees memory the library handed to the caller. */
 GPTX_API void gptx_free(void *ptr);
 
+/* One call at a time (else GPTX_ERR_BUSY), info and options excepted; a
+ * batch stays valid until the loader's next call. Keeps its context (if
+ * any) alive. */
 typedef struct gptx_dataloader gptx_dataloader;
 
 typedef struct gptx_dataloader_options {
@@ -494,6 +575,8 @@ GPTX_API int gptx_dataloader_set_state(gptx_dataloader *dl, const gptx_dataloade
 /* Sampler and generation                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* One call at a time (else GPTX_ERR_BUSY), including its use by a
+ * generator or gptx_generate. */
 typedef struct gptx_sampler gptx_sampler;
 
 typedef struct gptx_sampler_options {
@@ -562,6 +645,9 @@ GPTX_API int gptx_generate(gptx_model *model, gptx_sampler *sampler, const int32
  * the model's activation buffers are shared with training, so a generator
  * call leaves the model with no forward pass (run gptx_model_forward again
  * before gptx_model_backward or gptx_model_get_logits). */
+/* One call at a time (else GPTX_ERR_BUSY); a call that computes logits
+ * also claims its model, so it is GPTX_ERR_BUSY while another thread is in
+ * a call on the model. Keeps its model alive. */
 typedef struct gptx_generator gptx_generator;
 
 typedef struct gptx_generator_options {
@@ -636,6 +722,8 @@ GPTX_API int gptx_generator_get_stats(const gptx_generator *g, gptx_generator_st
 /* Timer                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* One call at a time (else GPTX_ERR_BUSY); keeps its context (if any)
+ * alive. */
 typedef struct gptx_timer gptx_timer;
 
 typedef enum gptx_timer_scope {
@@ -647,7 +735,7 @@ typedef enum gptx_timer_scope {
  * synchronize it so queued work is inside the interval; with a CUDA
  * context they record events on its stream (no synchronization) and an
  * interval is the device time between them, resolved when the report or
- * the interval is read (docs/timing.md). ctx must outlive the timer. */
+ * the interval is read (docs/timing.md). The timer keeps ctx alive. */
 GPTX_API int gptx_timer_create(gptx_timer **out, gptx_context *ctx, int scope);
 GPTX_API void gptx_timer_destroy(gptx_timer *t);
 GPTX_API int gptx_timer_start(gptx_timer *t);
@@ -872,6 +960,9 @@ GPTX_API int gptx_compare_report_format(const gptx_compare_report *report, char 
  * and costs nothing), "mpi" (CPU contexts, started by mpirun) and "nccl"
  * (CUDA contexts, started by mpirun or with torchrun-style variables).
  * See docs/distributed.md. */
+/* One call at a time (else GPTX_ERR_BUSY), the queries of rank, size and
+ * options excepted; a collective on a model's gradients also claims the
+ * model. Keeps its context alive; kept alive by sharded optimizers. */
 typedef struct gptx_comm gptx_comm;
 
 typedef enum gptx_comm_launcher {
@@ -983,8 +1074,8 @@ GPTX_API int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_s
 /* ZeRO-1: an optimizer whose AdamW moments are sharded over comm. Rank r
  * keeps m and v only for its shard of the flat parameter buffer (about
  * nparams / world size floats each; gptx_optimizer_get_shard says which).
- * The model must belong to comm's context; the communicator must outlive
- * the optimizer. GPTX_ERR_UNSUPPORTED for an engine that stages a device
+ * The model must belong to comm's context; the optimizer keeps the
+ * communicator alive. GPTX_ERR_UNSUPPORTED for an engine that stages a device
  * context's gradients through host memory (MPI engine with a CUDA context). */
 GPTX_API int gptx_optimizer_create_sharded(gptx_optimizer **out, gptx_model *model,
                                            const gptx_adamw_options *opts, gptx_comm *comm);

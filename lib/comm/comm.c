@@ -23,6 +23,8 @@
 
 /* ---- launcher detection ----------------------------------------------------- */
 
+GPTX_HANDLE_FIRST(gptx_comm);
+
 int gptx_comm_launch_info_init_sized(gptx_comm_launch_info *info, size_t size) {
     static const gptx_comm_launch_info one_process = {
         .struct_size = GPTX_COMM_LAUNCH_INFO_SIZE,
@@ -295,10 +297,19 @@ static int create_engine(gptx_comm *c, comm_setup *s, int engine) {
     }
 }
 
+/* The communicator's release (handle.h): when it was destroyed and no
+ * sharded optimizer uses it any more. */
+static void release_comm(gptx_handle *h) {
+    gptx_comm *comm = (gptx_comm *)h;
+    if (comm->engine) comm->engine->ops->destroy(comm->engine, comm->failed);
+    if (comm->bootstrap) comm->bootstrap->ops->destroy(comm->bootstrap, comm->failed);
+    free(comm->staging);
+}
+
 int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options *in) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     gptx_comm_options o = comm_defaults;
     if (in) GPTX_TRY(gptx_struct_read(&o, in, &gptx_desc_comm_options, __func__, "opts"));
     if (o.engine < GPTX_COMM_AUTO || o.engine > GPTX_COMM_NCCL)
@@ -319,14 +330,15 @@ int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options
 
     gptx_comm *c = calloc(1, sizeof *c);
     if (!c) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    gptx_handle_init(&c->h, GPTX_KIND_COMM, &ctx->h, NULL, release_comm);
     c->ctx = ctx;
     c->opts = o;
     c->timeout_s = s.timeout_s;
     int rc = create_engine(c, &s, o.engine);
     if (rc != GPTX_OK) {
         /* a half-made start-up may have peers waiting: release without talking */
-        if (c->bootstrap) c->bootstrap->ops->destroy(c->bootstrap, 1);
-        free(c);
+        c->failed = 1;
+        gptx_comm_destroy(c);
         return rc;
     }
     *out = c;
@@ -334,29 +346,42 @@ int gptx_comm_create(gptx_comm **out, gptx_context *ctx, const gptx_comm_options
 }
 
 void gptx_comm_destroy(gptx_comm *comm) {
-    if (!comm) return;
-    if (comm->engine) comm->engine->ops->destroy(comm->engine, comm->failed);
-    if (comm->bootstrap) comm->bootstrap->ops->destroy(comm->bootstrap, comm->failed);
-    free(comm->staging);
-    free(comm);
+    gptx_handle_destroy(comm, GPTX_KIND_COMM, "comm", __func__);
 }
 
 /* ---- queries ---------------------------------------------------------------------- */
 
 int gptx_comm_get_options(const gptx_comm *comm, gptx_comm_options *opts) {
-    GPTX_CHECK_NULL(comm);
+    GPTX_CHECK_HANDLE(comm, GPTX_KIND_COMM);
     GPTX_CHECK_NULL(opts);
     return gptx_struct_write(opts, &comm->opts, &gptx_desc_comm_options, __func__, "opts");
 }
 
-const char *gptx_comm_engine_name(const gptx_comm *comm) {
-    return comm ? comm->engine->ops->name : "";
+/* The engine of a live communicator, NULL (message set) for anything else:
+ * what the queries below answer from, fixed at creation. */
+static const comm_engine *engine_of(const gptx_comm *comm, const char *func) {
+    return gptx_handle_check(comm, GPTX_KIND_COMM, "comm", func) == GPTX_OK ? comm->engine : NULL;
 }
-int gptx_comm_rank(const gptx_comm *comm) { return comm ? comm->engine->rank : -1; }
-int gptx_comm_world_size(const gptx_comm *comm) { return comm ? comm->engine->world_size : -1; }
-int gptx_comm_local_rank(const gptx_comm *comm) { return comm ? comm->engine->local_rank : -1; }
+
+const char *gptx_comm_engine_name(const gptx_comm *comm) {
+    const comm_engine *e = engine_of(comm, __func__);
+    return e ? e->ops->name : "";
+}
+int gptx_comm_rank(const gptx_comm *comm) {
+    const comm_engine *e = engine_of(comm, __func__);
+    return e ? e->rank : -1;
+}
+int gptx_comm_world_size(const gptx_comm *comm) {
+    const comm_engine *e = engine_of(comm, __func__);
+    return e ? e->world_size : -1;
+}
+int gptx_comm_local_rank(const gptx_comm *comm) {
+    const comm_engine *e = engine_of(comm, __func__);
+    return e ? e->local_rank : -1;
+}
 int gptx_comm_local_world_size(const gptx_comm *comm) {
-    return comm ? comm->engine->local_world_size : -1;
+    const comm_engine *e = engine_of(comm, __func__);
+    return e ? e->local_world_size : -1;
 }
 
 /* ---- collectives --------------------------------------------------------------------- */
@@ -398,14 +423,15 @@ static int check_op(int op, const char *func) {
 }
 
 int gptx_comm_barrier(gptx_comm *comm) {
-    GPTX_CHECK_NULL(comm);
+    GPTX_ENTER(comm, GPTX_KIND_COMM);
     GPTX_TRY(gptx_comm_usable(comm, __func__));
     return gptx_comm_engine_result(comm, comm->engine->ops->barrier(comm->engine));
 }
 
 static int allreduce_host(gptx_comm *comm, void *values, size_t count, int op, comm_dtype t,
                           const char *func) {
-    if (!comm) return gptx_fail(GPTX_ERR_NULL, func, "argument 'comm' is NULL");
+    gptx_guard g __attribute__((cleanup(gptx_guard_leave))) = {0};
+    GPTX_TRY(gptx_guard_enter(&g, comm, GPTX_KIND_COMM, GPTX_GUARD_CHECK, "comm", func));
     if (!values && count > 0) return gptx_fail(GPTX_ERR_NULL, func, "argument 'values' is NULL");
     GPTX_TRY(check_op(op, func));
     GPTX_TRY(gptx_comm_usable(comm, func));
@@ -423,7 +449,7 @@ int gptx_comm_allreduce_i64(gptx_comm *comm, int64_t *values, size_t count, int 
 }
 
 int gptx_comm_broadcast(gptx_comm *comm, void *data, size_t bytes, int root) {
-    GPTX_CHECK_NULL(comm);
+    GPTX_ENTER(comm, GPTX_KIND_COMM);
     if (!data && bytes > 0) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'data' is NULL");
     if (root < 0 || root >= comm->engine->world_size)
         return GPTX_FAIL(GPTX_ERR_INVALID, "root is %d; must be in [0, world size %d)", root,
@@ -497,8 +523,8 @@ int gptx_comm_allgather_host(gptx_comm *c, float *host, size_t count) {
 }
 
 int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t local_tokens) {
-    GPTX_CHECK_NULL(comm);
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(comm, GPTX_KIND_COMM);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     GPTX_TRY(gptx_comm_check_reduction(comm, model, local_tokens, __func__));
     comm_engine *e = comm->engine;
     if (e->world_size == 1) return GPTX_OK; /* the mean over one rank is its own gradient */

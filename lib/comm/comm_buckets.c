@@ -89,8 +89,8 @@ static void release_all(bucketer *b) {
 
 int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_scale,
                        int64_t local_tokens, size_t bucket_bytes) {
-    GPTX_CHECK_NULL(comm);
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(comm, GPTX_KIND_COMM);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     GPTX_TRY(gptx_comm_check_reduction(comm, model, local_tokens, __func__));
     GPTX_TRY(gptx_model_backward_check(model, loss_scale, __func__));
     comm_engine *e = comm->engine;

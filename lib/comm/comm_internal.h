@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "gptx/gptx.h"
+#include "handle.h"
 
 typedef enum comm_dtype { COMM_F64, COMM_I64 } comm_dtype;
 
@@ -79,6 +80,7 @@ static inline void comm_shard(size_t count, int world_size, int rank, size_t *lo
 /* The public handle (lib/comm/comm.c), shared with comm_zero.c, comm_buckets.c
  * and checkpoint.c. */
 struct gptx_comm {
+    gptx_handle h; /* first (handle.h); its parent is ctx */
     gptx_context *ctx;
     gptx_comm_options opts; /* as created (defaults filled in) */
     comm_engine *engine;

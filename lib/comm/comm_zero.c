@@ -15,8 +15,8 @@ int gptx_optimizer_create_sharded(gptx_optimizer **out, gptx_model *model,
                                   const gptx_adamw_options *opts, gptx_comm *comm) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
-    GPTX_CHECK_NULL(model);
-    GPTX_CHECK_NULL(comm);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
+    GPTX_ENTER(comm, GPTX_KIND_COMM);
     if (model->ctx != comm->ctx)
         return GPTX_FAIL(GPTX_ERR_MISMATCH,
                          "the model belongs to another context than the communicator");
@@ -32,16 +32,17 @@ int gptx_optimizer_create_sharded(gptx_optimizer **out, gptx_model *model,
                          "a sharded optimizer needs fp32 parameters (its all-gather and the "
                          "gathered checkpoint moments are fp32); this context stores them as %s "
                          "(use gptx_optimizer_create)",
-                         gptx_precision_name(gptx_context_precision(model->ctx)));
+                         gptx_precision_name(model->ctx->precision));
     size_t lo, hi;
     comm_shard(model->layout.nparams, comm->engine->world_size, comm->engine->rank, &lo, &hi);
     GPTX_TRY(gptx_optimizer_create_part(out, model, opts, lo, hi - lo, __func__));
+    gptx_handle_retain(&comm->h); /* released with the optimizer */
     (*out)->comm = comm;
     return GPTX_OK;
 }
 
 int gptx_optimizer_get_shard(const gptx_optimizer *opt, size_t *offset, size_t *count) {
-    GPTX_CHECK_NULL(opt);
+    GPTX_CHECK_HANDLE(opt, GPTX_KIND_OPTIMIZER);
     GPTX_CHECK_NULL(offset);
     GPTX_CHECK_NULL(count);
     *offset = opt->shard_offset;
@@ -51,8 +52,8 @@ int gptx_optimizer_get_shard(const gptx_optimizer *opt, size_t *offset, size_t *
 
 int gptx_optimizer_step_sharded(gptx_optimizer *opt, gptx_model *model, int64_t local_tokens,
                                 float *grad_norm) {
-    GPTX_CHECK_NULL(opt);
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(opt, GPTX_KIND_OPTIMIZER);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     if (model != opt->model)
         return GPTX_FAIL(GPTX_ERR_MISMATCH, "the optimizer was created for another model");
     if (!opt->comm)
@@ -64,6 +65,7 @@ int gptx_optimizer_step_sharded(gptx_optimizer *opt, gptx_model *model, int64_t 
         return GPTX_FAIL(GPTX_ERR_INVALID, "local_tokens is %lld; must be >= 0",
                          (long long)local_tokens);
     gptx_comm *c = opt->comm;
+    GPTX_HOLD(c, GPTX_KIND_COMM); /* its user may have destroyed it: the optimizer keeps it */
     GPTX_TRY(gptx_comm_usable(c, __func__));
     comm_engine *e = c->engine;
     gptx_context *ctx = model->ctx;

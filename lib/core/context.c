@@ -9,6 +9,8 @@
 #include "module.h"
 #include "op_profile.h"
 
+GPTX_HANDLE_FIRST(gptx_context);
+
 static const gptx_context_options context_defaults = {
     .struct_size = GPTX_CONTEXT_OPTIONS_SIZE,
     .backend = GPTX_BACKEND_AUTO,
@@ -44,18 +46,38 @@ static int resolved_precision(const gptx_context *ctx) {
 }
 
 int gptx_context_precision(const gptx_context *ctx) {
-    if (!ctx) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'ctx' is NULL");
+    GPTX_CHECK_HANDLE(ctx, GPTX_KIND_CONTEXT);
     return ctx->precision;
+}
+
+/* The context's release (handle.h): runs when it was destroyed and the
+ * last object made from it is gone. */
+static void release_context(gptx_handle *h) {
+    gptx_context *ctx = (gptx_context *)h;
+    gptx_op_profiler_destroy(ctx->profiler); /* its events, before the backend */
+    ctx->ops->destroy(ctx->be);
+    pthread_mutex_destroy(&ctx->mu);
+}
+
+static int init_lock(pthread_mutex_t *mu) {
+    pthread_mutexattr_t a;
+    int rc = pthread_mutexattr_init(&a);
+    if (rc == 0) rc = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    if (rc == 0) rc = pthread_mutex_init(mu, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc;
 }
 
 /* A context around a backend instance that was just created (taken over). */
 static int wrap_backend(gptx_context **out, const gptx_backend_ops *ops, gptx_backend *be,
                         const gptx_context_options *opts) {
     gptx_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) {
+    if (!ctx || init_lock(&ctx->mu) != 0) {
+        free(ctx);
         ops->destroy(be);
-        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (context and its lock)");
     }
+    gptx_handle_init(&ctx->h, GPTX_KIND_CONTEXT, NULL, &ctx->mu, release_context);
     ctx->ops = ops;
     ctx->be = be;
     ctx->opts = *opts;
@@ -129,23 +151,21 @@ int gptx_context_create_on(gptx_context **out, const gptx_context_options *opts,
 }
 
 void gptx_context_destroy(gptx_context *ctx) {
-    if (!ctx) return;
-    gptx_op_profiler_destroy(ctx->profiler); /* its events, before the backend */
-    ctx->ops->destroy(ctx->be);
-    free(ctx);
+    gptx_handle_destroy(ctx, GPTX_KIND_CONTEXT, "ctx", __func__);
 }
 
 const char *gptx_context_backend_name(const gptx_context *ctx) {
-    return ctx ? ctx->ops->name : "";
+    if (gptx_handle_check(ctx, GPTX_KIND_CONTEXT, "ctx", __func__) != GPTX_OK) return "";
+    return ctx->ops->name;
 }
 
 int gptx_context_num_threads(const gptx_context *ctx) {
-    if (!ctx) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'ctx' is NULL");
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     return ctx->ops->num_threads(ctx->be);
 }
 
 int gptx_context_get_options(const gptx_context *ctx, gptx_context_options *opts) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_CHECK_HANDLE(ctx, GPTX_KIND_CONTEXT);
     GPTX_CHECK_NULL(opts);
     return gptx_struct_write(opts, &ctx->opts, &gptx_desc_context_options, __func__, "opts");
 }
@@ -155,22 +175,26 @@ int gptx_context_info_init_sized(gptx_context_info *info, size_t size) {
     return gptx_struct_init(info, size, &empty, &gptx_desc_context_info, __func__, "info");
 }
 
+void gptx_context_describe(const gptx_context *ctx, gptx_context_info *full) {
+    gptx_context_info_init(full);
+    snprintf(full->backend, sizeof full->backend, "%s", ctx->ops->name);
+    full->precision = ctx->precision;
+    full->num_threads = ctx->ops->num_threads(ctx->be);
+    snprintf(full->products, sizeof full->products, "unknown");
+    if (ctx->ops->describe) ctx->ops->describe(ctx->be, full);
+}
+
 int gptx_context_get_info(const gptx_context *ctx, gptx_context_info *info) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     GPTX_CHECK_NULL(info);
     GPTX_TRY(gptx_struct_check_size(info->struct_size, &gptx_desc_context_info, __func__, "info"));
     gptx_context_info full;
-    gptx_context_info_init(&full);
-    snprintf(full.backend, sizeof full.backend, "%s", ctx->ops->name);
-    full.precision = ctx->precision;
-    full.num_threads = ctx->ops->num_threads(ctx->be);
-    snprintf(full.products, sizeof full.products, "unknown");
-    if (ctx->ops->describe) ctx->ops->describe(ctx->be, &full);
+    gptx_context_describe(ctx, &full);
     return gptx_struct_write(info, &full, &gptx_desc_context_info, __func__, "info");
 }
 
 int gptx_context_memory(const gptx_context *ctx, gptx_memory_stats *stats) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     GPTX_CHECK_NULL(stats);
     GPTX_TRY(gptx_struct_check_size(stats->struct_size, &gptx_desc_memory_stats, __func__,
                                     "stats"));
@@ -181,12 +205,12 @@ int gptx_context_memory(const gptx_context *ctx, gptx_memory_stats *stats) {
 }
 
 int gptx_context_reset_peak_memory(gptx_context *ctx) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     return ctx->ops->reset_peak(ctx->be);
 }
 
 int gptx_context_synchronize(gptx_context *ctx) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     return ctx->ops->synchronize(ctx->be);
 }
 
@@ -204,7 +228,7 @@ static int *variant_slot(gptx_kernel_variants *v, int variant) {
 }
 
 int gptx_context_set_variant(gptx_context *ctx, int variant, int value) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     int *slot = variant_slot(&ctx->variants, variant);
     if (!slot)
         return GPTX_FAIL(GPTX_ERR_INVALID, "variant is %d; expected GPTX_VARIANT_*", variant);
@@ -220,7 +244,7 @@ int gptx_context_set_variant(gptx_context *ctx, int variant, int value) {
 }
 
 int gptx_context_get_variant(const gptx_context *ctx, int variant, int *value) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     GPTX_CHECK_NULL(value);
     const int *slot = variant_slot((gptx_kernel_variants *)&ctx->variants, variant);
     if (!slot)
@@ -250,7 +274,7 @@ void gptx_kernel_variants_forward_text(const gptx_kernel_variants *v, char *buf,
 }
 
 int gptx_context_graph_counts(const gptx_context *ctx, int64_t *captures, int64_t *replays) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     int64_t c = 0, r = 0;
     if (ctx->ops->graph_counts) ctx->ops->graph_counts(ctx->be, &c, &r);
     if (captures) *captures = c;

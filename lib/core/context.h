@@ -5,8 +5,14 @@
 #define GPTX_CONTEXT_H
 
 #include "backend.h"
+#include "handle.h"
 
 struct gptx_context {
+    gptx_handle h; /* first: every handle's magic is at offset 0 (handle.h) */
+    /* held by every call that reaches the backend, through the context or an
+     * object made from it: the backend's thread pool, stream, staging
+     * buffers and allocator serve one call at a time (recursive: calls nest) */
+    pthread_mutex_t mu;
     const gptx_backend_ops *ops;
     gptx_backend *be;
     gptx_context_options opts;
@@ -29,6 +35,10 @@ int gptx_context_create_on(gptx_context **out, const gptx_context_options *opts,
  * backend (backend.h instance_ops); *v receives the variants. */
 int gptx_context_instance_ops(const gptx_context *ctx, gptx_backend_ops *ops,
                               gptx_kernel_variants *v);
+
+/* gptx_context_get_info's facts, for the library's own use on a context it
+ * holds (its user may have destroyed the handle); the caller holds its lock. */
+void gptx_context_describe(const gptx_context *ctx, gptx_context_info *full);
 
 /* "attention=flash qkv=fused norm_gelu=fused" (the forward variants). */
 void gptx_kernel_variants_forward_text(const gptx_kernel_variants *v, char *buf, size_t cap);

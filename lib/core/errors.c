@@ -77,6 +77,8 @@ const char *gptx_status_name(int status) {
     case GPTX_ERR_BACKEND: return "GPTX_ERR_BACKEND";
     case GPTX_ERR_IO: return "GPTX_ERR_IO";
     case GPTX_ERR_FORMAT: return "GPTX_ERR_FORMAT";
+    case GPTX_ERR_MISUSE: return "GPTX_ERR_MISUSE";
+    case GPTX_ERR_BUSY: return "GPTX_ERR_BUSY";
     default: return "GPTX_UNKNOWN";
     }
 }

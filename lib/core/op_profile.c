@@ -186,7 +186,7 @@ int gptx_op_profiler_end(gptx_op_profiler *p, const gptx_op_mark *mark, const gp
 /* ---- the experimental API ------------------------------------------------- */
 
 int gptx_context_set_profiling(gptx_context *ctx, int on) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     if (on != 0 && on != 1) return GPTX_FAIL(GPTX_ERR_INVALID, "on is %d; expected 0 or 1", on);
     if (on && !ctx->profiler) GPTX_TRY(gptx_op_profiler_create(&ctx->profiler, ctx->ops, ctx->be));
     ctx->profiling = on;
@@ -201,7 +201,7 @@ static int check_enabled(const gptx_context *ctx, const char *func) {
 
 int gptx_context_get_op_profile(gptx_context *ctx, gptx_op_stat *stats, int capacity, int *count,
                                 int *clock) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     GPTX_CHECK_NULL(count);
     *count = 0;
     if (capacity < 0) return GPTX_FAIL(GPTX_ERR_INVALID, "capacity is %d; must be >= 0", capacity);
@@ -217,7 +217,7 @@ int gptx_context_get_op_profile(gptx_context *ctx, gptx_op_stat *stats, int capa
 }
 
 int gptx_context_reset_op_profile(gptx_context *ctx) {
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     GPTX_TRY(check_enabled(ctx, __func__));
     drop_pending(ctx->profiler);
     ctx->profiler->nlines = 0;

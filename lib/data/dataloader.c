@@ -40,6 +40,7 @@ typedef struct batch_job {
 } batch_job;
 
 struct gptx_dataloader {
+    gptx_handle h;     /* first (handle.h); its parent is ctx when there is one */
     gptx_context *ctx; /* may be NULL */
     gptx_dataloader_options o; /* stride resolved (never 0) */
 
@@ -81,6 +82,8 @@ struct gptx_dataloader {
     batch_job job, done;
     atomic_int cancel; /* read by the thread while filling: drop the job */
 };
+
+GPTX_HANDLE_FIRST(gptx_dataloader);
 
 /* ---- options -------------------------------------------------------------- */
 
@@ -285,8 +288,10 @@ static void cancel_jobs(gptx_dataloader *dl) {
 
 /* ---- create / destroy ----------------------------------------------------- */
 
-void gptx_dataloader_destroy(gptx_dataloader *dl) {
-    if (!dl) return;
+/* The loader's release (handle.h), under its context's lock when it has one
+ * (pinned batch memory goes back to the backend). */
+static void release_loader(gptx_handle *h) {
+    gptx_dataloader *dl = (gptx_dataloader *)h;
     if (dl->thread_started) {
         atomic_store(&dl->cancel, 1);
         pthread_mutex_lock(&dl->mu);
@@ -308,17 +313,22 @@ void gptx_dataloader_destroy(gptx_dataloader *dl) {
     free(dl->file_len);
     free(dl->file_win);
     free(dl->perm);
-    free(dl);
+}
+
+void gptx_dataloader_destroy(gptx_dataloader *dl) {
+    gptx_handle_destroy(dl, GPTX_KIND_DATALOADER, "dl", __func__);
 }
 
 /* A loader with options read and validated, room for n_files, no data yet. */
 static int begin_create(const char *fn, gptx_dataloader **out, gptx_context *ctx,
                         const gptx_dataloader_options *in, size_t n_files) {
+    if (ctx) GPTX_TRY(gptx_handle_check(ctx, GPTX_KIND_CONTEXT, "ctx", fn));
     gptx_dataloader_options o = loader_defaults;
     if (in) GPTX_TRY(gptx_struct_read(&o, in, &gptx_desc_dataloader_options, fn, "opts"));
     GPTX_TRY(validate(fn, &o));
     gptx_dataloader *dl = calloc(1, sizeof *dl);
     if (!dl) return CREATE_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    gptx_handle_init(&dl->h, GPTX_KIND_DATALOADER, ctx ? &ctx->h : NULL, NULL, release_loader);
     dl->ctx = ctx;
     dl->o = o;
     dl->handed = -1;
@@ -328,10 +338,7 @@ static int begin_create(const char *fn, gptx_dataloader **out, gptx_context *ctx
     dl->file_len = calloc(n_files, sizeof *dl->file_len);
     dl->file_win = calloc(n_files + 1, sizeof *dl->file_win);
     if (!dl->file_tokens || !dl->file_len || !dl->file_win) {
-        free(dl->file_tokens);
-        free(dl->file_len);
-        free(dl->file_win);
-        free(dl);
+        gptx_dataloader_destroy(dl);
         return CREATE_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     }
     /* n_files counts only loaded files, so destroy frees exactly those */
@@ -414,6 +421,8 @@ static int finish_create(const char *fn, gptx_dataloader *dl) {
     size_t bytes = 4 * bt * sizeof(int32_t); /* 2 slots x (inputs, targets) */
     gptx_context *ctx = dl->ctx;
     if (ctx && ctx->ops->host_alloc_pinned && ctx->ops->host_free_pinned) {
+        gptx_guard g __attribute__((cleanup(gptx_guard_leave))) = {0}; /* the context's lock */
+        GPTX_TRY(gptx_guard_enter(&g, ctx, GPTX_KIND_CONTEXT, 0, "ctx", fn));
         GPTX_TRY(ctx->ops->host_alloc_pinned(ctx->be, bytes, &dl->slot_mem));
         dl->slot_mem_pinned = 1;
     } else {
@@ -545,7 +554,7 @@ int gptx_dataloader_info_init_sized(gptx_dataloader_info *info, size_t size) {
 }
 
 int gptx_dataloader_info_get(const gptx_dataloader *dl, gptx_dataloader_info *info) {
-    GPTX_CHECK_NULL(dl);
+    GPTX_CHECK_HANDLE(dl, GPTX_KIND_DATALOADER);
     GPTX_CHECK_NULL(info);
     gptx_dataloader_info full;
     gptx_dataloader_info_init(&full);
@@ -559,7 +568,7 @@ int gptx_dataloader_info_get(const gptx_dataloader *dl, gptx_dataloader_info *in
 }
 
 int gptx_dataloader_get_options(const gptx_dataloader *dl, gptx_dataloader_options *opts) {
-    GPTX_CHECK_NULL(dl);
+    GPTX_CHECK_HANDLE(dl, GPTX_KIND_DATALOADER);
     GPTX_CHECK_NULL(opts);
     return gptx_struct_write(opts, &dl->o, &gptx_desc_dataloader_options, __func__, "opts");
 }
@@ -584,7 +593,7 @@ void gptx_dataloader_geometry_get(const gptx_dataloader *dl, gptx_dataloader_geo
 
 int gptx_dataloader_next(gptx_dataloader *dl, const int32_t **inputs, const int32_t **targets,
                          int *rows, int64_t *epoch) {
-    GPTX_CHECK_NULL(dl);
+    GPTX_ENTER(dl, GPTX_KIND_DATALOADER);
     GPTX_CHECK_NULL(inputs);
     GPTX_CHECK_NULL(targets);
     if (dl->epoch == INT64_MAX)
@@ -617,7 +626,7 @@ int gptx_dataloader_next(gptx_dataloader *dl, const int32_t **inputs, const int3
 }
 
 int gptx_dataloader_get_state(const gptx_dataloader *dl, gptx_dataloader_state *state) {
-    GPTX_CHECK_NULL(dl);
+    GPTX_ENTER(dl, GPTX_KIND_DATALOADER);
     GPTX_CHECK_NULL(state);
     gptx_dataloader_state full;
     gptx_dataloader_state_init(&full);
@@ -628,7 +637,7 @@ int gptx_dataloader_get_state(const gptx_dataloader *dl, gptx_dataloader_state *
 }
 
 int gptx_dataloader_set_state(gptx_dataloader *dl, const gptx_dataloader_state *state_in) {
-    GPTX_CHECK_NULL(dl);
+    GPTX_ENTER(dl, GPTX_KIND_DATALOADER);
     GPTX_CHECK_NULL(state_in);
     gptx_dataloader_state full;
     gptx_dataloader_state_init(&full);

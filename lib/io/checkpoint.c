@@ -638,7 +638,7 @@ done:
 }
 
 int gptx_model_save(const gptx_model *model, const char *path) {
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(path);
     return save_file(model, NULL, path);
 }
@@ -654,6 +654,29 @@ static int read_train_state(const gptx_train_state *st, gptx_train_state *out,
     gptx_train_state_init(out);
     if (!st) return GPTX_OK;
     return gptx_struct_read(out, st, &gptx_desc_train_state, func, "st");
+}
+
+/* The objects of a train state, held for a whole save or load: no other
+ * thread steps the optimizer or draws from a loader or the sampler while
+ * their state is written or restored. */
+typedef struct state_guards {
+    gptx_guard g[4];
+} state_guards;
+
+static void leave_state(state_guards *sg) {
+    for (int i = 3; i >= 0; i--) gptx_guard_leave(&sg->g[i]);
+}
+
+static int enter_state(state_guards *sg, const gptx_train_state *s, const char *func) {
+    const void *obj[4] = {s->optimizer, s->sampler, s->train_loader, s->val_loader};
+    static const gptx_kind kind[4] = {GPTX_KIND_OPTIMIZER, GPTX_KIND_SAMPLER,
+                                      GPTX_KIND_DATALOADER, GPTX_KIND_DATALOADER};
+    static const char *const name[4] = {"st->optimizer", "st->sampler", "st->train_loader",
+                                        "st->val_loader"};
+    for (int i = 0; i < 4; i++)
+        if (obj[i])
+            GPTX_TRY(gptx_guard_enter(&sg->g[i], obj[i], kind[i], GPTX_GUARD_CHECK, name[i], func));
+    return GPTX_OK;
 }
 
 /* A sharded optimizer's m and v as full host vectors on every rank: each
@@ -674,10 +697,12 @@ static int gather_moments(gptx_optimizer *o, float *host[2]) {
 }
 
 int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st, const char *path) {
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(path);
     gptx_train_state s;
     GPTX_TRY(read_train_state(st, &s, "gptx_checkpoint_save"));
+    state_guards sg __attribute__((cleanup(leave_state))) = {0};
+    GPTX_TRY(enter_state(&sg, &s, __func__));
     if (s.optimizer && s.optimizer->model != model)
         return GPTX_FAIL(GPTX_ERR_MISMATCH, "st->optimizer was created for another model");
     if (s.lr_schedule_step < 0 || s.tokens_seen < 0)
@@ -690,6 +715,7 @@ int gptx_checkpoint_save(const gptx_model *model, const gptx_train_state *st, co
     if (!s.optimizer || !s.optimizer->comm) return save_file(model, &tv, path);
     /* sharded (ZeRO-1): collective gather, then rank 0 alone writes the same
      * file an unsharded optimizer would */
+    GPTX_HOLD(s.optimizer->comm, GPTX_KIND_COMM); /* a collective */
     GPTX_TRY(gptx_comm_usable(s.optimizer->comm, __func__));
     float *host[2] = {NULL, NULL};
     int rc = gather_moments(s.optimizer, host);
@@ -720,6 +746,7 @@ static int load_weights_host(const gptx_st_file *f, const gptx_layout *L, float 
 
 /* The model's weights become host[]; its gradients and saved activations are stale. */
 static int apply_weights(gptx_model *m, const float *host) {
+    GPTX_HOLD(m, GPTX_KIND_MODEL); /* a new model's first upload: the context's lock */
     gptx_context *ctx = m->ctx;
     m->phase = GPTX_PHASE_NONE;
     gptx_model_params_changed(m);
@@ -772,7 +799,7 @@ int gptx_ckpt_model_load_st(gptx_model **out, gptx_context *ctx, const gptx_st_f
 int gptx_model_load(gptx_model **out, gptx_context *ctx, const char *path) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
-    GPTX_CHECK_NULL(ctx);
+    GPTX_CHECK_HANDLE(ctx, GPTX_KIND_CONTEXT);
     GPTX_CHECK_NULL(path);
     gptx_st_file f;
     GPTX_TRY(gptx_st_open(&f, path));
@@ -782,7 +809,7 @@ int gptx_model_load(gptx_model **out, gptx_context *ctx, const char *path) {
 }
 
 int gptx_model_load_weights(gptx_model *model, const char *path) {
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(path);
     gptx_st_file f;
     GPTX_TRY(gptx_st_open(&f, path));
@@ -900,8 +927,12 @@ int gptx_checkpoint_user_metadata(const char *path, char *buf, size_t cap, size_
 }
 
 int gptx_checkpoint_load(gptx_model *model, gptx_train_state *st, const char *path) {
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(path);
+    gptx_train_state s;
+    GPTX_TRY(read_train_state(st, &s, __func__));
+    state_guards sg __attribute__((cleanup(leave_state))) = {0};
+    GPTX_TRY(enter_state(&sg, &s, __func__));
     gptx_st_file f;
     GPTX_TRY(gptx_st_open(&f, path));
     int rc = gptx_ckpt_load_st(model, st, &f);

@@ -45,6 +45,7 @@ static int check_finite(const char *label, const char *name, const float *x, siz
 }
 
 static int upload_new_model(gptx_model *m, const float *host) {
+    GPTX_HOLD(m, GPTX_KIND_MODEL); /* the context's lock */
     gptx_context *ctx = m->ctx;
     gptx_model_params_changed(m);
     GPTX_TRY(gptx_param_upload(ctx, m->params, host, m->layout.nparams));
@@ -249,7 +250,7 @@ int gptx_model_import_hf(gptx_model **out, gptx_context *ctx, const char *path,
                          const gptx_model_config *cfg) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
-    GPTX_CHECK_NULL(ctx);
+    GPTX_CHECK_HANDLE(ctx, GPTX_KIND_CONTEXT);
     GPTX_CHECK_NULL(path);
     gptx_st_file f;
     GPTX_TRY(gptx_st_open(&f, path));
@@ -389,7 +390,7 @@ int gptx_import_llmc_src(gptx_model **out, gptx_context *ctx, const gptx_src *sr
 int gptx_model_import_llmc(gptx_model **out, gptx_context *ctx, const char *path) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
-    GPTX_CHECK_NULL(ctx);
+    GPTX_CHECK_HANDLE(ctx, GPTX_KIND_CONTEXT);
     GPTX_CHECK_NULL(path);
     gptx_src src;
     GPTX_TRY(gptx_src_open_file(&src, path));

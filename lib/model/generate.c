@@ -5,8 +5,8 @@
 
 int gptx_generate(gptx_model *model, gptx_sampler *sampler, const int32_t *prompt, int n_prompt,
                   int n_new, int32_t *out) {
-    GPTX_CHECK_NULL(model);
-    GPTX_CHECK_NULL(sampler);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
+    GPTX_ENTER(sampler, GPTX_KIND_SAMPLER);
     GPTX_CHECK_NULL(prompt);
     if (n_prompt < 1)
         return GPTX_FAIL(GPTX_ERR_INVALID, "n_prompt is %d; must be >= 1", n_prompt);

@@ -21,6 +21,7 @@
 #include "model.h"
 
 struct gptx_generator {
+    gptx_handle h;       /* first (handle.h); its parent is model */
     gptx_model *model;
     int window, keep, use_cache;
     gptx_kv kv;          /* base NULL without the cache */
@@ -33,6 +34,8 @@ struct gptx_generator {
     uint64_t version;    /* model->params_version the cache was computed with */
     gptx_generator_stats stats;
 };
+
+GPTX_HANDLE_FIRST(gptx_generator);
 
 int gptx_generator_options_init_sized(gptx_generator_options *opts, size_t size) {
     static const gptx_generator_options defaults = {
@@ -60,11 +63,19 @@ static void clear_stats(gptx_generator *g) {
     g->stats = s;
 }
 
+/* The generator's release (handle.h); its model is released after it. */
+static void release_generator(gptx_handle *h) {
+    gptx_generator *g = (gptx_generator *)h;
+    if (g->kv.base) g->model->ctx->ops->free(g->model->ctx->be, g->kv.base);
+    free(g->tokens);
+    free(g->logits);
+}
+
 int gptx_generator_create(gptx_generator **out, gptx_model *model,
                           const gptx_generator_options *opts) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     gptx_generator_options o;
     gptx_generator_options_init(&o);
     if (opts) GPTX_TRY(gptx_struct_read(&o, opts, &gptx_desc_generator_options, __func__, "opts"));
@@ -85,6 +96,7 @@ int gptx_generator_create(gptx_generator **out, gptx_model *model,
                          ops->name);
     gptx_generator *g = calloc(1, sizeof *g);
     if (!g) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    gptx_handle_init(&g->h, GPTX_KIND_GENERATOR, &model->h, NULL, release_generator);
     g->model = model;
     g->window = window;
     g->keep = o.keep >= 0 ? o.keep : window / 2;
@@ -111,15 +123,11 @@ int gptx_generator_create(gptx_generator **out, gptx_model *model,
 }
 
 void gptx_generator_destroy(gptx_generator *g) {
-    if (!g) return;
-    if (g->kv.base) g->model->ctx->ops->free(g->model->ctx->be, g->kv.base);
-    free(g->tokens);
-    free(g->logits);
-    free(g);
+    gptx_handle_destroy(g, GPTX_KIND_GENERATOR, "g", __func__);
 }
 
 int gptx_generator_reset(gptx_generator *g) {
-    GPTX_CHECK_NULL(g);
+    GPTX_ENTER(g, GPTX_KIND_GENERATOR);
     g->len = g->cached = g->redo = g->fresh = 0;
     g->logits_valid = 0;
     clear_stats(g);
@@ -143,7 +151,7 @@ static void append(gptx_generator *g, int32_t tok) {
 }
 
 int gptx_generator_feed(gptx_generator *g, const int32_t *tokens, int n) {
-    GPTX_CHECK_NULL(g);
+    GPTX_ENTER(g, GPTX_KIND_GENERATOR);
     GPTX_CHECK_NULL(tokens);
     if (n < 1) return GPTX_FAIL(GPTX_ERR_INVALID, "n is %d; must be >= 1", n);
     int V = g->model->cfg.vocab_size;
@@ -155,11 +163,15 @@ int gptx_generator_feed(gptx_generator *g, const int32_t *tokens, int n) {
     return GPTX_OK;
 }
 
-/* Brings the logits up to date with the window. */
+/* Brings the logits up to date with the window. The model runs on its own
+ * activations: no other call on it may overlap (its user may have destroyed
+ * the handle; the generator keeps the model alive). */
 static int compute(gptx_generator *g, const char *func) {
     if (g->len == 0)
         return gptx_fail(GPTX_ERR_STATE, func, "the window is empty: feed a prompt first");
     gptx_model *m = g->model;
+    gptx_guard hold __attribute__((cleanup(gptx_guard_leave))) = {0};
+    GPTX_TRY(gptx_guard_enter(&hold, m, GPTX_KIND_MODEL, 0, "the generator's model", func));
     if (g->version != m->params_version) { /* the parameters changed under the cache */
         if (g->cached > g->redo) g->redo = g->cached;
         g->cached = 0;
@@ -197,7 +209,7 @@ static int compute(gptx_generator *g, const char *func) {
 }
 
 int gptx_generator_logits(gptx_generator *g, float *logits, size_t count) {
-    GPTX_CHECK_NULL(g);
+    GPTX_ENTER(g, GPTX_KIND_GENERATOR);
     GPTX_CHECK_NULL(logits);
     size_t Vp = (size_t)g->model->cfg.padded_vocab_size;
     if (count < Vp)
@@ -209,7 +221,7 @@ int gptx_generator_logits(gptx_generator *g, float *logits, size_t count) {
 }
 
 int gptx_generator_next(gptx_generator *g, gptx_sampler *sampler, int32_t *token) {
-    GPTX_CHECK_NULL(g);
+    GPTX_ENTER(g, GPTX_KIND_GENERATOR);
     GPTX_CHECK_NULL(sampler);
     GPTX_CHECK_NULL(token);
     GPTX_TRY(compute(g, __func__));
@@ -222,7 +234,7 @@ int gptx_generator_next(gptx_generator *g, gptx_sampler *sampler, int32_t *token
 }
 
 int gptx_generator_window(const gptx_generator *g, int32_t *tokens, size_t count, int *len) {
-    GPTX_CHECK_NULL(g);
+    GPTX_ENTER(g, GPTX_KIND_GENERATOR);
     GPTX_CHECK_NULL(len);
     if (count > 0) GPTX_CHECK_NULL(tokens);
     size_t n = count < (size_t)g->len ? count : (size_t)g->len;
@@ -232,7 +244,7 @@ int gptx_generator_window(const gptx_generator *g, int32_t *tokens, size_t count
 }
 
 int gptx_generator_get_stats(const gptx_generator *g, gptx_generator_stats *stats) {
-    GPTX_CHECK_NULL(g);
+    GPTX_ENTER(g, GPTX_KIND_GENERATOR);
     GPTX_CHECK_NULL(stats);
     return gptx_struct_write(stats, &g->stats, &gptx_desc_generator_stats, __func__, "stats");
 }

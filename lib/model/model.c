@@ -13,6 +13,8 @@
 #include "param_storage.h"
 #include "philox.h"
 
+GPTX_HANDLE_FIRST(gptx_model);
+
 #define OPS(m) (&(m)->ops)
 #define BE(m) ((m)->be)
 
@@ -80,10 +82,22 @@ static void free_activations(gptx_model *m) {
     m->act_size = 0;
 }
 
+/* The model's release (handle.h): when it was destroyed and no optimizer
+ * or generator uses it any more. */
+static void release_model(gptx_handle *h) {
+    gptx_model *m = (gptx_model *)h;
+    free_activations(m);
+    if (m->params) OPS(m)->free(BE(m), m->params);
+    if (m->grads) OPS(m)->free(BE(m), m->grads);
+    if (m->wcopy) OPS(m)->free(BE(m), m->wcopy);
+    gptx_op_profile_detach(m->profiled);
+    gptx_layout_free(&m->layout);
+}
+
 int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_config *cfg_in) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
-    GPTX_CHECK_NULL(ctx);
+    GPTX_ENTER(ctx, GPTX_KIND_CONTEXT);
     GPTX_CHECK_NULL(cfg_in);
     gptx_model_config cfg;
     gptx_model_config_init(&cfg);
@@ -101,13 +115,14 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     }
     gptx_model *m = calloc(1, sizeof *m);
     if (!m) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    gptx_handle_init(&m->h, GPTX_KIND_MODEL, &ctx->h, NULL, release_model);
     m->ctx = ctx;
     m->cfg = cfg;
     m->ops = ops;
     m->variants = variants;
     int rc = gptx_op_profile_attach(ctx, &m->ops, &m->be, &m->profiled);
     if (rc != GPTX_OK) {
-        free(m);
+        gptx_model_destroy(m);
         return rc;
     }
     gptx_backend_storage st;
@@ -132,19 +147,10 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     return GPTX_OK;
 }
 
-void gptx_model_destroy(gptx_model *m) {
-    if (!m) return;
-    free_activations(m);
-    if (m->params) OPS(m)->free(BE(m), m->params);
-    if (m->grads) OPS(m)->free(BE(m), m->grads);
-    if (m->wcopy) OPS(m)->free(BE(m), m->wcopy);
-    gptx_op_profile_detach(m->profiled);
-    gptx_layout_free(&m->layout);
-    free(m);
-}
+void gptx_model_destroy(gptx_model *m) { gptx_handle_destroy(m, GPTX_KIND_MODEL, "m", __func__); }
 
 int gptx_model_get_config(const gptx_model *m, gptx_model_config *cfg) {
-    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_HANDLE(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(cfg);
     return gptx_struct_write(cfg, &m->cfg, &gptx_desc_model_config, __func__, "cfg");
 }
@@ -179,7 +185,7 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 int gptx_model_init_random(gptx_model *m, uint64_t seed) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     size_t maxn = 0;
     for (int i = 0; i < m->layout.ntensors; i++)
         if (m->layout.tensors[i].numel > maxn) maxn = m->layout.tensors[i].numel;
@@ -212,7 +218,7 @@ int gptx_model_init_random(gptx_model *m, uint64_t seed) {
 }
 
 int gptx_model_zero_grad(gptx_model *m) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     return OPS(m)->fill_f32(BE(m), m->grads, 0.0f, m->layout.nparams);
 }
 
@@ -590,14 +596,14 @@ static int forward_impl(gptx_model *m, const int32_t *inputs, const int32_t *tar
 
 int gptx_model_forward(gptx_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                        float *loss) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(inputs);
     return forward_impl(m, inputs, targets, B, T, loss, NULL, __func__);
 }
 
 int gptx_model_forward_backward(gptx_model *m, const int32_t *inputs, const int32_t *targets,
                                 int B, int T, float loss_scale, float *loss) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(inputs);
     GPTX_CHECK_NULL(targets);
     if (!isfinite(loss_scale))
@@ -733,7 +739,7 @@ static void layer_region(const gptx_model *m, int l, size_t *lo, size_t *hi) {
 }
 
 int gptx_model_backward(gptx_model *m, float loss_scale) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     return gptx_model_backward_hooked(m, loss_scale, NULL, NULL, __func__);
 }
 
@@ -846,7 +852,7 @@ static int backward_segment(gptx_model *m, const void *args) {
 /* ---- inspection ------------------------------------------------------------- */
 
 int gptx_model_get_logits(const gptx_model *m, float *dst, size_t count) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(dst);
     if (m->phase != GPTX_PHASE_FORWARD)
         return GPTX_FAIL(GPTX_ERR_STATE, "%s",
@@ -861,16 +867,19 @@ int gptx_model_get_logits(const gptx_model *m, float *dst, size_t count) {
 }
 
 int gptx_model_num_loss_tokens(const gptx_model *m, int64_t *count) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(count);
     *count = m->loss_tokens;
     return GPTX_OK;
 }
 
-size_t gptx_model_num_parameters(const gptx_model *m) { return m ? m->layout.nparams : 0; }
+size_t gptx_model_num_parameters(const gptx_model *m) {
+    if (gptx_handle_check(m, GPTX_KIND_MODEL, "m", __func__) != GPTX_OK) return 0;
+    return m->layout.nparams;
+}
 
 int gptx_model_num_tensors(const gptx_model *m) {
-    if (!m) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'm' is NULL");
+    GPTX_CHECK_HANDLE(m, GPTX_KIND_MODEL);
     return m->layout.ntensors;
 }
 
@@ -880,7 +889,7 @@ int gptx_tensor_info_init_sized(gptx_tensor_info *info, size_t size) {
 }
 
 int gptx_model_tensor_info(const gptx_model *m, int index, gptx_tensor_info *info) {
-    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_HANDLE(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(info);
     GPTX_TRY(gptx_struct_check_size(info->struct_size, &gptx_desc_tensor_info, __func__, "info"));
     if (index < 0 || index >= m->layout.ntensors)
@@ -897,7 +906,7 @@ int gptx_model_tensor_info(const gptx_model *m, int index, gptx_tensor_info *inf
 }
 
 int gptx_model_find_tensor(const gptx_model *m, const char *name, int *index) {
-    GPTX_CHECK_NULL(m);
+    GPTX_CHECK_HANDLE(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(name);
     GPTX_CHECK_NULL(index);
     int i = gptx_layout_find(&m->layout, name);
@@ -917,7 +926,7 @@ static int lookup(const gptx_model *m, const char *name, size_t count, const gpt
 }
 
 int gptx_model_get_parameter(const gptx_model *m, const char *name, float *dst, size_t count) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(dst);
     const gptx_param_desc *t = NULL;
     GPTX_TRY(lookup(m, name, count, &t));
@@ -925,7 +934,7 @@ int gptx_model_get_parameter(const gptx_model *m, const char *name, float *dst, 
 }
 
 int gptx_model_set_parameter(gptx_model *m, const char *name, const float *src, size_t count) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(src);
     const gptx_param_desc *t = NULL;
     GPTX_TRY(lookup(m, name, count, &t));
@@ -938,7 +947,7 @@ int gptx_model_set_parameter(gptx_model *m, const char *name, const float *src, 
 }
 
 int gptx_model_get_gradient(const gptx_model *m, const char *name, float *dst, size_t count) {
-    GPTX_CHECK_NULL(m);
+    GPTX_ENTER(m, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(dst);
     const gptx_param_desc *t = NULL;
     GPTX_TRY(lookup(m, name, count, &t));

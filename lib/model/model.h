@@ -54,6 +54,7 @@ typedef struct gptx_layer_acts {
 typedef enum { GPTX_PHASE_NONE, GPTX_PHASE_FORWARD, GPTX_PHASE_BACKWARD } gptx_phase;
 
 struct gptx_model {
+    gptx_handle h;     /* first (handle.h); its parent is ctx */
     gptx_context *ctx;
     gptx_model_config cfg;
     gptx_layout layout;

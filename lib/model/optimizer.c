@@ -12,6 +12,8 @@
 #include "param_storage.h"
 
 
+GPTX_HANDLE_FIRST(gptx_optimizer);
+
 static const gptx_adamw_options adamw_defaults = {
     .struct_size = GPTX_ADAMW_OPTIONS_SIZE,
     .lr = 3e-4f,
@@ -50,15 +52,21 @@ static int validate(const gptx_adamw_options *o) {
     return GPTX_OK;
 }
 
-void gptx_optimizer_destroy(gptx_optimizer *opt) {
-    if (!opt) return;
+/* The optimizer's release (handle.h); its model, and the communicator of a
+ * sharded one, are released after it. */
+static void release_optimizer(gptx_handle *h) {
+    gptx_optimizer *opt = (gptx_optimizer *)h;
     gptx_context *ctx = opt->model->ctx;
     if (opt->m) ctx->ops->free(ctx->be, opt->m);
     if (opt->v) ctx->ops->free(ctx->be, opt->v);
     free(opt->ranges);
     free(opt->range_tensor);
     gptx_op_profile_detach(opt->profiled);
-    free(opt);
+    if (opt->comm) gptx_handle_unref((gptx_handle *)opt->comm);
+}
+
+void gptx_optimizer_destroy(gptx_optimizer *opt) {
+    gptx_handle_destroy(opt, GPTX_KIND_OPTIMIZER, "opt", __func__);
 }
 
 void gptx_optimizer_set_decay(gptx_optimizer *opt) {
@@ -85,13 +93,14 @@ int gptx_optimizer_create_part(gptx_optimizer **out, gptx_model *model,
     GPTX_TRY(gptx_context_instance_ops(model->ctx, &ops, &variants));
     gptx_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    gptx_handle_init(&opt->h, GPTX_KIND_OPTIMIZER, &model->h, NULL, release_optimizer);
     opt->model = model;
     opt->opts = o;
     opt->ops = ops;
     opt->fused_copy = offset == 0 && count == model->layout.nparams && ops.adamw_copy != NULL;
     int rc = gptx_op_profile_attach(model->ctx, &opt->ops, &opt->be, &opt->profiled);
     if (rc != GPTX_OK) {
-        free(opt);
+        gptx_optimizer_destroy(opt);
         return rc;
     }
     opt->shard_offset = offset;
@@ -131,7 +140,7 @@ int gptx_optimizer_create_part(gptx_optimizer **out, gptx_model *model,
 int gptx_optimizer_create(gptx_optimizer **out, gptx_model *model, const gptx_adamw_options *in) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     return gptx_optimizer_create_part(out, model, in, 0, model->layout.nparams, __func__);
 }
 
@@ -178,8 +187,8 @@ int gptx_optimizer_update(gptx_optimizer *opt, float norm, const char *func) {
 }
 
 int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm) {
-    GPTX_CHECK_NULL(opt);
-    GPTX_CHECK_NULL(model);
+    GPTX_ENTER(opt, GPTX_KIND_OPTIMIZER);
+    GPTX_ENTER(model, GPTX_KIND_MODEL);
     if (model != opt->model)
         return GPTX_FAIL(GPTX_ERR_MISMATCH, "the optimizer was created for another model");
     if (opt->comm)
@@ -194,7 +203,7 @@ int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm
 }
 
 int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr) {
-    GPTX_CHECK_NULL(opt);
+    GPTX_ENTER(opt, GPTX_KIND_OPTIMIZER);
     if (!(lr >= 0.0f && lr <= GPTX_ADAMW_LR_MAX)) /* NaN fails both */
         return GPTX_FAIL(GPTX_ERR_INVALID, "lr is %g; must be in [0, %g]", (double)lr,
                          (double)GPTX_ADAMW_LR_MAX);
@@ -203,21 +212,21 @@ int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr) {
 }
 
 int gptx_optimizer_get_lr(const gptx_optimizer *opt, float *lr) {
-    GPTX_CHECK_NULL(opt);
+    GPTX_ENTER(opt, GPTX_KIND_OPTIMIZER);
     GPTX_CHECK_NULL(lr);
     *lr = opt->opts.lr;
     return GPTX_OK;
 }
 
 int gptx_optimizer_get_step(const gptx_optimizer *opt, int64_t *step) {
-    GPTX_CHECK_NULL(opt);
+    GPTX_ENTER(opt, GPTX_KIND_OPTIMIZER);
     GPTX_CHECK_NULL(step);
     *step = opt->step;
     return GPTX_OK;
 }
 
 int gptx_optimizer_get_options(const gptx_optimizer *opt, gptx_adamw_options *opts) {
-    GPTX_CHECK_NULL(opt);
+    GPTX_ENTER(opt, GPTX_KIND_OPTIMIZER);
     GPTX_CHECK_NULL(opts);
     return gptx_struct_write(opts, &opt->opts, &gptx_desc_adamw_options, __func__, "opts");
 }

@@ -17,6 +17,7 @@
 #define GPTX_ADAMW_LR_MAX 10.0f
 
 struct gptx_optimizer {
+    gptx_handle h;     /* first (handle.h); its parent is model */
     gptx_model *model; /* the only model this optimizer may update */
     gptx_adamw_options opts;
     /* The part of the flat parameter buffer this optimizer updates: all of

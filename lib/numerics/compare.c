@@ -252,21 +252,23 @@ static void describe_external(gptx_compare_side *s, const char *label) {
     s->deterministic = -1;
 }
 
-static void describe_model(gptx_compare_side *s, const gptx_model *m, const char *label) {
-    const char *backend = gptx_context_backend_name(m->ctx);
-    copy_text(s->backend, sizeof s->backend, backend);
-    copy_text(s->dtype, sizeof s->dtype, gptx_precision_name(gptx_context_precision(m->ctx)));
-    copy_text(s->library_version, sizeof s->library_version, gptx_version());
+/* The side of model m, which the caller holds; its context is read through
+ * the library's own reference (its user may have destroyed that handle). */
+static int describe_model(gptx_compare_side *s, const gptx_model *m, const char *label) {
+    GPTX_HOLD(m, GPTX_KIND_MODEL); /* the context's lock, for the backend's description */
     /* what runs the products under this policy (the backend says) */
     gptx_context_info info;
-    gptx_context_info_init(&info);
-    if (gptx_context_get_info(m->ctx, &info) != GPTX_OK) snprintf(info.products, 8, "unknown");
+    gptx_context_describe(m->ctx, &info);
+    copy_text(s->backend, sizeof s->backend, info.backend);
+    copy_text(s->dtype, sizeof s->dtype, gptx_precision_name(info.precision));
+    copy_text(s->library_version, sizeof s->library_version, gptx_version());
     copy_text(s->blas, sizeof s->blas, info.products);
-    copy_text(s->cuda, sizeof s->cuda, backend && strcmp(backend, "cuda") == 0 ? "unknown" : "none");
+    copy_text(s->cuda, sizeof s->cuda, strcmp(info.backend, "cuda") == 0 ? "unknown" : "none");
     copy_text(s->label, sizeof s->label, label);
     gptx_kernel_variants_forward_text(&m->variants, s->kernels, sizeof s->kernels);
-    s->num_threads = gptx_context_num_threads(m->ctx);
+    s->num_threads = info.num_threads;
     s->deterministic = m->ctx->opts.deterministic;
+    return GPTX_OK;
 }
 
 /* ---- public entry points ------------------------------------------------------------ */
@@ -335,8 +337,10 @@ static void keep_last_positions(float *x, int B, int T, int P, size_t n) {
 
 int gptx_compare_models(gptx_model *a, gptx_model *b, const int32_t *inputs, int B, int T,
                         const gptx_compare_options *opts, gptx_compare_report *report) {
-    GPTX_CHECK_NULL(a);
-    GPTX_CHECK_NULL(b);
+    /* both models for the whole comparison (each forward pass and the logits
+     * it leaves), each context only while its model runs: they may differ */
+    GPTX_GUARD_(a, GPTX_KIND_MODEL, GPTX_GUARD_CHECK | GPTX_GUARD_NO_LOCK);
+    GPTX_GUARD_(b, GPTX_KIND_MODEL, GPTX_GUARD_CHECK | GPTX_GUARD_NO_LOCK);
     GPTX_CHECK_NULL(inputs);
     GPTX_CHECK_NULL(report);
     GPTX_TRY(check_report_size(report, __func__));
@@ -380,8 +384,8 @@ int gptx_compare_models(gptx_model *a, gptx_model *b, const int32_t *inputs, int
     free(la);
     free(lb);
     if (rc != GPTX_OK) return rc;
-    describe_model(&full.a, a, o.label_a);
-    describe_model(&full.b, b, o.label_b);
+    GPTX_TRY(describe_model(&full.a, a, o.label_a));
+    GPTX_TRY(describe_model(&full.b, b, o.label_b));
     return gptx_struct_write(report, &full, &gptx_desc_compare_report, __func__, "report");
 }
 

@@ -11,6 +11,7 @@
 #include "errors.h"
 
 struct gptx_timer {
+    gptx_handle h;     /* first (handle.h); its parent is ctx when there is one */
     gptx_context *ctx; /* NULL: host clock only */
     int events;        /* the context's backend records events */
     int scope;
@@ -28,6 +29,8 @@ struct gptx_timer {
     size_t npool, pool_cap;
 };
 
+GPTX_HANDLE_FIRST(gptx_timer);
+
 static int now_seconds(double *t) {
     struct timespec ts;
     if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
@@ -36,6 +39,8 @@ static int now_seconds(double *t) {
     return GPTX_OK;
 }
 
+static void release_timer(gptx_handle *h);
+
 int gptx_timer_create(gptx_timer **out, gptx_context *ctx, int scope) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
@@ -43,8 +48,10 @@ int gptx_timer_create(gptx_timer **out, gptx_context *ctx, int scope) {
         return GPTX_FAIL(GPTX_ERR_INVALID,
                          "scope is %d; expected GPTX_TIMER_TRAINING_STEPS or GPTX_TIMER_END_TO_END",
                          scope);
+    if (ctx) GPTX_CHECK_HANDLE(ctx, GPTX_KIND_CONTEXT);
     gptx_timer *t = calloc(1, sizeof *t);
     if (!t) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    gptx_handle_init(&t->h, GPTX_KIND_TIMER, ctx ? &ctx->h : NULL, NULL, release_timer);
     t->ctx = ctx;
     t->events = ctx && ctx->ops->event_record != NULL;
     t->scope = scope;
@@ -56,8 +63,10 @@ static void drop_event(gptx_timer *t, void *ev) {
     if (ev) t->ctx->ops->event_destroy(t->ctx->be, ev);
 }
 
-void gptx_timer_destroy(gptx_timer *t) {
-    if (!t) return;
+/* The timer's release (handle.h): its events go back to the context's
+ * backend, under the context's lock. */
+static void release_timer(gptx_handle *h) {
+    gptx_timer *t = (gptx_timer *)h;
     if (t->events) {
         for (size_t i = t->resolved; i < t->n; i++) {
             drop_event(t, t->ev_start[i]);
@@ -71,7 +80,15 @@ void gptx_timer_destroy(gptx_timer *t) {
     free(t->pool);
     free(t->seconds);
     free(t->tokens);
-    free(t);
+}
+
+void gptx_timer_destroy(gptx_timer *t) { gptx_handle_destroy(t, GPTX_KIND_TIMER, "t", __func__); }
+
+/* Queued work of the timer's context finishes before the host clock is read
+ * (the call holds the context's lock; its user may have destroyed the
+ * context handle, which the timer keeps alive). */
+static int synchronize(gptx_timer *t) {
+    return t->ctx ? t->ctx->ops->synchronize(t->ctx->be) : GPTX_OK;
 }
 
 /* An event from the pool (or a new one), recorded on the compute stream. */
@@ -120,7 +137,7 @@ static int resolve(gptx_timer *t) {
 }
 
 int gptx_timer_start(gptx_timer *t) {
-    GPTX_CHECK_NULL(t);
+    GPTX_ENTER(t, GPTX_KIND_TIMER);
     if (t->running)
         return GPTX_FAIL(GPTX_ERR_STATE, "the timer is already running (interval %zu); stop it first",
                          t->n);
@@ -132,7 +149,7 @@ int gptx_timer_start(gptx_timer *t) {
         return GPTX_OK;
     }
     /* work queued before start belongs to no interval */
-    if (t->ctx) GPTX_TRY(gptx_context_synchronize(t->ctx));
+    GPTX_TRY(synchronize(t));
     GPTX_TRY(now_seconds(&t->started));
     t->running = 1;
     return GPTX_OK;
@@ -160,7 +177,7 @@ static int grow(gptx_timer *t) {
 }
 
 int gptx_timer_stop(gptx_timer *t, int64_t tokens) {
-    GPTX_CHECK_NULL(t);
+    GPTX_ENTER(t, GPTX_KIND_TIMER);
     if (!t->running) return GPTX_FAIL(GPTX_ERR_STATE, "stop without a matching start");
     if (tokens < 0)
         return GPTX_FAIL(GPTX_ERR_INVALID, "tokens is %lld; must be >= 0 (the timer keeps running)",
@@ -180,7 +197,7 @@ int gptx_timer_stop(gptx_timer *t, int64_t tokens) {
         return GPTX_OK;
     }
     /* queued device work of the interval finishes inside it */
-    if (t->ctx) GPTX_TRY(gptx_context_synchronize(t->ctx));
+    GPTX_TRY(synchronize(t));
     double end = 0.0;
     GPTX_TRY(now_seconds(&end));
     GPTX_TRY(grow(t));
@@ -202,7 +219,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int gptx_timer_get_report(const gptx_timer *t, gptx_timer_report *r) {
-    GPTX_CHECK_NULL(t);
+    GPTX_ENTER(t, GPTX_KIND_TIMER);
     GPTX_CHECK_NULL(r);
     GPTX_TRY(gptx_struct_check_size(r->struct_size, &gptx_desc_timer_report, __func__, "r"));
     /* reading resolves pending events: the cached times are not part of
@@ -238,7 +255,7 @@ int gptx_timer_get_report(const gptx_timer *t, gptx_timer_report *r) {
 }
 
 int gptx_timer_interval(const gptx_timer *t, int64_t index, double *seconds, int64_t *tokens) {
-    GPTX_CHECK_NULL(t);
+    GPTX_ENTER(t, GPTX_KIND_TIMER);
     if (index < 0 || (uint64_t)index >= (uint64_t)t->n)
         return GPTX_FAIL(GPTX_ERR_INVALID, "index is %lld; the timer has %zu finished intervals",
                          (long long)index, t->n);

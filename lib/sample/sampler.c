@@ -6,15 +6,19 @@
 
 #include "errors.h"
 #include "abi_struct.h"
+#include "handle.h"
 #include "sampling.h"
 
 struct gptx_sampler {
+    gptx_handle h;    /* first (handle.h) */
     gptx_sampler_options opts;
     uint64_t counter; /* draws made so far = the next draw's Philox counter */
     double *weights;  /* (cap) scratch for sampling.h */
     int32_t *order;   /* (cap) */
     size_t cap;
 };
+
+GPTX_HANDLE_FIRST(gptx_sampler);
 
 static const gptx_sampler_options sampler_defaults = {
     .struct_size = GPTX_SAMPLER_OPTIONS_SIZE,
@@ -47,6 +51,12 @@ static int validate(const gptx_sampler_options *o) {
     return GPTX_OK;
 }
 
+static void release_sampler(gptx_handle *h) {
+    gptx_sampler *s = (gptx_sampler *)h;
+    free(s->weights);
+    free(s->order);
+}
+
 int gptx_sampler_create(gptx_sampler **out, const gptx_sampler_options *in) {
     GPTX_CHECK_NULL(out);
     *out = NULL;
@@ -55,16 +65,14 @@ int gptx_sampler_create(gptx_sampler **out, const gptx_sampler_options *in) {
     GPTX_TRY(validate(&o));
     gptx_sampler *s = calloc(1, sizeof *s);
     if (!s) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    gptx_handle_init(&s->h, GPTX_KIND_SAMPLER, NULL, NULL, release_sampler);
     s->opts = o;
     *out = s;
     return GPTX_OK;
 }
 
 void gptx_sampler_destroy(gptx_sampler *s) {
-    if (!s) return;
-    free(s->weights);
-    free(s->order);
-    free(s);
+    gptx_handle_destroy(s, GPTX_KIND_SAMPLER, "s", __func__);
 }
 
 static int ensure_scratch(gptx_sampler *s, size_t n) {
@@ -86,7 +94,7 @@ static int ensure_scratch(gptx_sampler *s, size_t n) {
 
 int gptx_sampler_sample(gptx_sampler *s, const float *logits, int n_logits, int vocab_size,
                         int32_t *token) {
-    GPTX_CHECK_NULL(s);
+    GPTX_ENTER(s, GPTX_KIND_SAMPLER);
     GPTX_CHECK_NULL(logits);
     GPTX_CHECK_NULL(token);
     if (vocab_size <= 0)
@@ -122,7 +130,7 @@ int gptx_sampler_sample(gptx_sampler *s, const float *logits, int n_logits, int 
 }
 
 int gptx_sampler_get_state(const gptx_sampler *s, gptx_sampler_state *state) {
-    GPTX_CHECK_NULL(s);
+    GPTX_ENTER(s, GPTX_KIND_SAMPLER);
     GPTX_CHECK_NULL(state);
     gptx_sampler_state full;
     gptx_sampler_state_init(&full);
@@ -133,13 +141,13 @@ int gptx_sampler_get_state(const gptx_sampler *s, gptx_sampler_state *state) {
 }
 
 int gptx_sampler_get_options(const gptx_sampler *s, gptx_sampler_options *opts) {
-    GPTX_CHECK_NULL(s);
+    GPTX_ENTER(s, GPTX_KIND_SAMPLER);
     GPTX_CHECK_NULL(opts);
     return gptx_struct_write(opts, &s->opts, &gptx_desc_sampler_options, __func__, "opts");
 }
 
 int gptx_sampler_set_state(gptx_sampler *s, const gptx_sampler_state *state) {
-    GPTX_CHECK_NULL(s);
+    GPTX_ENTER(s, GPTX_KIND_SAMPLER);
     GPTX_CHECK_NULL(state);
     gptx_sampler_state full;
     gptx_sampler_state_init(&full);

@@ -27,6 +27,7 @@
 
 #include "errors.h"
 #include "file_read.h"
+#include "handle.h"
 #include "tokenizer_internal.h"
 
 #ifndef PCRE2_MATCH_INVALID_UTF
@@ -58,6 +59,7 @@ typedef struct {
 } pair_slot;
 
 struct gptx_tokenizer {
+    gptx_handle h;  /* first (handle.h); never exclusive: nothing changes after loading */
     int vocab_size; /* entries of encoder.json, EOT included */
     int eot;
     uint32_t *offsets;       /* (vocab_size + 1): token i is bytes[offsets[i], offsets[i+1]) */
@@ -70,6 +72,8 @@ struct gptx_tokenizer {
     pcre2_code *re;
     int jit;                 /* 1 when the pattern was JIT-compiled */
 };
+
+GPTX_HANDLE_FIRST(gptx_tokenizer);
 
 /* ---- hashing -------------------------------------------------------------- */
 
@@ -412,14 +416,17 @@ static int compile_pattern(gptx_tokenizer *t) {
     return GPTX_OK;
 }
 
-void gptx_tokenizer_destroy(gptx_tokenizer *tok) {
-    if (!tok) return;
+static void release_tokenizer(gptx_handle *h) {
+    gptx_tokenizer *tok = (gptx_tokenizer *)h;
     pcre2_code_free(tok->re);
     free(tok->offsets);
     free(tok->bytes);
     free(tok->tokens);
     free(tok->pairs);
-    free(tok);
+}
+
+void gptx_tokenizer_destroy(gptx_tokenizer *tok) {
+    gptx_handle_destroy(tok, GPTX_KIND_TOKENIZER, "tok", __func__);
 }
 
 int gptx_tok_load_gpt2_mem(gptx_tokenizer **out, const void *encoder_json, size_t encoder_len,
@@ -428,6 +435,7 @@ int gptx_tok_load_gpt2_mem(gptx_tokenizer **out, const void *encoder_json, size_
     *out = NULL;
     gptx_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    gptx_handle_init(&t->h, GPTX_KIND_TOKENIZER, NULL, NULL, release_tokenizer);
     uint32_t b2c[256];
     int16_t c2b[ALPHABET_END];
     byte_to_codepoint(b2c);
@@ -468,9 +476,15 @@ int gptx_tokenizer_load_gpt2(gptx_tokenizer **out, const char *encoder_json_path
     return rc;
 }
 
-int gptx_tokenizer_vocab_size(const gptx_tokenizer *tok) { return tok ? tok->vocab_size : 0; }
+int gptx_tokenizer_vocab_size(const gptx_tokenizer *tok) {
+    if (gptx_handle_check(tok, GPTX_KIND_TOKENIZER, "tok", __func__) != GPTX_OK) return 0;
+    return tok->vocab_size;
+}
 
-int gptx_tokenizer_eot_token(const gptx_tokenizer *tok) { return tok ? tok->eot : -1; }
+int gptx_tokenizer_eot_token(const gptx_tokenizer *tok) {
+    if (gptx_handle_check(tok, GPTX_KIND_TOKENIZER, "tok", __func__) != GPTX_OK) return -1;
+    return tok->eot;
+}
 
 /* ---- byte-pair merging --------------------------------------------------- */
 
@@ -689,7 +703,7 @@ static size_t find_eot(const unsigned char *text, size_t from, size_t len) {
 
 int gptx_tokenizer_encode(const gptx_tokenizer *tok, const char *text, size_t len,
                           int allow_special, int32_t *ids, size_t capacity, size_t *n_ids) {
-    GPTX_CHECK_NULL(tok);
+    GPTX_CHECK_HANDLE(tok, GPTX_KIND_TOKENIZER);
     GPTX_CHECK_NULL(n_ids);
     *n_ids = 0;
     if (!text && len > 0)
@@ -726,7 +740,7 @@ int gptx_tokenizer_encode(const gptx_tokenizer *tok, const char *text, size_t le
 
 int gptx_tokenizer_decode(const gptx_tokenizer *tok, const int32_t *ids, size_t n, char *out,
                           size_t capacity, size_t *out_len) {
-    GPTX_CHECK_NULL(tok);
+    GPTX_CHECK_HANDLE(tok, GPTX_KIND_TOKENIZER);
     GPTX_CHECK_NULL(out_len);
     *out_len = 0;
     if (!ids && n > 0) return GPTX_FAIL(GPTX_ERR_NULL, "argument 'ids' is NULL but n is %zu", n);
@@ -754,7 +768,7 @@ int gptx_tokenizer_decode(const gptx_tokenizer *tok, const int32_t *ids, size_t 
 
 int gptx_tokenizer_token_bytes(const gptx_tokenizer *tok, int32_t id, const char **bytes,
                                size_t *len) {
-    GPTX_CHECK_NULL(tok);
+    GPTX_CHECK_HANDLE(tok, GPTX_KIND_TOKENIZER);
     GPTX_CHECK_NULL(bytes);
     GPTX_CHECK_NULL(len);
     *bytes = NULL;

@@ -537,6 +537,17 @@ static void run(void) {
 
     gptx_comm_destroy(comm);
     gptx_sampler_destroy(sampler);
+    /* a handle used after its destroy: a program of any release gets an
+     * error status and a message (GPTX_ERR_MISUSE since 0.5.0, a value older
+     * headers do not name), not a crash; a second destroy does nothing */
+    if (sampler) {
+        gptx_sampler_options after;
+        gptx_sampler_options_init(&after);
+        int rc = gptx_sampler_get_options(sampler, &after);
+        EXPECT(rc < 0 && strcmp(gptx_status_name(rc), "GPTX_UNKNOWN") != 0);
+        EXPECT(strstr(gptx_last_error(), "destroyed") != NULL);
+        gptx_sampler_destroy(sampler);
+    }
     gptx_dataloader_destroy(dl);
     gptx_optimizer_destroy(opt);
     gptx_model_destroy(model);
