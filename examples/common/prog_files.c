@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gptx/gptx.h"
+#include "prog_error.h"
+
 /* The file at path for reading, or NULL after a message. O_NONBLOCK: a
  * FIFO at the path is refused below instead of waiting for a writer. */
 static FILE *open_regular(const char *prog, const char *what, const char *path, size_t max) {
@@ -82,4 +85,44 @@ char *prog_read_file_max(const char *prog, const char *what, const char *path, s
     buf[n] = '\0';
     *len = n;
     return buf;
+}
+
+int prog_out_open(prog_out *o, const char *prog, const char *path) {
+    o->buf = NULL;
+    o->len = 0;
+    o->f = open_memstream(&o->buf, &o->len);
+    if (o->f) return 0;
+    fprintf(stderr, "%s: cannot write %s: out of memory\n", prog, path);
+    return -1;
+}
+
+int prog_out_save(prog_out *o, const char *prog, const char *what, const char *path) {
+    int failed = ferror(o->f) | (fclose(o->f) != 0); /* fclose sets buf and len */
+    int rc = failed ? GPTX_ERR_NO_MEMORY : gptx_file_save(path, o->buf, o->len);
+    free(o->buf);
+    o->buf = NULL;
+    o->f = NULL;
+    if (rc == GPTX_OK) return 0;
+    fprintf(stderr, "%s%s: cannot write %s %s: %s\n", prog_error_lead(), prog, what, path,
+            failed ? "out of memory" : prog_error_text());
+    return -1;
+}
+
+FILE *prog_open_rows(const char *prog, const char *what, const char *path, int truncate) {
+    /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of waiting */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0666);
+    struct stat st;
+    const char *why = NULL;
+    if (fd < 0) why = errno == ENXIO ? "a FIFO (named pipe), not a regular file" : strerror(errno);
+    else if (fstat(fd, &st) != 0) why = strerror(errno);
+    else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+    else if (truncate && ftruncate(fd, 0) != 0) why = strerror(errno);
+    else if (fcntl(fd, F_SETFL, O_APPEND) != 0) why = strerror(errno); /* blocking writes */
+    FILE *f = why ? NULL : fdopen(fd, "a");
+    if (!f) {
+        fprintf(stderr, "%s: cannot write %s %s: %s\n", prog, what, path,
+                why ? why : strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    return f;
 }

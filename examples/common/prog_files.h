@@ -1,8 +1,9 @@
-/* Whole-file reads for the programs. */
+/* Whole-file reads and the writes of the programs' own records. */
 #ifndef GPTX_PROG_FILES_H
 #define GPTX_PROG_FILES_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* The bytes of a regular file, or of standard input when path is "-",
  * NUL-terminated (not counted in *len). NULL after printing
@@ -15,4 +16,21 @@ char *prog_read_file(const char *prog, const char *what, const char *path, size_
 char *prog_read_file_max(const char *prog, const char *what, const char *path, size_t max,
                          size_t *len);
 
+/* A file composed in memory, then saved whole through gptx_file_save (a
+ * temp file renamed over it: the old file or the new one, a link kept and
+ * its target replaced, a FIFO, device or folder refused). */
+typedef struct prog_out {
+    FILE *f; /* write here (open_memstream) */
+    char *buf;
+    size_t len;
+} prog_out;
+/* 0, or -1 after "<prog>: cannot write <path>: out of memory". */
+int prog_out_open(prog_out *o, const char *prog, const char *path);
+/* Saves what was written to o->f as path; frees o either way. 0, or -1
+ * after "<prog>: cannot write <what> <path>: <the library's reason>". */
+int prog_out_save(prog_out *o, const char *prog, const char *what, const char *path);
+/* path opened for appending rows (created when absent; emptied first when
+ * truncate), only when it is a regular file or absent: a FIFO is refused,
+ * not waited on, and a device or folder refused. NULL after a message. */
+FILE *prog_open_rows(const char *prog, const char *what, const char *path, int truncate);
 #endif

@@ -1,5 +1,7 @@
 #include "train_report.h"
 
+#include "prog_files.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -52,14 +54,15 @@ static int warning_after(const char *line, int64_t step) {
  * checkpoint by the run that then stopped) go, so no step appears twice;
  * the file is replaced atomically. 0, or -1 after a message. */
 static int keep_history(train_report *r, const char *path, int64_t resume_step) {
+    struct stat st; /* a FIFO would be waited on */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return fprintf(stderr, "gptx-train: cannot read the metrics record %s: not a regular "
+                               "file\n", path), -1;
     FILE *in = fopen(path, "r");
     if (!in) return errno == ENOENT ? 0 : (fprintf(stderr, "gptx-train: cannot read %s: %s\n",
                                                     path, strerror(errno)), -1);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        fprintf(stderr, "gptx-train: cannot write %s: %s\n", tmp, strerror(errno));
+    prog_out out;
+    if (prog_out_open(&out, "gptx-train", path) != 0) {
         fclose(in);
         return -1;
     }
@@ -78,19 +81,19 @@ static int keep_history(train_report *r, const char *path, int64_t resume_step) 
             if (is_val) push(&r->val, &r->n_val, &r->cap_val, p);
             else push(&r->train, &r->n_train, &r->cap_train, p);
         }
-        fputs(line, out);
+        fputs(line, out.f);
     }
     free(line);
     int bad_in = ferror(in);
     fclose(in);
-    int bad_out = ferror(out) | (fclose(out) != 0);
-    if (bad_in || bad_out || rename(tmp, path) != 0) {
-        fprintf(stderr, "gptx-train: cannot rewrite %s for the resumed run: %s\n", path,
-                strerror(errno));
-        unlink(tmp);
+    if (bad_in) {
+        fprintf(stderr, "gptx-train: cannot read %s for the resumed run\n", path);
+        fclose(out.f);
+        free(out.buf);
         return -1;
     }
-    return 0;
+    /* the library's atomic writer: a link to the record stays a link */
+    return prog_out_save(&out, "gptx-train", "the metrics of the resumed run to", path);
 }
 
 int train_report_open(train_report *r, const char *out_dir, int log_every, int rank,
@@ -119,12 +122,10 @@ int train_report_open(train_report *r, const char *out_dir, int log_every, int r
     if (fresh) resume_step = -1; /* --overwrite on resume: the records start anew */
     snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", out_dir);
     if (resume_step >= 0 && keep_history(r, r->metrics_path, resume_step) != 0) return -1;
-    r->metrics = fopen(r->metrics_path, resume_step >= 0 ? "a" : "w");
-    if (!r->metrics) {
-        fprintf(stderr, "gptx-train: cannot write %s: %s\n", r->metrics_path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    /* appended row by row; a FIFO, device or folder there is refused */
+    r->metrics = prog_open_rows("gptx-train", "the metrics record", r->metrics_path,
+                                resume_step < 0);
+    return r->metrics ? 0 : -1;
 }
 
 /* Every row is flushed as it is written, so a crash loses at most the row
@@ -386,13 +387,10 @@ static void format_count(char *buf, size_t n, double v) {
 
 int train_report_write_svg(const train_report *r, const char *path) {
     if (r->silent) return 0;
-    char tmp[4200]; /* written beside it, then renamed: the last plot survives a crash */
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        fprintf(stderr, "gptx-train: cannot write %s: %s\n", tmp, strerror(errno));
-        return -1;
-    }
+    /* composed in memory, then saved atomically: the last plot survives a crash */
+    prog_out po;
+    if (prog_out_open(&po, "gptx-train", path) != 0) return -1;
+    FILE *out = po.f;
     plot_frame f = {0, 1, INFINITY, -INFINITY, 70, 50, 560, 300};
     const train_point *sets[2] = {r->train, r->val};
     size_t ns[2] = {r->n_train, r->n_val};
@@ -446,13 +444,5 @@ int train_report_write_svg(const train_report *r, const char *path) {
     fprintf(out, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#1f77b4\">train loss</text>\n"
                  "<text x=\"%.0f\" y=\"%.0f\" fill=\"#d62728\">val loss</text>\n</svg>\n",
             f.left + f.width - 90, f.top + 15, f.left + f.width - 90, f.top + 30);
-    int err = ferror(out) ? (errno ? errno : EIO) : 0;
-    if (fclose(out) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) {
-        fprintf(stderr, "gptx-train: cannot write %s: %s\n", path, strerror(err));
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return prog_out_save(&po, "gptx-train", "the loss plot", path);
 }

@@ -770,6 +770,15 @@ GPTX_API int gptx_timer_interval(const gptx_timer *t, int64_t index, double *sec
 
 /* Model weights with canonical names and gptx metadata; atomic write. */
 GPTX_API int gptx_model_save(const gptx_model *model, const char *path);
+/* Writes size bytes as the file at path the way gptx writes its own files:
+ * a temporary file in the same folder, fsync, rename over path, fsync of the
+ * folder, so a crash or a full disk leaves the old file or the new one
+ * whole. A symbolic link at path is kept and the file it points to is
+ * replaced (in that file's folder); anything else that is not a regular
+ * file (a folder, FIFO, device, socket) is GPTX_ERR_IO before a byte is
+ * written. gptx-train writes its metrics record and loss plot through it.
+ * data may be NULL when size is 0. (Since 0.5.0.) */
+GPTX_API int gptx_file_save(const char *path, const void *data, size_t size);
 /* Creates a model from a gptx safetensors file (its config is in the file). */
 GPTX_API int gptx_model_load(gptx_model **out, gptx_context *ctx, const char *path);
 /* Loads weights into an existing model; names, shapes and dtypes must match. */

@@ -68,11 +68,38 @@ expect 2 "--seed needs a value" "$generate" --model "$model" --seed
 expect 2 "--special-tokens needs a value" "$generate" --model "$model" --special-tokens
 
 # a prompt far longer than the window (64): the rate is of the positions run
-python3 -c "print('hello world ' * 20000)" > "$work/prompt.txt"
+for i in $(seq 20000); do printf 'hello world '; done > "$work/prompt.txt"
 expect 0 "the window's last" "$generate" --model "$model" --prompt-file "$work/prompt.txt" \
   --max-tokens 2 --threads 1
 line=$(grep prefill "$work/err")
 rate=$(sed -E 's/.*run, ([0-9.]+) tokens\/s.*/\1/' <<< "$line")
-python3 -c "import sys; r=float(sys.argv[1]); sys.exit(0 if r < 1e6 else 1)" "$rate" \
+awk -v r="$rate" 'BEGIN { exit !(r + 0 > 0 && r + 0 < 1e6) }' \
   || { echo "absurd prefill rate: $line"; exit 1; }
 echo "ok: $line"
+
+# gptx-train's own records (metrics.jsonl, loss.svg) go through the library's
+# atomic writer: links to them stay links and their targets get the new
+# records on a resume; a FIFO in their place is refused, not waited on
+mkdir "$work/kept"
+"$train" --steps 2 --eval-every 0 --sample-tokens 0 --checkpoint-every 2 --threads 1 --batch 2 \
+  --out-dir "$work/linked" > /dev/null
+for f in metrics.jsonl loss.svg; do
+  mv "$work/linked/$f" "$work/kept/$f" && ln -s "../kept/$f" "$work/linked/$f"
+done
+"$train" --resume "$work/linked/checkpoint.safetensors" --steps 4 --out-dir "$work/linked" \
+  > /dev/null
+for f in metrics.jsonl loss.svg; do
+  [ -L "$work/linked/$f" ] || { echo "the link $f was replaced by a file"; exit 1; }
+done
+grep -q '"step": 4' "$work/kept/metrics.jsonl" || { echo "metrics not in the link's target"; exit 1; }
+[ "$(grep -c '"type": "train"' "$work/kept/metrics.jsonl")" = 4 ] \
+  || { echo "metrics rows: $(grep -c '"type": "train"' "$work/kept/metrics.jsonl") of 4"; exit 1; }
+[ "$(find "$work/kept" "$work/linked" -name '*.tmp*' | wc -l)" = 0 ] || { echo "temp left"; exit 1; }
+echo "ok: metrics.jsonl and loss.svg through links: links kept, 4 rows in the target"
+rm "$work/linked/loss.svg" && mkfifo "$work/linked/loss.svg"
+expect 1 "cannot write the loss plot" "$train" --resume "$work/linked/checkpoint.safetensors" \
+  --steps 6 --out-dir "$work/linked"
+[ -p "$work/linked/loss.svg" ] || { echo "the FIFO loss.svg was replaced"; exit 1; }
+rm "$work/linked/metrics.jsonl" && mkfifo "$work/linked/metrics.jsonl"
+expect 1 "not a regular file" "$train" --resume "$work/linked/checkpoint.safetensors" \
+  --steps 8 --out-dir "$work/linked"

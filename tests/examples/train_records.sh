@@ -4,8 +4,8 @@
 #     the later ones of the run that stopped, appends, and plots the whole run;
 #   - every metrics row is flushed: after kill -9 the file has every step the
 #     run printed and ends in a whole line;
-#   - a full disk (metrics.jsonl on /dev/full) or an unwritable plot is an
-#     error naming the file, exit status 1;
+#   - a full disk (a file size limit) or an unwritable plot is an error
+#     naming the file, exit status 1; metrics.jsonl on a device is refused;
 #   - a second trainer on a folder in use is refused, naming the owner, even
 #     after its lock file is deleted (the folder itself is locked); a run whose
 #     folder is replaced, or whose lock file (the fallback where folders
@@ -65,17 +65,33 @@ have=$(rows train killed/metrics.jsonl)
 echo "ok: kill -9 after $printed printed steps: $have whole rows"
 
 # ---- a full disk, an unwritable plot ------------------------------------------------
+# a full disk: a file size limit of 2 KiB (SIGXFSZ ignored, so writes past it
+# fail) lets the config row in and not the train rows after it
+mkdir -p full
+set +e
+( trap '' XFSZ; ulimit -f 2; exec "$train" "${micro[@]}" --steps 3 --checkpoint-every 0 \
+    --out-dir full ) > /dev/null 2> full.err; rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "cannot write full/metrics.jsonl: File too large" full.err ||
+  { echo "full disk: rc $rc"; cat full.err; exit 1; }
+echo "ok: full disk -> rc 1: $(head -n 1 full.err)"
+# metrics.jsonl a link to a device: refused before the run, the link and device left alone
 if [ -w /dev/full ]; then
-  mkdir -p full && ln -sf /dev/full full/metrics.jsonl
-  set +e; "$train" "${micro[@]}" --steps 3 --out-dir full > full.log 2> full.err; rc=$?; set -e
-  [ "$rc" -eq 1 ] && grep -q "cannot write full/metrics.jsonl: No space left on device" full.err ||
-    { echo "full disk: rc $rc"; cat full.err; exit 1; }
-  echo "ok: full disk -> rc 1: $(head -n 1 full.err)"
+  mkdir -p dev && ln -sf /dev/full dev/metrics.jsonl
+  set +e; "$train" "${micro[@]}" --steps 3 --out-dir dev --overwrite > /dev/null 2> dev.err; rc=$?
+  set -e
+  [ "$rc" -eq 1 ] && grep -q "dev/metrics.jsonl: not a regular file" dev.err && [ -L dev/metrics.jsonl ] ||
+    { echo "metrics on a device: rc $rc"; cat dev.err; exit 1; }
+  echo "ok: metrics.jsonl a link to /dev/full -> rc 1: $(head -n 1 dev.err)"
 fi
-mkdir -p plot/loss.svg.tmp # the plot's temp name taken by a folder
-set +e; "$train" "${micro[@]}" --steps 2 --out-dir plot > plot.log 2> plot.err; rc=$?; set -e
-[ "$rc" -eq 1 ] && grep -q "cannot write plot/loss.svg.tmp" plot.err || { echo "plot: rc $rc"; cat plot.err; exit 1; }
-[ -s plot/model.safetensors ] || { echo "the model must still be saved"; exit 1; }
+# the plot's path taken by a folder (on a resume: a new run would be refused for it)
+"$train" "${micro[@]}" --steps 2 --checkpoint-every 2 --out-dir plot > /dev/null
+rm plot/loss.svg && mkdir plot/loss.svg
+set +e; "$train" --resume plot/checkpoint.safetensors --steps 3 > plot.log 2> plot.err; rc=$?; set -e
+[ "$rc" -eq 1 ] && grep -q "cannot write the loss plot plot/loss.svg:.*directory" plot.err ||
+  { echo "plot: rc $rc"; cat plot.err; exit 1; }
+[ -d plot/loss.svg ] || { echo "the folder loss.svg was replaced"; exit 1; }
+grep -q '"step": 3' plot/metrics.jsonl || { echo "the run must still record step 3"; exit 1; }
 echo "ok: unwritable plot -> rc 1: $(head -n 1 plot.err)"
 
 # ---- one run per folder, whatever happens to the lock -------------------------------------

@@ -13,6 +13,7 @@
 #define _DEFAULT_SOURCE /* mkfifo, symlink, mknod, makedev */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -131,6 +132,29 @@ static void test_refused(const scratch_dir *d, gptx_model *m) {
     CHECK(!scratch_has_temp(d));
 }
 
+/* gptx_file_save, the writer programs use for their own records: the same
+ * rules as the library's saves (a link kept, its target written; a FIFO or a
+ * link to a device refused and left as it is). */
+static void test_file_save(const scratch_dir *d) {
+    CHECK(mkdir(p_(d, "rec"), 0755) == 0);
+    CHECK(symlink("rec/metrics.jsonl", p_(d, "metrics_link")) == 0);
+    CHECK_OK(gptx_file_save(p_(d, "metrics_link"), "{\"a\": 1}\n", 9));
+    CHECK(is_link_to(p_(d, "metrics_link"), "rec/metrics.jsonl"));
+    char buf[16] = {0};
+    FILE *f = fopen(p_(d, "rec/metrics.jsonl"), "r");
+    CHECK(f && fread(buf, 1, sizeof buf - 1, f) == 9 && !strcmp(buf, "{\"a\": 1}\n"));
+    if (f) fclose(f);
+    CHECK_OK(gptx_file_save(p_(d, "empty"), NULL, 0));
+    CHECK(kind_is(p_(d, "empty"), S_IFREG));
+    CHECK_STATUS(gptx_file_save(p_(d, "empty"), NULL, 3), GPTX_ERR_NULL);
+    CHECK_STATUS(gptx_file_save(p_(d, "fifo"), "x", 1), GPTX_ERR_IO); /* made by test_refused */
+    CHECK_MSG("FIFO");
+    CHECK(kind_is(p_(d, "fifo"), S_IFIFO));
+    CHECK_STATUS(gptx_file_save(p_(d, "to_null"), "x", 1), GPTX_ERR_IO);
+    CHECK(is_link_to(p_(d, "to_null"), "/dev/null"));
+    CHECK(!scratch_has_temp(d));
+}
+
 /* Loads of what is not a regular file end at once: an alarm fails the test
  * where one would wait for a FIFO's writer. */
 static void test_loads(gptx_context *ctx, const scratch_dir *d) {
@@ -178,6 +202,7 @@ int main(void) {
     REQUIRE_OK(train_on_pattern(m2, 1)); /* other parameters */
     test_links(ctx, &dir, m1, m2);
     test_refused(&dir, m1);
+    test_file_save(&dir);
     test_loads(ctx, &dir);
     test_llmc_magics(ctx, &dir);
     gptx_model_destroy(m1);

@@ -201,7 +201,8 @@ typedef struct gptx_context_options {
     int backend;          /* gptx_backend_kind */
     int device;           /* device ordinal (CUDA); ignored on CPU */
     int num_threads;      /* CPU worker threads incl. BLAS; 0 = number of online cores */
-    int deterministic;    /* 1 = bitwise repeatable results (CPU: also across thread counts) */
+    int deterministic;    /* 1 = bitwise repeatable results (CPU: also across thread counts);
+                           * 0 or 1, anything else is GPTX_ERR_INVALID */
     /* Numeric precision policy (gptx_precision; docs/precision.md). The CPU
      * backend offers FP32 (its default) and, in builds with oneDNN
      * (GPTX_FEATURE_DNNL), BF16 and BF16_PURE; CUDA all of them. */
@@ -407,7 +408,8 @@ typedef enum gptx_decay_policy {
 
 typedef struct gptx_adamw_options {
     size_t struct_size; /* filled by gptx_adamw_options_init */
-    float lr;           /* default 3e-4 */
+    float lr;           /* default 3e-4; in [0, 10] (also for set_lr): AdamW moves each
+                         * weight by about lr a step, so more is a typo, not a choice */
     float beta1;        /* default 0.9 */
     float beta2;        /* default 0.95 */
     float eps;          /* default 1e-8 */
@@ -434,6 +436,8 @@ GPTX_API void gptx_optimizer_destroy(gptx_optimizer *opt);
  * clipping. If the norm is not finite nothing is updated and
  * GPTX_ERR_NON_FINITE is returned. */
 GPTX_API int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm);
+/* lr in [0, 10], as in gptx_adamw_options; otherwise GPTX_ERR_INVALID and
+ * the rate in effect stays. */
 GPTX_API int gptx_optimizer_set_lr(gptx_optimizer *opt, float lr);
 GPTX_API int gptx_optimizer_get_lr(const gptx_optimizer *opt, float *lr);
 /* Number of updates applied so far. */
@@ -766,6 +770,15 @@ GPTX_API int gptx_timer_interval(const gptx_timer *t, int64_t index, double *sec
 
 /* Model weights with canonical names and gptx metadata; atomic write. */
 GPTX_API int gptx_model_save(const gptx_model *model, const char *path);
+/* Writes size bytes as the file at path the way gptx writes its own files:
+ * a temporary file in the same folder, fsync, rename over path, fsync of the
+ * folder, so a crash or a full disk leaves the old file or the new one
+ * whole. A symbolic link at path is kept and the file it points to is
+ * replaced (in that file's folder); anything else that is not a regular
+ * file (a folder, FIFO, device, socket) is GPTX_ERR_IO before a byte is
+ * written. gptx-train writes its metrics record and loss plot through it.
+ * data may be NULL when size is 0. (Since 0.5.0.) */
+GPTX_API int gptx_file_save(const char *path, const void *data, size_t size);
 /* Creates a model from a gptx safetensors file (its config is in the file). */
 GPTX_API int gptx_model_load(gptx_model **out, gptx_context *ctx, const char *path);
 /* Loads weights into an existing model; names, shapes and dtypes must match. */
