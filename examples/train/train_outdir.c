@@ -178,6 +178,24 @@ static int others(const train_outdir *d, int i, const char *run_id, int resuming
     return id[0] && strcmp(id, run_id) != 0;
 }
 
+/* What the run writes must be a regular file (or a link to one) or absent:
+ * a folder, FIFO or device there is found now, not when a save or the final
+ * plot fails after hours of training. 0, or -1 after the message. */
+static int run_files_writable(const train_outdir *d) {
+    for (int i = 0; i < N_RUN_FILES; i++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/%s", d->dir, run_files[i]);
+        struct stat st;
+        if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) continue; /* absent, dangling, a file */
+        fprintf(stderr, "gptx-train: --out-dir %s: its %s is %s, not a regular file: the run "
+                        "could not write it; remove it or give another --out-dir\n", d->dir,
+                run_files[i], S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode)
+                ? "a FIFO (named pipe)" : "a device or socket");
+        return -1;
+    }
+    return 0;
+}
+
 int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int overwrite,
                  int *fresh) {
     const int resuming = resume != NULL;
@@ -192,7 +210,7 @@ int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int ov
                  run_files[i]);
         has_checkpoint |= i == 1;
     }
-    if (n == 0) return 0;
+    if (n == 0) return run_files_writable(d);
     if (!overwrite) {
         fprintf(stderr, "gptx-train: --out-dir %s holds another run's files (%s): this run would "
                         "%s them; give --overwrite to replace them%s%s%s, or another --out-dir\n",
@@ -214,5 +232,5 @@ int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int ov
     }
     printf("--overwrite: removed the other run's files from %s (%s)\n", d->dir, names);
     *fresh = 1;
-    return 0;
+    return run_files_writable(d);
 }

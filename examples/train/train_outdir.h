@@ -44,7 +44,9 @@ void outdir_release(train_outdir *d);
  *     run's when they name another run id.
  * Without overwrite that is refused, naming the files; with it they are
  * removed (never the --resume file itself) and *fresh is set: a resumed run
- * then starts its records anew. 0, or -1 after a message. */
+ * then starts its records anew. Then each of the run's files must be a
+ * regular file, a link to one, or absent (a folder, FIFO or device there is
+ * refused before the first step). 0, or -1 after a message. */
 int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int overwrite,
                  int *fresh);
 

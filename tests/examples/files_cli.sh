@@ -79,7 +79,7 @@ echo "ok: $line"
 
 # gptx-train's own records (metrics.jsonl, loss.svg) go through the library's
 # atomic writer: links to them stay links and their targets get the new
-# records on a resume; a FIFO in their place is refused, not waited on
+# records on a resume; a FIFO in their place is refused before the first step
 mkdir "$work/kept"
 "$train" --steps 2 --eval-every 0 --sample-tokens 0 --checkpoint-every 2 --threads 1 --batch 2 \
   --out-dir "$work/linked" > /dev/null
@@ -97,9 +97,9 @@ grep -q '"step": 4' "$work/kept/metrics.jsonl" || { echo "metrics not in the lin
 [ "$(find "$work/kept" "$work/linked" -name '*.tmp*' | wc -l)" = 0 ] || { echo "temp left"; exit 1; }
 echo "ok: metrics.jsonl and loss.svg through links: links kept, 4 rows in the target"
 rm "$work/linked/loss.svg" && mkfifo "$work/linked/loss.svg"
-expect 1 "cannot write the loss plot" "$train" --resume "$work/linked/checkpoint.safetensors" \
-  --steps 6 --out-dir "$work/linked"
+expect 1 "its loss.svg is a FIFO (named pipe), not a regular file" "$train" \
+  --resume "$work/linked/checkpoint.safetensors" --steps 6 --out-dir "$work/linked"
 [ -p "$work/linked/loss.svg" ] || { echo "the FIFO loss.svg was replaced"; exit 1; }
 rm "$work/linked/metrics.jsonl" && mkfifo "$work/linked/metrics.jsonl"
-expect 1 "not a regular file" "$train" --resume "$work/linked/checkpoint.safetensors" \
-  --steps 8 --out-dir "$work/linked"
+expect 1 "its metrics.jsonl is a FIFO (named pipe), not a regular file" "$train" \
+  --resume "$work/linked/checkpoint.safetensors" --steps 6 --out-dir "$work/linked"

@@ -80,18 +80,19 @@ if [ -w /dev/full ]; then
   mkdir -p dev && ln -sf /dev/full dev/metrics.jsonl
   set +e; "$train" "${micro[@]}" --steps 3 --out-dir dev --overwrite > /dev/null 2> dev.err; rc=$?
   set -e
-  [ "$rc" -eq 1 ] && grep -q "dev/metrics.jsonl: not a regular file" dev.err && [ -L dev/metrics.jsonl ] ||
+  [ "$rc" -eq 1 ] && grep -q "dev: its metrics.jsonl is a device or socket, not a regular file" dev.err && [ -L dev/metrics.jsonl ] ||
     { echo "metrics on a device: rc $rc"; cat dev.err; exit 1; }
   echo "ok: metrics.jsonl a link to /dev/full -> rc 1: $(head -n 1 dev.err)"
 fi
-# the plot's path taken by a folder (on a resume: a new run would be refused for it)
+# the plot's path taken by a folder (on a resume: a new run would be refused for it):
+# refused before the first step, not after the training
 "$train" "${micro[@]}" --steps 2 --checkpoint-every 2 --out-dir plot > /dev/null
 rm plot/loss.svg && mkdir plot/loss.svg
 set +e; "$train" --resume plot/checkpoint.safetensors --steps 3 > plot.log 2> plot.err; rc=$?; set -e
-[ "$rc" -eq 1 ] && grep -q "cannot write the loss plot plot/loss.svg:.*directory" plot.err ||
+[ "$rc" -eq 1 ] && grep -q "its loss.svg is a directory, not a regular file" plot.err ||
   { echo "plot: rc $rc"; cat plot.err; exit 1; }
 [ -d plot/loss.svg ] || { echo "the folder loss.svg was replaced"; exit 1; }
-grep -q '"step": 3' plot/metrics.jsonl || { echo "the run must still record step 3"; exit 1; }
+! grep -q '"step": 3' plot/metrics.jsonl || { echo "the run trained before refusing"; exit 1; }
 echo "ok: unwritable plot -> rc 1: $(head -n 1 plot.err)"
 
 # ---- one run per folder, whatever happens to the lock -------------------------------------
