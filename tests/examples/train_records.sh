@@ -215,7 +215,11 @@ after=$(grep -B1 '"type": "warning"' hot/metrics.jsonl | head -n 1)
 "$train" "${micro[@]}" --lr 0.3 --eval-every 0 --steps 8 --out-dir wobble > /dev/null
 [ "$(warnings wobble/metrics.jsonl)" = "" ] ||
   { echo "lr 0.3 (a loss up to 1.6 times its start) warned"; cat wobble/metrics.jsonl; exit 1; }
-echo "ok: lr 10 -> one warning at step 2 (log and metrics), once also across resumes"
+# lr 1 climbs to 2.9 times its start by step 4 (10.8 -> 31.5): warned (the threshold from above)
+"$train" "${micro[@]}" --lr 1 --eval-every 0 --steps 4 --out-dir climb > /dev/null
+grep -q '"type": "warning"' climb/metrics.jsonl ||
+  { echo "lr 1 (2.9 times the start by step 4) not warned"; cat climb/metrics.jsonl; exit 1; }
+echo "ok: lr 10 -> one warning at step 2 (log and metrics), once also across resumes; lr 1 (2.9x) warned, lr 0.3 (1.6x) not"
 # a loss that is not finite (wte poisoned before step 5, through the library's own check):
 # the run stops at that step, warns, and writes no checkpoint, model or plot; the step-3
 # checkpoint stays, and resumes. On shards without validation data, so that no evaluation
