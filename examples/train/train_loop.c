@@ -196,8 +196,9 @@ static int micro_batches(train_run *run, size_t overlap, int64_t *step_tokens,
             TRY(run, gptx_comm_backward(run->comm, run->model, 1.0f / (float)K, *step_tokens,
                                         overlap));
         } else { /* cross-entropy and its gradient in one pass */
-            r = pass_result(run, gptx_model_forward_backward(run->model, in, tg, rows, T,
-                                                             1.0f / (float)K, &l));
+            float scale = run->test_grad_scale > 0 ? run->test_grad_scale : 1.0f / (float)K;
+            r = pass_result(run, gptx_model_forward_backward(run->model, in, tg, rows, T, scale,
+                                                             &l));
             if (r > 0 && overlap) r = any_nonfinite(run, r); /* what the others ask at K - 1 */
             if (r) return *loss_sum = l, r;
         }
@@ -287,11 +288,20 @@ static void watch_climb(train_run *run) {
 
 /* GPTX_TRAIN_TEST_POISON_STEP=N (tests only; GPTX_TRAIN_TEST_POISON_RANK=R
  * for one rank): before step N, wte is set to +-3e38, so that step's loss
- * overflows, through the library's real refusal of a non-finite loss. */
+ * overflows, through the library's real refusal of a non-finite loss. With
+ * GPTX_TRAIN_TEST_POISON_WHAT=grad the loss stays finite and that step's
+ * gradients are scaled by 3e38 instead of 1/K: the gradient norm overflows,
+ * through the optimizer's real refusal. */
 static int test_poison(train_run *run) {
     const char *at = getenv("GPTX_TRAIN_TEST_POISON_STEP");
     const char *rank = getenv("GPTX_TRAIN_TEST_POISON_RANK");
+    const char *what = getenv("GPTX_TRAIN_TEST_POISON_WHAT");
+    run->test_grad_scale = 0;
     if (!at || atoll(at) != run->step + 1 || (rank && atoi(rank) != run->rank)) return 0;
+    if (what && !strcmp(what, "grad")) {
+        run->test_grad_scale = 3e38f;
+        return 0;
+    }
     size_t n = (size_t)run->o.padded_vocab * (size_t)run->o.width;
     float *w = malloc(n * sizeof *w);
     if (!w) TRY(run, GPTX_ERR_NO_MEMORY);

@@ -51,6 +51,7 @@ typedef struct train_run {
     double best_val, val_loss;
     int64_t val_tokens;
     float loss; /* the last step's training loss (global) */
+    float test_grad_scale; /* tests only (GPTX_TRAIN_TEST_POISON_WHAT=grad): 0 = 1/K */
 } train_run;
 
 /* The stages, in the order main runs them. */

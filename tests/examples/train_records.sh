@@ -239,6 +239,19 @@ rc=$?; set -e
 grep -q 'resumed from nan/checkpoint.safetensors at step 3' nan4.log ||
   { echo "the checkpoint after the non-finite loss is not step 3's"; cat nan4.log; exit 1; }
 echo "ok: non-finite loss at step 5 -> exit 1, warned, nothing written; the step-3 checkpoint resumes"
+# a finite loss whose gradient norm overflows (the gradients scaled by 3e38 at step 5)
+set +e
+GPTX_TRAIN_TEST_POISON_STEP=5 GPTX_TRAIN_TEST_POISON_WHAT=grad "$train" "${micro[@]}" \
+  --train-shards ids.bin --steps 8 --checkpoint-every 3 --eval-every 0 --out-dir gnan > gnan.log \
+  2> gnan.err
+rc=$?; set -e
+[ "$rc" -eq 1 ] && grep -q "the gradient norm at step 5 is inf (not finite; the loss was [0-9.]*): the run stops here" gnan.err &&
+  [ "$(warnings gnan/metrics.jsonl)" = "5 " ] && [ "$(rows train gnan/metrics.jsonl)" -eq 4 ] &&
+  [ ! -e gnan/model.safetensors ] ||
+  { echo "non-finite gradient norm: rc $rc"; cat gnan.err; cat gnan/metrics.jsonl; ls gnan; exit 1; }
+"$train" --resume gnan/checkpoint.safetensors --steps 4 --out-dir gnan > gnan4.log
+grep -q 'at step 3' gnan4.log || { echo "the checkpoint after the overflow is not step 3's"; exit 1; }
+echo "ok: gradient norm inf at step 5 (loss finite) -> exit 1, warned, the step-3 checkpoint kept"
 
 # ---- flags and inputs ------------------------------------------------------------------
 fails() { # expected-message args...
