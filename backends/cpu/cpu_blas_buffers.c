@@ -16,13 +16,18 @@
  * GPTX_ERR_NO_MEMORY. A thread outside the pool that calls the context (the
  * caller, when it is not the one that created it) does the same before its
  * first product. The lock keeps threads warming together from taking each
- * other's room between the check and OpenBLAS's allocation; other threads of
- * the application can still take it, a window of microseconds. */
+ * other's room between the check and OpenBLAS's allocation, and each of them
+ * has its malloc arena before any check: a thread's first malloc maps 64 MiB
+ * for its arena (128 MiB for a moment), which, landing between another
+ * thread's check and its allocation, made OpenBLAS spin (test_blas_oom hung
+ * about once in 50 runs, two at a time). Other threads of the application
+ * can still take the room in that window of microseconds. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <cblas.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
 #include "cpu_backend.h"
@@ -54,6 +59,14 @@ static void *take_buffer(void) {
     return buf;
 }
 
+/* This thread's malloc arena, made now if it has none (glibc makes one at a
+ * thread's first malloc): what it maps is then taken before the check. The
+ * volatile keeps the compiler from dropping the pair. */
+static void settle_arena(void) {
+    void *volatile p = malloc(64);
+    free(p);
+}
+
 static int no_room(int nthreads) {
     return GPTX_FAIL(GPTX_ERR_NO_MEMORY,
                      "out of host memory: OpenBLAS needs %zu MiB of address space for each thread "
@@ -68,6 +81,7 @@ static void blas_single(void) {
 int gptx_cpu_blas_enter(void) {
     blas_single();
     if (blas_ready) return GPTX_OK;
+    settle_arena();
     void *buf = take_buffer();
     if (!buf) return no_room(1);
     blas_memory_free(buf);
@@ -76,15 +90,19 @@ int gptx_cpu_blas_enter(void) {
 }
 
 typedef struct {
-    atomic_int holding, failed;
+    atomic_int settled, holding, failed;
     int n;
 } warm_run;
 
-/* Each task holds its buffer until every task holds one: a shared table
- * then has one per thread, and each thread runs exactly one task. */
+/* Every task has its arena before any task checks for room, and holds its
+ * buffer until every task holds one: a shared table then has one per
+ * thread, and each thread runs exactly one task. */
 static void warm_task(void *vp, int task) {
     (void)task;
     warm_run *w = vp;
+    settle_arena();
+    atomic_fetch_add(&w->settled, 1);
+    while (atomic_load(&w->settled) < w->n) sched_yield();
     void *buf = take_buffer();
     if (!buf) atomic_store(&w->failed, 1);
     atomic_fetch_add(&w->holding, 1);

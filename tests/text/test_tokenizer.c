@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "file_read.h"
+#include "mapped_bytes.h"
 #include "tokenizer_internal.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -555,17 +556,6 @@ static void test_file_kinds(void) {
     if (f) fclose(f);
     expect_load(big, vocab_path, GPTX_ERR_IO, "is 67108865 bytes, over the limit of 67108864");
     remove(big);
-}
-
-/* The process's mapped bytes now (VmSize). */
-static size_t mapped_bytes(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    size_t kib = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %zu kB", &kib) == 1) break;
-    if (f) fclose(f);
-    return kib << 10;
 }
 
 /* One load from memory under RLIMIT_AS with `room` MiB beyond what is
