@@ -12,16 +12,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "mapped_bytes.h"
+#include "address_limit.h"
 #include "test_util.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
 
 static struct rlimit saved;
 

@@ -11,18 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "address_limit.h"
 #include "check.h"
 #include "file_read.h"
-#include "mapped_bytes.h"
 #include "tokenizer_internal.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
 
 static char encoder_path[1024], vocab_path[1024];
 
