@@ -34,6 +34,9 @@
 #include "param_storage.h"
 #include "safetensors.h"
 
+/* Every message starts with the public call's name, whichever helper found it. */
+#define HF_FAIL(status, ...) gptx_fail((status), "gptx_model_export_hf", __VA_ARGS__)
+
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
@@ -45,9 +48,9 @@ static int is_conv1d(const char *name) {
            ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight");
 }
 
-int gptx_export_check_common(const gptx_model_config *c, const char *format) {
+int gptx_export_check_common(const gptx_model_config *c, const char *format, const char *func) {
     if (!c->mask_padded_logits && c->padded_vocab_size > c->vocab_size)
-        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+        return gptx_fail(GPTX_ERR_UNSUPPORTED, func,
                          "the model's %d padded vocabulary rows take part in its softmax "
                          "(mask_padded_logits 0); %s has no padded vocabulary, so the export "
                          "would change the model's probabilities",
@@ -125,7 +128,7 @@ static int write_config(const gptx_model_config *c, const char *path) {
                      c->n_head, 4 * c->n_embd, eps, c->tied_head ? "true" : "false", eot, eot,
                      gptx_version());
     if (n < 0 || (size_t)n >= sizeof buf) /* cannot happen: every field is bounded */
-        return GPTX_FAIL(GPTX_ERR_STATE, "config.json does not fit its buffer");
+        return HF_FAIL(GPTX_ERR_STATE, "config.json does not fit its buffer");
     gptx_afile f;
     GPTX_TRY(gptx_afile_open(&f, path));
     GPTX_TRY(gptx_afile_write(&f, buf, (size_t)n));
@@ -138,7 +141,7 @@ static int check_target(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return GPTX_OK; /* absent, or a dangling link: created */
     if (!S_ISREG(st.st_mode))
-        return GPTX_FAIL(GPTX_ERR_IO, "'%s' exists and is not a regular file; the export "
+        return HF_FAIL(GPTX_ERR_IO, "'%s' exists and is not a regular file; the export "
                          "replaces only files", path);
     return GPTX_OK;
 }
@@ -147,16 +150,16 @@ static int prepare_dir(const char *dir) {
     struct stat st;
     if (stat(dir, &st) == 0) {
         if (!S_ISDIR(st.st_mode))
-            return GPTX_FAIL(GPTX_ERR_IO, "'%s' exists and is not a folder; a Hugging Face "
+            return HF_FAIL(GPTX_ERR_IO, "'%s' exists and is not a folder; a Hugging Face "
                              "export is a folder", dir);
         return GPTX_OK;
     }
     if (errno != ENOENT)
-        return GPTX_FAIL(GPTX_ERR_IO, "cannot reach folder '%s': %s", dir, strerror(errno));
+        return HF_FAIL(GPTX_ERR_IO, "cannot reach folder '%s': %s", dir, strerror(errno));
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return GPTX_FAIL(GPTX_ERR_IO, "cannot create folder '%s': %s", dir, strerror(errno));
+        return HF_FAIL(GPTX_ERR_IO, "cannot create folder '%s': %s", dir, strerror(errno));
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return GPTX_FAIL(GPTX_ERR_IO, "'%s' is not a folder", dir);
+        return HF_FAIL(GPTX_ERR_IO, "'%s' is not a folder", dir);
     return GPTX_OK;
 }
 
@@ -170,8 +173,8 @@ static char *join(const char *dir, const char *name) {
 static int export_hf(const gptx_model *m, const char *dir) {
     const gptx_model_config *c = &m->cfg;
     const gptx_layout *L = &m->layout;
-    GPTX_TRY(gptx_export_check_common(c, "Hugging Face GPT-2"));
-    if (!dir[0]) return GPTX_FAIL(GPTX_ERR_INVALID, "argument 'dir' is empty");
+    GPTX_TRY(gptx_export_check_common(c, "Hugging Face GPT-2", "gptx_model_export_hf"));
+    if (!dir[0]) return HF_FAIL(GPTX_ERR_INVALID, "argument 'dir' is empty");
     char *st_path = join(dir, "model.safetensors"), *cfg_path = join(dir, "config.json");
     int n_extra = c->qkv_bias ? 0 : c->n_layer;
     size_t n = (size_t)L->ntensors + (size_t)n_extra;
@@ -180,7 +183,7 @@ static int export_hf(const gptx_model *m, const char *dir) {
     hf_src s = {m, NULL};
     int rc = GPTX_OK;
     if (!st_path || !cfg_path || !e || !names) {
-        rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+        rc = HF_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
         goto done;
     }
     size_t maxn = 1;
@@ -188,7 +191,7 @@ static int export_hf(const gptx_model *m, const char *dir) {
         if (is_conv1d(L->tensors[i].name) && L->tensors[i].numel > maxn) maxn = L->tensors[i].numel;
     s.scratch = malloc(maxn * sizeof *s.scratch);
     if (!s.scratch) {
-        rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu floats)", maxn);
+        rc = HF_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu floats)", maxn);
         goto done;
     }
     size_t k = 0;

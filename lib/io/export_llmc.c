@@ -24,6 +24,9 @@
 #include "param_storage.h"
 #include "safetensors.h"
 
+/* Every message starts with the public call's name, whichever helper found it. */
+#define LLMC_FAIL(status, ...) gptx_fail((status), "gptx_model_export_llmc", __VA_ARGS__)
+
 #define LLMC_MAGIC 20240326
 #define LLMC_HEADER_INTS 256
 enum { LLMC_NTENSORS = 16 };
@@ -79,17 +82,17 @@ static int export_llmc(const gptx_model *m, const char *path, int bf16) {
     const gptx_model_config *c = &m->cfg;
     const gptx_layout *L = &m->layout;
     if (!c->tied_head)
-        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+        return LLMC_FAIL(GPTX_ERR_UNSUPPORTED,
                          "the model has an untied lm_head.weight and llm.c's format has none; "
                          "export it in the Hugging Face format (gptx_model_export_hf, "
                          "gptx-export --format hf)");
     if (c->layernorm_eps != 1e-5f)
-        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+        return LLMC_FAIL(GPTX_ERR_UNSUPPORTED,
                          "the model's layernorm_eps is %g; llm.c's format has no epsilon and "
                          "llm.c uses 1e-5 (export it in the Hugging Face format)",
                          (double)c->layernorm_eps);
-    GPTX_TRY(gptx_export_check_common(c, "llm.c's format"));
-    if (!path[0]) return GPTX_FAIL(GPTX_ERR_INVALID, "argument 'path' is empty");
+    GPTX_TRY(gptx_export_check_common(c, "llm.c's format", "gptx_model_export_llmc"));
+    if (!path[0]) return LLMC_FAIL(GPTX_ERR_INVALID, "argument 'path' is empty");
 
     unsigned char header[LLMC_HEADER_INTS * 4] = {0};
     int32_t h[8] = {LLMC_MAGIC, bf16 ? 5 : 3, c->context_length, c->vocab_size, c->n_layer,
@@ -104,7 +107,7 @@ static int export_llmc(const gptx_model *m, const char *path, int bf16) {
     if (!vals || !bytes) {
         free(vals);
         free(bytes);
-        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu floats)", maxn);
+        return LLMC_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu floats)", maxn);
     }
     gptx_afile f;
     int rc = gptx_afile_open(&f, path);
@@ -139,7 +142,7 @@ int gptx_model_export_llmc(const gptx_model *model, const char *path, int dtype)
     GPTX_ENTER(model, GPTX_KIND_MODEL);
     GPTX_CHECK_NULL(path);
     if (dtype != GPTX_PRECISION_FP32 && dtype != GPTX_PRECISION_BF16)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "dtype is %d; llm.c files hold GPTX_PRECISION_FP32 "
+        return LLMC_FAIL(GPTX_ERR_INVALID, "dtype is %d; llm.c files hold GPTX_PRECISION_FP32 "
                          "(version 3) or GPTX_PRECISION_BF16 (version 5)", dtype);
     return export_llmc(model, path, dtype == GPTX_PRECISION_BF16);
 }

@@ -59,20 +59,24 @@ static void randomize(gptx_model *m, uint32_t seed) {
     }
 }
 
-static gptx_model *make_model(int tied, int bias, int padded, uint32_t seed) {
+static gptx_model *make_model_in(gptx_context *in, int tied, int bias, int padded, uint32_t seed) {
     gptx_model_config c = small_config();
     c.vocab_size = 50;
     c.padded_vocab_size = padded ? 64 : 50;
     c.tied_head = tied;
     c.qkv_bias = bias;
     gptx_model *m = NULL;
-    if (gptx_model_create(&m, ctx, &c) != GPTX_OK) {
+    if (gptx_model_create(&m, in, &c) != GPTX_OK) {
         fprintf(stderr, "gptx_model_create: %s\n", gptx_last_error());
         check_failures++;
         return NULL;
     }
     randomize(m, seed);
     return m;
+}
+
+static gptx_model *make_model(int tied, int bias, int padded, uint32_t seed) {
+    return make_model_in(ctx, tied, bias, padded, seed);
 }
 
 /* Every parameter of a equals b's (after bf16 rounding when bf16); b may
@@ -303,6 +307,61 @@ done:
     gptx_model_destroy(tied);
 }
 
+/* Under the bf16 policies (with oneDNN) the export writes the parameters as
+ * the model gives them in fp32: the fp32 master weights (bf16), the bf16
+ * parameters widened (bf16_pure); an fp32 import gets exactly those. */
+static void precision_exports(void) {
+    if (!(gptx_features() & GPTX_FEATURE_DNNL)) {
+        fprintf(stderr, "precision: no oneDNN in this build, bf16 policies skipped\n");
+        return;
+    }
+    int policies[2] = {GPTX_PRECISION_BF16, GPTX_PRECISION_BF16_PURE};
+    for (int i = 0; i < 2; i++) {
+        fprintf(stderr, "precision %s\n", gptx_precision_name(policies[i]));
+        gptx_context_options o;
+        gptx_context_options_init(&o);
+        o.backend = GPTX_BACKEND_CPU;
+        o.num_threads = 1;
+        o.precision = policies[i];
+        gptx_context *bctx = NULL;
+        if (gptx_context_create(&bctx, &o) != GPTX_OK) {
+            fprintf(stderr, "  context: %s\n", gptx_last_error());
+            check_failures++;
+            continue;
+        }
+        gptx_model *m = make_model_in(bctx, 1, 1, 1, 31u + (unsigned)i), *back = NULL;
+        char name[64];
+        snprintf(name, sizeof name, "prec_%d", i);
+        const char *hf = scratch_file(&dir, name);
+        char st_path[400];
+        snprintf(st_path, sizeof st_path, "%s/model.safetensors", hf);
+        gptx_model_config c;
+        gptx_model_config_init(&c);
+        if (m) gptx_model_get_config(m, &c);
+        if (m && gptx_model_export_hf(m, hf) == GPTX_OK &&
+            gptx_model_import_hf(&back, ctx, st_path, &c) == GPTX_OK) {
+            CHECK(same_values(m, back, 0));
+        } else {
+            fprintf(stderr, "  hf export/import: %s\n", gptx_last_error());
+            check_failures++;
+        }
+        gptx_model_destroy(back);
+        back = NULL;
+        snprintf(name, sizeof name, "prec_%d.bin", i);
+        const char *bin = scratch_file(&dir, name);
+        if (m && gptx_model_export_llmc(m, bin, GPTX_PRECISION_FP32) == GPTX_OK &&
+            gptx_model_import_llmc(&back, ctx, bin) == GPTX_OK) {
+            CHECK(same_values(m, back, 0));
+        } else {
+            fprintf(stderr, "  llmc export/import: %s\n", gptx_last_error());
+            check_failures++;
+        }
+        gptx_model_destroy(back);
+        gptx_model_destroy(m);
+        gptx_context_destroy(bctx);
+    }
+}
+
 /* Removes what the round trips left (one level of sub-folders). */
 static void remove_tree(const char *path) {
     DIR *d = opendir(path);
@@ -331,6 +390,7 @@ int main(void) {
         for (int padded = 0; padded <= 1; padded++)
             for (int bf16 = 0; bf16 <= 1; bf16++) llmc_round_trip(bias, padded, bf16);
     refusals();
+    precision_exports();
     remove_tree(dir.path);
     gptx_context_destroy(ctx);
     return check_exit("test_export");
