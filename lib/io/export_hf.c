@@ -58,7 +58,8 @@ int gptx_export_check_common(const gptx_model_config *c, const char *format, con
     return GPTX_OK;
 }
 
-/* One tensor of the file: the layout tensor it comes from (-1: zeros). */
+/* The writer's fetch state; each entry's src is its layout tensor (NULL: a
+ * zero bias). */
 typedef struct hf_src {
     const gptx_model *m;
     float *scratch; /* the largest Conv1D weight */
