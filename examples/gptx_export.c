@@ -120,6 +120,13 @@ int main(int argc, char **argv) {
                     prog_error_text());
             goto done;
         }
+        gptx_model_config c;
+        gptx_model_config_init(&c);
+        if (gptx_model_get_config(m, &c) == GPTX_OK &&
+            gptx_tokenizer_vocab_size(tok) != c.vocab_size)
+            fprintf(stderr, "%s: note: the tokenizer has %d tokens and the model's vocabulary %d; "
+                    "ids the model lacks will fail in transformers\n", PROG,
+                    gptx_tokenizer_vocab_size(tok), c.vocab_size);
         if (gptx_model_export_hf(m, o.out) != GPTX_OK) { /* the message names the path */
             fprintf(stderr, "%s: %s\n", PROG, prog_error_text());
             goto done;
