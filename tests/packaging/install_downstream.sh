@@ -4,7 +4,7 @@
 # Installs the gptx build in <build dir> into <work dir>/prefix, then builds
 # and runs tests/packaging/downstream/main.c against the installed copy:
 #   1. cc + pkg-config (gptx.pc), shared library, run with LD_LIBRARY_PATH;
-#   2. CMake package, find_package(gptx 0.5 REQUIRED CONFIG) -> gptx::gptx;
+#   2. CMake package, find_package(gptx 0.6 REQUIRED CONFIG) -> gptx::gptx;
 #   3. CMake package -> gptx::gptx_static;
 #   4. cc + pkg-config --libs gptx-static (the README's static recipe): no
 #      libgptx.so dependency;
