@@ -1,4 +1,6 @@
-/* gptx-eval: the loss and perplexity of a model on a text or a token shard.
+/* gptx-eval: the loss and perplexity of a model on a text or a token shard,
+ * or its accuracy on multiple-choice completions (--multiple-choice, HellaSwag's
+ * JSONL layout: gptx_eval_mc.c).
  *
  * The tokens are cut into windows of --seq T + 1 that overlap by one token,
  * so every token but the first is predicted exactly once, from the tokens
@@ -14,6 +16,7 @@
 #include <time.h>
 
 #include "gptx/gptx.h"
+#include "gptx_eval_mc.h"
 #include "prog_data.h"
 #include "prog_error.h"
 #include "prog_files.h"
@@ -21,15 +24,21 @@
 #include "prog_text.h"
 
 static void usage(void) {
-    printf("usage: gptx-eval --model PATH (--text FILE | --tokens SHARD) [options]\n"
+    printf("usage: gptx-eval --model PATH (--text FILE | --tokens SHARD | --multiple-choice FILE)"
+           " [options]\n"
            "  --model PATH        a gptx model or checkpoint, a Hugging Face GPT-2 folder\n"
            "                      (model.safetensors + config.json) or an llm.c .bin model\n"
            "  --text FILE         text to score, GPT-2 BPE tokens; - = standard input\n"
            "  --tokens SHARD      llm.c token shard (gptx-tokenize's output) instead of --text\n"
+           "  --multiple-choice FILE  accuracy on completions instead: JSONL, one example a\n"
+           "                      line with \"ctx\", \"endings\" and \"label\" (HellaSwag's layout);\n"
+           "                      prints acc (lowest summed loss) and acc_norm (lowest mean)\n"
+           "  --details FILE      with --multiple-choice: every ending's losses, JSONL\n"
            PROG_SPECIAL_TOKENS_HELP
            "  --special           the same as --special-tokens allow (its older spelling)\n"
            "  --seq T             positions per window, <= the model's context (default: context)\n"
-           "  --batch B           windows per forward pass (default 4)\n"
+           "  --batch B           windows per forward pass (default 4); with\n"
+           "                      --multiple-choice, rows (endings) per pass, whole examples\n"
            "  --max-tokens N      score only the first N tokens (default: all)\n"
            "  --backend NAME      cpu (default), cuda or auto\n"
            "  --threads N         CPU threads, 0 = all cores (default 0)\n"
@@ -70,8 +79,62 @@ static int score(gptx_model *m, const int32_t *ids, int rows, int T, int32_t *in
     return rc;
 }
 
+/* --multiple-choice: 0 done, 1 failed (a message printed). */
+static int multiple_choice(gptx_model *model, const gptx_model_config *c, const char *model_path,
+                           const char *format, const char *path, const char *details,
+                           const char *json_path, int T, int batch, int special,
+                           const char *encoder, const char *vocab) {
+    if (T > c->context_length) {
+        fprintf(stderr, "gptx-eval: --seq %d is above the model's context length %d\n", T,
+                c->context_length);
+        return 1;
+    }
+    gptx_tokenizer *tok = NULL;
+    if (gptx_tokenizer_load_gpt2(&tok, encoder, vocab) != GPTX_OK) {
+        fprintf(stderr, "gptx-eval: %s\n", prog_error_text());
+        return 1;
+    }
+    eval_mc_options o = {path, details, T, batch, special};
+    eval_mc_result r;
+    double t0 = now_s();
+    int status = eval_mc_run(model, tok, &o, &r);
+    double secs = now_s() - t0;
+    gptx_tokenizer_destroy(tok);
+    if (status) return status;
+    double acc = (double)r.correct / (double)r.examples;
+    double acc_norm = (double)r.correct_norm / (double)r.examples;
+    printf("model    : %s (%s; %d layers, width %d, %d heads, context %d, vocabulary %d)\n",
+           model_path, format, c->n_layer, c->n_embd, c->n_head, c->context_length,
+           c->vocab_size);
+    printf("data     : %s, %zu examples, %zu endings (multiple choice; <|endoftext|>: %s)\n", path,
+           r.examples, r.rows, special ? "allow" : "text");
+    printf("rows     : %zu forward passes of at most %d rows; %zu rows longer than %d + 1 tokens "
+           "kept their last %d + 1 (the context's start dropped)\n",
+           r.passes, batch, r.truncated_rows, T, T);
+    printf("acc      : %.4f (%zu of %zu; the ending of lowest summed loss)\n", acc, r.correct,
+           r.examples);
+    printf("acc_norm : %.4f (%zu of %zu; the ending of lowest mean loss per token)\n", acc_norm,
+           r.correct_norm, r.examples);
+    printf("time     : %.2f s (%.1f examples/s)\n", secs,
+           secs > 0 ? (double)r.examples / secs : 0.0);
+    if (json_path) {
+        prog_out out;
+        if (prog_out_open(&out, "gptx-eval", json_path)) return 1;
+        fprintf(out.f,
+                "{\"model\": \"%s\", \"format\": \"%s\", \"multiple_choice\": \"%s\", "
+                "\"examples\": %zu, \"count\": %zu, \"correct\": %zu, \"correct_norm\": %zu, "
+                "\"acc\": %.6f, \"acc_norm\": %.6f, \"truncated_rows\": %zu, \"seq\": %d, "
+                "\"seconds\": %.3f}\n",
+                model_path, format, path, r.examples, r.examples, r.correct, r.correct_norm, acc,
+                acc_norm, r.truncated_rows, T, secs);
+        if (prog_out_save(&out, "gptx-eval", "--json", json_path)) return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL, *tokens_path = NULL, *json_path = NULL;
+    const char *mc_path = NULL, *details_path = NULL;
     const char *backend = "cpu";
     const char *encoder = prog_data_path("gpt2/encoder.json"), *vocab = prog_data_path("gpt2/vocab.bpe");
     double seq = 0, batch = 4, max_tokens = 0, threads = 0;
@@ -83,7 +146,7 @@ int main(int argc, char **argv) {
         if (!strcmp(k, "--special")) { special = 1; continue; }
         const char *known[] = {"--model", "--text", "--tokens", "--seq", "--batch", "--max-tokens",
                                "--backend", "--threads", "--encoder", "--vocab", "--json",
-                               "--special-tokens"};
+                               "--special-tokens", "--multiple-choice", "--details"};
         int is_known = 0;
         for (size_t j = 0; j < sizeof known / sizeof known[0]; j++) is_known |= !strcmp(k, known[j]);
         if (!is_known) {
@@ -103,6 +166,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--encoder")) encoder = v;
         else if (!strcmp(k, "--vocab")) vocab = v;
         else if (!strcmp(k, "--json")) json_path = v;
+        else if (!strcmp(k, "--multiple-choice")) mc_path = v;
+        else if (!strcmp(k, "--details")) details_path = v;
         else if (!strcmp(k, "--special-tokens"))
             rc = prog_special_tokens_parse("gptx-eval", v, &special);
         else if (!strcmp(k, "--seq")) rc = number(k, v, 1, 1 << 20, &seq);
@@ -111,9 +176,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--threads")) rc = number(k, v, 0, 4096, &threads);
         if (rc) return 2;
     }
-    if (!model_path || (!text_path) == (!tokens_path)) {
-        fprintf(stderr, "gptx-eval: --model and one of --text or --tokens are required (see "
-                        "--help)\n");
+    if (!model_path || (!!text_path + !!tokens_path + !!mc_path) != 1) {
+        fprintf(stderr, "gptx-eval: --model and one of --text, --tokens or --multiple-choice are "
+                        "required (see --help)\n");
+        return 2;
+    }
+    if (details_path && !mc_path) {
+        fprintf(stderr, "gptx-eval: --details goes with --multiple-choice (see --help)\n");
         return 2;
     }
     if (strcmp(backend, "cpu") && strcmp(backend, "cuda") && strcmp(backend, "auto")) {
@@ -142,6 +211,12 @@ int main(int argc, char **argv) {
     gptx_model_config_init(&c);
     if ((rc = gptx_model_get_config(model, &c))) goto fail;
 
+    if (mc_path) {
+        status = multiple_choice(model, &c, model_path, format, mc_path, details_path, json_path,
+                                 seq > 0 ? (int)seq : c.context_length, (int)batch, special,
+                                 encoder, vocab);
+        goto done;
+    }
     if (text_path) {
         size_t len = 0;
         if (!(text = prog_read_file("gptx-eval", "--text", text_path, &len))) goto done;
