@@ -114,5 +114,5 @@ expect_fail 1 "empty.jsonl has no examples" "$eval" --model "$model" --multiple-
 expect_fail 1 "cannot read --multiple-choice nosuch.jsonl" "$eval" --model "$model" --multiple-choice nosuch.jsonl
 expect_fail 2 "one of --text, --tokens or --multiple-choice" \
   "$eval" --model "$model" --multiple-choice "$fixture" --text ctx0.txt
-expect_fail 2 "--details goes with --multiple-choice" "$eval" --model "$model" --text ctx0.txt --details x
+expect_fail 2 "--details x: goes with --multiple-choice" "$eval" --model "$model" --text ctx0.txt --details x
 echo "eval_mc: all checks passed"
