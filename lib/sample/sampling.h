@@ -228,22 +228,12 @@ GPTX_SAMPLING_FN void gptx_sampling_penalize(const float *logits, int vocab, con
  *                not used), else > 0.
  *   top_k:       0 or >= the number of candidates = off.
  *   top_p:       in (0, 1]; 1 = off.
+ *   min_p:       in [0, 1]; 0 = off.
  *   u:           uniform in (0, 1] (gptx_sampling_uniform).
  *   w, idx:      scratch of vocab doubles and vocab int32 (temperature > 0).
  * A logit that is NaN or +inf is an error (*bad = its index); -inf is a
  * token of probability 0; a row of only -inf is an error.
  */
-GPTX_SAMPLING_FN int gptx_sample_row_min_p(const float *logits, int vocab, double temperature,
-                                           int top_k, double top_p, double min_p, double u,
-                                           double *w, int32_t *idx, int32_t *token, int *bad);
-GPTX_SAMPLING_FN int gptx_sample_row(const float *logits, int vocab, double temperature, int top_k,
-                                     double top_p, double u, double *w, int32_t *idx,
-                                     int32_t *token, int *bad) {
-    return gptx_sample_row_min_p(logits, vocab, temperature, top_k, top_p, 0.0, u, w, idx, token,
-                                 bad);
-}
-
-/* gptx_sample_row with min-p after top-p: min_p in [0, 1]; 0 = off. */
 GPTX_SAMPLING_FN int gptx_sample_row_min_p(const float *logits, int vocab, double temperature,
                                            int top_k, double top_p, double min_p, double u,
                                            double *w, int32_t *idx, int32_t *token, int *bad) {
@@ -302,6 +292,14 @@ GPTX_SAMPLING_FN int gptx_sample_row_min_p(const float *logits, int vocab, doubl
         while (kept > 1 && w[idx[n - kept]] < min_p) kept--;
     *token = gptx_sampling_draw(w, idx, n - 1, -1, kept, u);
     return GPTX_SAMPLE_OK;
+}
+
+/* gptx_sample_row_min_p with min-p off: the draw of gptx 0.5. */
+GPTX_SAMPLING_FN int gptx_sample_row(const float *logits, int vocab, double temperature, int top_k,
+                                     double top_p, double u, double *w, int32_t *idx,
+                                     int32_t *token, int *bad) {
+    return gptx_sample_row_min_p(logits, vocab, temperature, top_k, top_p, 0.0, u, w, idx, token,
+                                 bad);
 }
 
 #endif
