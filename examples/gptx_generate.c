@@ -42,7 +42,8 @@ static const prog_flag rows[] = {
     ROW(special, "--special-tokens", PROG_FLAG_INDEX, 0, 0, "text|allow", "R",
         "how \"<|endoftext|>\" in the text is read: text (as\n"
         "its 13 characters) or allow (as the end-of-text token)", 0),
-    ROW(encoder, "--encoder", PROG_FLAG_STR, 0, 0, NULL, "FILE", "GPT-2 tokenizer: encoder.json", 0),
+    ROW(encoder, "--encoder", PROG_FLAG_STR, 0, 0, NULL, "FILE", "GPT-2 tokenizer: encoder.json",
+        0),
     ROW(vocab, "--vocab", PROG_FLAG_STR, 0, 0, NULL, "FILE", "GPT-2 tokenizer: vocab.bpe", 0),
     PROG_SECTION("output:"),
     ROW(max_tokens, "--max-tokens", PROG_FLAG_INT, 0, 1e6, NULL, NULL, "tokens to generate", 0),
@@ -55,7 +56,7 @@ static const prog_flag rows[] = {
         "stop before TEXT appears in the continuation", PROG_FLAG_NO_DEFAULT),
     ROW(ignore_eot, "--ignore-eot", PROG_FLAG_SWITCH, 0, 1, NULL, NULL,
         "go on past the end-of-text token (default: stop there)", 0),
-    PROG_SECTION("sampling (docs/sampling.md; order: penalties, temperature, top-k, top-p, min-p):"),
+    PROG_SECTION("sampling (in this order: penalties, temperature, top-k, top-p, min-p):"),
     ROW(temperature, "--temperature", PROG_FLAG_FLOAT, 0, 100, NULL, NULL, "0 = greedy", 0),
     ROW(top_k, "--top-k", PROG_FLAG_INT, 0, 1e9, NULL, NULL, "0 = off", 0),
     ROW(top_p, "--top-p", PROG_FLAG_FLOAT, 0, 1, NULL, NULL, "1 = off", PROG_FLAG_OPEN_LO),

@@ -50,32 +50,36 @@ int gptx_sampler_state_init_sized(gptx_sampler_state *state, size_t size) {
     return gptx_struct_init(state, size, &zero, &gptx_desc_sampler_state, __func__, "state");
 }
 
-static int validate(const gptx_sampler_options *o) {
+/* func: the public call, the start of the message. */
+static int validate(const gptx_sampler_options *o, const char *func) {
     if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))
-        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.temperature is %g; must be finite and >= 0 (0 = greedy)",
+        return gptx_fail(GPTX_ERR_INVALID, func,
+                         "opts.temperature is %g; must be finite and >= 0 (0 = greedy)",
                          (double)o->temperature);
     if (o->top_k < 0)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.top_k is %d; must be >= 0 (0 = off)", o->top_k);
+        return gptx_fail(GPTX_ERR_INVALID, func, "opts.top_k is %d; must be >= 0 (0 = off)",
+                         o->top_k);
     if (!(o->top_p > 0.0f && o->top_p <= 1.0f))
-        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.top_p is %g; must be in (0, 1] (1 = off)",
+        return gptx_fail(GPTX_ERR_INVALID, func, "opts.top_p is %g; must be in (0, 1] (1 = off)",
                          (double)o->top_p);
     if (!(o->repetition_penalty > 0.0f) || !isfinite(o->repetition_penalty))
-        return GPTX_FAIL(GPTX_ERR_INVALID,
+        return gptx_fail(GPTX_ERR_INVALID, func,
                          "opts.repetition_penalty is %g; must be finite and > 0 (1 = off)",
                          (double)o->repetition_penalty);
     if (!(o->frequency_penalty >= 0.0f) || !isfinite(o->frequency_penalty))
-        return GPTX_FAIL(GPTX_ERR_INVALID,
+        return gptx_fail(GPTX_ERR_INVALID, func,
                          "opts.frequency_penalty is %g; must be finite and >= 0 (0 = off)",
                          (double)o->frequency_penalty);
     if (!(o->presence_penalty >= 0.0f) || !isfinite(o->presence_penalty))
-        return GPTX_FAIL(GPTX_ERR_INVALID,
+        return gptx_fail(GPTX_ERR_INVALID, func,
                          "opts.presence_penalty is %g; must be finite and >= 0 (0 = off)",
                          (double)o->presence_penalty);
     if (o->penalty_window < 1)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.penalty_window is %d; must be >= 1 (default %d)",
-                         o->penalty_window, GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT);
+        return gptx_fail(GPTX_ERR_INVALID, func,
+                         "opts.penalty_window is %d; must be >= 1 (default %d)", o->penalty_window,
+                         GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT);
     if (!(o->min_p >= 0.0f && o->min_p <= 1.0f))
-        return GPTX_FAIL(GPTX_ERR_INVALID, "opts.min_p is %g; must be in [0, 1] (0 = off)",
+        return gptx_fail(GPTX_ERR_INVALID, func, "opts.min_p is %g; must be in [0, 1] (0 = off)",
                          (double)o->min_p);
     return GPTX_OK;
 }
@@ -93,7 +97,7 @@ int gptx_sampler_create(gptx_sampler **out, const gptx_sampler_options *in) {
     *out = NULL;
     gptx_sampler_options o = sampler_defaults;
     if (in) GPTX_TRY(gptx_struct_read(&o, in, &gptx_desc_sampler_options, __func__, "opts"));
-    GPTX_TRY(validate(&o));
+    GPTX_TRY(validate(&o, __func__));
     gptx_sampler *s = calloc(1, sizeof *s);
     if (!s) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     gptx_handle_init(&s->h, GPTX_KIND_SAMPLER, NULL, NULL, release_sampler);
@@ -180,13 +184,13 @@ static int sample(gptx_sampler *s, const float *logits, int n_logits, int vocab_
     switch (rc) {
     case GPTX_SAMPLE_OK: break;
     case GPTX_SAMPLE_NAN:
-        return GPTX_FAIL(GPTX_ERR_NON_FINITE, "logits[%d] is NaN (vocab_size %d); nothing was drawn",
-                         bad, vocab_size);
+        return gptx_fail(GPTX_ERR_NON_FINITE, func,
+                         "logits[%d] is NaN (vocab_size %d); nothing was drawn", bad, vocab_size);
     case GPTX_SAMPLE_POS_INF:
-        return GPTX_FAIL(GPTX_ERR_NON_FINITE, "logits[%d] is +inf (vocab_size %d); nothing was drawn",
-                         bad, vocab_size);
+        return gptx_fail(GPTX_ERR_NON_FINITE, func,
+                         "logits[%d] is +inf (vocab_size %d); nothing was drawn", bad, vocab_size);
     default:
-        return GPTX_FAIL(GPTX_ERR_NON_FINITE,
+        return gptx_fail(GPTX_ERR_NON_FINITE, func,
                          "all logits in [0, vocab_size = %d) are -inf; nothing was drawn",
                          vocab_size);
     }

@@ -58,6 +58,15 @@ static void check_message_mentions(const char *needle, int line) {
     }
 }
 
+/* The message names the public call first, then what was wrong. */
+static void check_message_starts(const char *prefix, int line) {
+    if (strncmp(gptx_last_error(), prefix, strlen(prefix)) != 0) {
+        fprintf(stderr, "line %d: message '%s' does not start with '%s'\n", line,
+                gptx_last_error(), prefix);
+        check_failures++;
+    }
+}
+
 /* Each formula, exactly (values chosen so that every result is a float). */
 static void test_penalize_formulas(void) {
     const float lg[6] = {2.0f, -1.0f, 0.5f, 3.0f, -INFINITY, 0.0f};
@@ -387,6 +396,7 @@ static void test_refusals(void) {
         CHECK(s == NULL);
         check_message_mentions(bad[i].field, __LINE__);
         check_message_mentions(bad[i].value, __LINE__);
+        check_message_starts("gptx_sampler_create: opts.", __LINE__);
     }
     /* the edges are accepted */
     opts_t ok = base(1.0f);
@@ -398,8 +408,7 @@ static void test_refusals(void) {
     const int32_t h[2] = {1, 4};
     int32_t t = -1;
     CHECK_STATUS(gptx_sampler_sample_history(s, lg, 4, 4, h, 2, &t), GPTX_ERR_TOKEN_RANGE);
-    check_message_mentions("history[1] is 4", __LINE__);
-    check_message_mentions("gptx_sampler_sample_history", __LINE__);
+    check_message_starts("gptx_sampler_sample_history: history[1] is 4", __LINE__);
     CHECK_STATUS(gptx_sampler_sample_history(s, lg, 4, 4, h, -1, &t), GPTX_ERR_INVALID);
     check_message_mentions("n_history is -1", __LINE__);
     CHECK_STATUS(gptx_sampler_sample_history(s, lg, 4, 4, NULL, 2, &t), GPTX_ERR_NULL);
@@ -407,6 +416,11 @@ static void test_refusals(void) {
     CHECK_STATUS(gptx_sampler_sample_history(s, lg, 4, 4, h, 1, NULL), GPTX_ERR_NULL);
     CHECK_STATUS(gptx_sampler_sample_history(NULL, lg, 4, 4, h, 1, &t), GPTX_ERR_NULL);
     CHECK(t == -1);
+    const float nan_row[4] = {1, NAN, 3, 4};
+    CHECK_STATUS(gptx_sampler_sample(s, nan_row, 4, 4, &t), GPTX_ERR_NON_FINITE);
+    check_message_starts("gptx_sampler_sample: logits[1] is NaN", __LINE__);
+    CHECK_STATUS(gptx_sampler_sample_history(s, nan_row, 4, 4, h, 1, &t), GPTX_ERR_NON_FINITE);
+    check_message_starts("gptx_sampler_sample_history: logits[1] is NaN", __LINE__);
     CHECK_OK(gptx_sampler_sample_history(s, lg, 4, 4, NULL, 0, &t));
     CHECK_OK(gptx_sampler_sample_history(s, lg, 4, 4, h, 1, &t));
     /* a refused call does not move the stream */
