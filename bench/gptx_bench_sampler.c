@@ -10,6 +10,7 @@
 
 #include "bench_common.h"
 #include "gptx/gptx.h"
+#include "prog_flags.h"
 
 #define PROG "gptx-bench-sampler"
 enum { V = 50257, VP = 50304, HIST = 1024 };
@@ -20,16 +21,24 @@ typedef struct {
     int k, window;
 } cfg;
 
+typedef struct {
+    int calls;
+} bench_args;
+
 int main(int argc, char **argv) {
-    int calls = 40;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--calls") && i + 1 < argc) {
-            if (bench_parse_int(PROG, "--calls", argv[++i], 1, 100000, &calls)) return 2;
-        } else {
-            fprintf(stderr, "usage: " PROG " [--calls N]\n");
-            return 2;
-        }
-    }
+    bench_args a = {40};
+    const bench_args defaults = a;
+    const prog_flag rows[] = {
+        PROG_FLAG_ROW(bench_args, calls, "--calls", PROG_FLAG_INT, 1, 100000, NULL, NULL,
+                      "timed calls per option set (the median is printed)", 0, 0),
+    };
+    const prog_cli cli = {PROG,
+                          "usage: " PROG " [options]\n"
+                          "Times the sampler per call at GPT-2's vocabulary.\n",
+                          rows, sizeof rows / sizeof rows[0], NULL};
+    int prc = prog_flags_parse(&cli, &a, NULL, argc, argv, &defaults);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
+    int calls = a.calls;
     float *row = malloc(VP * sizeof *row);
     int32_t *hist = malloc(HIST * sizeof *hist);
     double *ms = malloc((size_t)calls * sizeof *ms);
