@@ -304,7 +304,8 @@ int main(int argc, char **argv) {
     tokenize_args a;
     if (parse_args(argc, argv, &a) != 0) return 2;
     prog_inputs in;
-    if (prog_inputs_expand("gptx-tokenize", "--input", a.input, &in) != 0) return 1;
+    int irc = prog_inputs_expand("gptx-tokenize", "--input", a.input, &in);
+    if (irc != 0) return irc == -2 ? 2 : 1;
     if (in.n > 1 && !a.shard_tokens) {
         fprintf(stderr, "gptx-tokenize: --input %s: %zu files; several files need "
                         "--shard-tokens (see --help)\n", a.input, in.n);

@@ -98,7 +98,7 @@ static int add_entry(const char *prog, const char *flag, const char *entry, buil
     if (!entry[0]) {
         fprintf(stderr, "%s: %s: an empty entry in the list (two commas, or one at an end)\n",
                 prog, flag);
-        return -1;
+        return -2;
     }
     if (!strpbrk(entry, "*?[")) return add_path(prog, flag, entry, b);
     glob_t g;
@@ -146,7 +146,7 @@ int prog_inputs_expand(const char *prog, const char *flag, const char *list, pro
     entry *e = rc ? NULL : malloc((out->n ? out->n : 1) * sizeof *e);
     if (!e) {
         prog_inputs_free(out);
-        return rc ? -1 : oom(prog);
+        return rc ? rc : oom(prog);
     }
     size_t n = out->n, m = 0;
     for (size_t i = 0; i < n; i++) e[i] = (entry){out->paths[i], out->sizes[i]};

@@ -26,8 +26,10 @@ typedef struct prog_inputs {
     uint64_t total_bytes;
 } prog_inputs;
 
-/* Expands list into *out. 0, or -1 after one message on stderr
- * "<prog>: <flag> <entry>: <why>" (out is then empty). */
+/* Expands list into *out. 0, or after one message on stderr
+ * "<prog>: <flag> <entry>: <why>" (out is then empty): -2 when the list
+ * itself is malformed (an empty entry: a usage error, exit 2), -1 when a
+ * path is missing, matches nothing or is not a file (exit 1). */
 int prog_inputs_expand(const char *prog, const char *flag, const char *list, prog_inputs *out);
 
 void prog_inputs_free(prog_inputs *in);
