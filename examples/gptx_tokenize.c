@@ -33,164 +33,113 @@
 #include "gptx_tokenize_pair.h"
 #include "gptx_tokenize_shards.h"
 #include "prog_inputs.h"
+#include "prog_flags.h"
 
 
 typedef struct {
-    const char *input, *out_dir, *prefix, *encoder, *vocab, *doc_separator;
+    const char *input, *out_dir, *prefix, *encoder, *vocab, *doc_separator, *special_tokens;
     double val_fraction;
-    int eot, special, threads, resume, val_fraction_given;
-    size_t chunk_bytes;
+    int eot, special, threads, resume;
+    long long chunk_bytes;
     long long shard_tokens; /* 0: the train/val pair */
 } tokenize_args;
 
-static void usage(void) {
-    printf("usage: gptx-tokenize --input FILE --out-dir DIR [options]\n"
-           "       gptx-tokenize --input LIST --out-dir DIR --shard-tokens N [options]\n"
-           "Encodes text with the GPT-2 tokenizer into llm.c token shards.\n"
-           "One FILE: DIR/NAME_train.bin (the first tokens) and DIR/NAME_val.bin (the\n"
-           "last ones): links into DIR/NAME.shards, switched to a new folder once both\n"
-           "are written, so a failure leaves the old pair whole.\n"
-           "With --shard-tokens N: every document (a file, or a part of one between\n"
-           "--doc-separator) after <|endoftext|>, in shards of N tokens:\n"
-           "DIR/NAME_val_000000.bin (the first N: validation), NAME_train_000001.bin,\n"
-           "..., then DIR/NAME.manifest once all are written.\n"
-           "  --input LIST        text to encode (any bytes; invalid UTF-8 is encoded\n"
-           "                      byte-wise): files, glob patterns and folders (their\n"
-           "                      regular files, not recursive, hidden ones skipped),\n"
-           "                      comma-separated, sorted by path; several need\n"
-           "                      --shard-tokens\n"
-           "  --out-dir DIR       output directory, created if missing\n"
-           "  --prefix NAME       shard name prefix (default: the file's name without\n"
-           "                      extension; with several files, the first one's)\n"
-           "  --shard-tokens N    tokens per shard, 1 .. 2^31-1 (llm.c uses 100000000);\n"
-           "                      memory: 4 bytes a token of one shard\n"
-           "  --doc-separator S   (with --shard-tokens) a document ends at each S inside a\n"
-           "                      file, S dropped; escapes \\n \\t \\r \\\\ \\xHH\n"
-           "  --resume            (with --shard-tokens) continue the unfinished run in DIR\n"
-           "                      (shards but no NAME.manifest) after its last shard; a\n"
-           "                      run without it refuses such a folder\n"
-           "  --threads N         threads that encode (default: every core); the ids do\n"
-           "                      not depend on it\n"
-           "  --val-fraction X    share of the tokens, taken from the end, that go to\n"
-           "                      NAME_val.bin; in [0, 1) (default 0.1; 0 = empty val shard)\n"
-           "  --eot               start the token stream with <|endoftext|> (id 50256), as\n"
-           "                      llm.c does before each document (always, with\n"
-           "                      --shard-tokens)\n"
-           PROG_SPECIAL_TOKENS_HELP
-           "  --special           the same as --special-tokens allow (its older spelling)\n"
-           "  --encoder PATH      GPT-2 encoder.json (default %s/gpt2/encoder.json)\n"
-           "  --vocab PATH        GPT-2 vocab.bpe (default %s/gpt2/vocab.bpe)\n"
-           "  --chunk-bytes N     bytes read and encoded per block (default 4194304); the ids\n"
-           "                      do not depend on it\n"
-           "  --help              this text\n",
-           prog_data_dir(), prog_data_dir());
+#define ROW(field, name, kind, lo, hi, choices, arg, help, bits) \
+    PROG_FLAG_ROW(tokenize_args, field, name, kind, lo, hi, choices, arg, help, bits, 0)
+static const prog_flag flags[] = {
+    ROW(input, "--input", PROG_FLAG_STR, 0, 0, NULL, "LIST",
+        "text to encode (any bytes; invalid UTF-8 is encoded byte-wise):\n"
+        "files, glob patterns and folders (their regular files, not\n"
+        "recursive, hidden ones skipped), comma-separated, sorted by\n"
+        "path; several files need --shard-tokens", PROG_FLAG_NO_DEFAULT),
+    ROW(out_dir, "--out-dir", PROG_FLAG_STR, 0, 0, NULL, "DIR",
+        "output directory, created if missing", PROG_FLAG_NO_DEFAULT),
+    ROW(prefix, "--prefix", PROG_FLAG_STR, 0, 0, NULL, "NAME",
+        "shard name prefix (default: the first file's name without\n"
+        "its extension)", PROG_FLAG_NO_DEFAULT),
+    ROW(val_fraction, "--val-fraction", PROG_FLAG_DOUBLE, 0, 1, NULL, "X",
+        "one file's pair: the share of the tokens, from the end, in\n"
+        "NAME_val.bin; in [0, 1) (0 = an empty val shard)", 0),
+    ROW(eot, "--eot", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
+        "one file's pair: start the tokens with <|endoftext|> (50256),\n"
+        "as llm.c does before each document (always with --shard-tokens)", 0),
+    ROW(shard_tokens, "--shard-tokens", PROG_FLAG_I64, 1, 2147483647, NULL, "N",
+        "fixed-size shards of N tokens (llm.c uses 100000000): every\n"
+        "document after <|endoftext|>, NAME_val_000000.bin (the first N,\n"
+        "validation), NAME_train_000001.bin, ..., then NAME.manifest;\n"
+        "memory: 4 bytes a token of one shard", PROG_FLAG_NO_DEFAULT),
+    ROW(doc_separator, "--doc-separator", PROG_FLAG_STR, 0, 0, NULL, "S",
+        "(--shard-tokens) a document also ends at each S in a file, S\n"
+        "dropped; escapes \\n \\t \\r \\\\ \\xHH", PROG_FLAG_NO_DEFAULT),
+    ROW(resume, "--resume", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
+        "(--shard-tokens) continue DIR's unfinished run (shards, no\n"
+        "NAME.manifest) after its last shard; without it such a folder\n"
+        "is refused", 0),
+    ROW(threads, "--threads", PROG_FLAG_INT, 1, 1024, NULL, "N",
+        "threads that encode (default: every core); the ids do not\n"
+        "depend on it", PROG_FLAG_NO_DEFAULT),
+    ROW(special_tokens, "--special-tokens", PROG_FLAG_CHOICE, 0, 0, PROG_SPECIAL_TOKENS_CHOICES,
+        "R", "how \"<|endoftext|>\" in the text is read: text (as its 13\n"
+        "characters) or allow (as the end-of-text token 50256)", 0),
+    ROW(special, "--special", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
+        "the same as --special-tokens allow (its older spelling)", 0),
+    ROW(encoder, "--encoder", PROG_FLAG_STR, 0, 0, NULL, "PATH", "GPT-2 encoder.json", 0),
+    ROW(vocab, "--vocab", PROG_FLAG_STR, 0, 0, NULL, "PATH", "GPT-2 vocab.bpe", 0),
+    ROW(chunk_bytes, "--chunk-bytes", PROG_FLAG_I64, 64, 1 << 30, NULL, "N",
+        "bytes read and encoded per block; the ids do not depend on it", 0),
+};
+#undef ROW
+
+static const prog_cli cli = {
+    "gptx-tokenize",
+    "usage: gptx-tokenize --input FILE --out-dir DIR [options]\n"
+    "       gptx-tokenize --input LIST --out-dir DIR --shard-tokens N [options]\n"
+    "Encodes text with the GPT-2 tokenizer into llm.c token shards.\n"
+    "One FILE: DIR/NAME_train.bin (the first tokens) and DIR/NAME_val.bin (the\n"
+    "last ones): links into DIR/NAME.shards, switched to a new folder once both\n"
+    "are written, so a failure leaves the old pair whole.\n"
+    "With --shard-tokens N: many files, fixed-size shards, resumable.\n",
+    flags, sizeof flags / sizeof flags[0], NULL};
+
+static int given(const unsigned char *g, const char *name) {
+    const prog_flag *f = prog_flags_find(&cli, name);
+    return f && g[f - flags];
 }
 
+/* 0 go on, 1 done (--help, --version), -1 usage error (exit 2). */
 static int parse_args(int argc, char **argv, tokenize_args *a) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     *a = (tokenize_args){.encoder = prog_data_path("gpt2/encoder.json"),
                          .vocab = prog_data_path("gpt2/vocab.bpe"),
+                         .special_tokens = "text",
                          .val_fraction = 0.1,
-                         .chunk_bytes = 4u << 20};
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    a->threads = cores > 0 ? (int)(cores > 256 ? 256 : cores) : 1;
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            usage();
-            exit(0);
-        }
-        if (!strcmp(k, "--version")) {
-            printf("gptx-tokenize %s\n", gptx_version());
-            exit(0);
-        }
-        if (!strcmp(k, "--eot")) {
-            a->eot = 1;
-            continue;
-        }
-        if (!strcmp(k, "--special")) {
-            a->special = 1;
-            continue;
-        }
-        if (!strcmp(k, "--resume")) {
-            a->resume = 1;
-            continue;
-        }
-        int known = !strcmp(k, "--input") || !strcmp(k, "--out-dir") || !strcmp(k, "--prefix") ||
-                    !strcmp(k, "--encoder") || !strcmp(k, "--vocab") ||
-                    !strcmp(k, "--special-tokens") ||
-                    !strcmp(k, "--val-fraction") || !strcmp(k, "--chunk-bytes") ||
-                    !strcmp(k, "--shard-tokens") || !strcmp(k, "--threads") ||
-                    !strcmp(k, "--doc-separator");
-        if (!known) {
-            fprintf(stderr, "gptx-tokenize: unknown option '%s' (see --help)\n", k);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-tokenize: %s needs a value (see --help)\n", k);
-            return -1;
-        }
-        const char *v = argv[++i];
-        char *end = NULL;
-        if (!strcmp(k, "--input")) a->input = v;
-        else if (!strcmp(k, "--out-dir")) a->out_dir = v;
-        else if (!strcmp(k, "--prefix")) a->prefix = v;
-        else if (!strcmp(k, "--encoder")) a->encoder = v;
-        else if (!strcmp(k, "--vocab")) a->vocab = v;
-        else if (!strcmp(k, "--doc-separator")) a->doc_separator = v;
-        else if (!strcmp(k, "--shard-tokens") || !strcmp(k, "--threads")) {
-            int shard = !strcmp(k, "--shard-tokens");
-            errno = 0;
-            long long n = strtoll(v, &end, 10);
-            long long hi = shard ? 2147483647ll : 1024;
-            if (errno || *end || end == v || n < 1 || n > hi) {
-                fprintf(stderr, "gptx-tokenize: %s is '%s'; expected 1 .. %lld\n", k, v, hi);
-                return -1;
-            }
-            if (shard) a->shard_tokens = n;
-            else a->threads = (int)n;
-        }
-        else if (!strcmp(k, "--special-tokens")) {
-            if (prog_special_tokens_parse("gptx-tokenize", v, &a->special)) return -1;
-        } else if (!strcmp(k, "--val-fraction")) {
-            errno = 0;
-            a->val_fraction = strtod(v, &end);
-            a->val_fraction_given = 1;
-            if (errno || *end || end == v || !(a->val_fraction >= 0.0 && a->val_fraction < 1.0)) {
-                fprintf(stderr, "gptx-tokenize: --val-fraction is '%s'; expected a number in [0, 1)\n",
-                        v);
-                return -1;
-            }
-        } else {
-            errno = 0;
-            unsigned long long n = strtoull(v, &end, 10);
-            if (errno || *end || end == v || v[0] == '-' || n < 64 || n > (1ull << 30)) {
-                fprintf(stderr, "gptx-tokenize: --chunk-bytes is '%s'; expected 64 .. 2^30\n", v);
-                return -1;
-            }
-            a->chunk_bytes = (size_t)n;
-        }
+                         .threads = cores > 0 ? (int)(cores > 256 ? 256 : cores) : 1,
+                         .chunk_bytes = 4 << 20};
+    const tokenize_args defaults = *a;
+    unsigned char g[sizeof flags / sizeof flags[0]];
+    int rc = prog_flags_parse(&cli, a, g, argc, argv, &defaults);
+    if (rc) return rc;
+    if (!a->input || !a->out_dir)
+        return prog_usage_error("gptx-tokenize", a->input ? "--out-dir" : "--input", NULL,
+                                "required");
+    if (a->val_fraction >= 1.0) {
+        char v[32];
+        snprintf(v, sizeof v, "%g", a->val_fraction);
+        return prog_usage_error("gptx-tokenize", "--val-fraction", v,
+                                "expected a number in [0, 1)");
     }
-    if (!a->input || !a->out_dir) {
-        fprintf(stderr, "gptx-tokenize: --input and --out-dir are required (see --help)\n");
-        return -1;
-    }
-    if (!a->shard_tokens && (a->doc_separator || a->resume)) {
-        fprintf(stderr, "gptx-tokenize: %s needs --shard-tokens (see --help)\n",
-                a->resume ? "--resume" : "--doc-separator");
-        return -1;
-    }
-    if (a->shard_tokens && (a->val_fraction_given || a->eot)) {
-        fprintf(stderr, "gptx-tokenize: %s is for one file's train/val pair; with "
-                        "--shard-tokens the first shard is validation and every document "
-                        "starts with <|endoftext|> (see --help)\n",
-                a->eot ? "--eot" : "--val-fraction");
-        return -1;
-    }
-    if (a->prefix && (!a->prefix[0] || strchr(a->prefix, '/'))) {
-        fprintf(stderr, "gptx-tokenize: --prefix '%s' must be a non-empty name without '/'\n",
-                a->prefix);
-        return -1;
-    }
+    a->special = a->special || !strcmp(a->special_tokens, "allow");
+    if (!a->shard_tokens && (a->doc_separator || a->resume))
+        return prog_usage_error("gptx-tokenize", a->resume ? "--resume" : "--doc-separator",
+                                NULL, "needs --shard-tokens");
+    if (a->shard_tokens && (given(g, "--val-fraction") || a->eot))
+        return prog_usage_error("gptx-tokenize", a->eot ? "--eot" : "--val-fraction", NULL,
+                                "is for one file's train/val pair; with --shard-tokens the "
+                                "first shard is validation and every document starts with "
+                                "<|endoftext|>");
+    if (a->prefix && strchr(a->prefix, '/'))
+        return prog_usage_error("gptx-tokenize", "--prefix", a->prefix,
+                                "must be a name without '/'");
     return 0;
 }
 
@@ -302,36 +251,37 @@ static int write_pair(const char *dir, const char *name, const id_vec *v, size_t
 
 int main(int argc, char **argv) {
     tokenize_args a;
-    if (parse_args(argc, argv, &a) != 0) return 2;
+    int prc = parse_args(argc, argv, &a);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
     prog_inputs in;
     int irc = prog_inputs_expand("gptx-tokenize", "--input", a.input, &in);
-    if (irc != 0) return irc == -2 ? 2 : 1;
+    if (irc != 0) return irc == -2 ? PROG_EXIT_USAGE : PROG_EXIT_FAILURE;
     if (in.n > 1 && !a.shard_tokens) {
         fprintf(stderr, "gptx-tokenize: --input %s: %zu files; several files need "
                         "--shard-tokens (see --help)\n", a.input, in.n);
         prog_inputs_free(&in);
-        return 2;
+        return PROG_EXIT_USAGE;
     }
     char *sep = NULL;
     size_t sep_len = 0;
     if (a.doc_separator &&
         prog_doc_separator_parse("gptx-tokenize", a.doc_separator, &sep, &sep_len) != 0) {
         prog_inputs_free(&in);
-        return 2;
+        return PROG_EXIT_USAGE;
     }
     gptx_tokenizer *tok = NULL;
     if (gptx_tokenizer_load_gpt2(&tok, a.encoder, a.vocab) != GPTX_OK) {
         fprintf(stderr, "gptx-tokenize: cannot load the GPT-2 tokenizer: %s\n", prog_error_text());
         prog_inputs_free(&in);
         free(sep);
-        return 1;
+        return PROG_EXIT_FAILURE;
     }
     char *prefix = a.prefix ? NULL : default_prefix(in.paths[0]);
     const char *name = a.prefix ? a.prefix : prefix;
     id_vec v = {NULL, 0, 0};
-    int status = 1;
+    int status = PROG_EXIT_FAILURE;
     stream_args sa = {.in = &in, .tok = tok, .special = a.special, .eot = a.eot,
-                      .sep = sep, .sep_len = sep_len, .chunk_bytes = a.chunk_bytes,
+                      .sep = sep, .sep_len = sep_len, .chunk_bytes = (size_t)a.chunk_bytes,
                       .threads = a.threads, .progress = isatty(2),
                       .start = {0, 0, 1}};
     if (!name) {
