@@ -48,45 +48,53 @@ typedef struct {
     PROG_FLAG_ROW(tokenize_args, field, name, kind, lo, hi, choices, arg, help, bits, 0)
 static const prog_flag flags[] = {
     ROW(input, "--input", PROG_FLAG_STR, 0, 0, NULL, "LIST",
-        "text to encode (any bytes; invalid UTF-8 is encoded byte-wise):\n"
-        "files, glob patterns and folders (their regular files, not\n"
-        "recursive, hidden ones skipped), comma-separated, sorted by\n"
+        "text to encode (any bytes; invalid UTF-8 is\n"
+        "encoded byte-wise): files, glob patterns and\n"
+        "folders (their regular files, not recursive,\n"
+        "hidden ones skipped), comma-separated, sorted by\n"
         "path; several files need --shard-tokens", PROG_FLAG_NO_DEFAULT),
     ROW(out_dir, "--out-dir", PROG_FLAG_STR, 0, 0, NULL, "DIR",
         "output directory, created if missing", PROG_FLAG_NO_DEFAULT),
     ROW(prefix, "--prefix", PROG_FLAG_STR, 0, 0, NULL, "NAME",
-        "shard name prefix (default: the first file's name without\n"
-        "its extension)", PROG_FLAG_NO_DEFAULT),
+        "shard name prefix (default: the first file's\n"
+        "name without its extension)", PROG_FLAG_NO_DEFAULT),
     ROW(val_fraction, "--val-fraction", PROG_FLAG_DOUBLE, 0, 1, NULL, "X",
-        "one file's pair: the share of the tokens, from the end, in\n"
-        "NAME_val.bin; in [0, 1) (0 = an empty val shard)", 0),
+        "one file's pair: the share of the tokens, from\n"
+        "the end, in NAME_val.bin; in [0, 1) (0 = an\n"
+        "empty val shard)", 0),
     ROW(eot, "--eot", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
-        "one file's pair: start the tokens with <|endoftext|> (50256),\n"
-        "as llm.c does before each document (always with --shard-tokens)", 0),
+        "one file's pair: start the tokens with\n"
+        "<|endoftext|> (50256), as llm.c does before each\n"
+        "document (always so with --shard-tokens)", 0),
     ROW(shard_tokens, "--shard-tokens", PROG_FLAG_I64, 1, 2147483647, NULL, "N",
-        "fixed-size shards of N tokens (llm.c uses 100000000): every\n"
-        "document after <|endoftext|>, NAME_val_000000.bin (the first N,\n"
-        "validation), NAME_train_000001.bin, ..., then NAME.manifest;\n"
-        "memory: 4 bytes a token of one shard", PROG_FLAG_NO_DEFAULT),
+        "shards of N tokens (llm.c uses 100000000), each\n"
+        "document after <|endoftext|>: NAME_val_000000.bin\n"
+        "(the first N: validation), NAME_train_000001.bin,\n"
+        "..., then NAME.manifest; memory: 4 bytes a token\n"
+        "of one shard", PROG_FLAG_NO_DEFAULT),
     ROW(doc_separator, "--doc-separator", PROG_FLAG_STR, 0, 0, NULL, "S",
-        "(--shard-tokens) a document also ends at each S in a file, S\n"
-        "dropped; escapes \\n \\t \\r \\\\ \\xHH", PROG_FLAG_NO_DEFAULT),
+        "(--shard-tokens) a document also ends at each S\n"
+        "in a file, S dropped; escapes \\n \\t \\r \\\\ \\xHH",
+        PROG_FLAG_NO_DEFAULT),
     ROW(resume, "--resume", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
-        "(--shard-tokens) continue DIR's unfinished run (shards, no\n"
-        "NAME.manifest) after its last shard; without it such a folder\n"
-        "is refused", 0),
+        "(--shard-tokens) continue DIR's unfinished run\n"
+        "(shards, no NAME.manifest) after its last shard;\n"
+        "without it such a folder is refused", 0),
     ROW(threads, "--threads", PROG_FLAG_INT, 1, 1024, NULL, "N",
-        "threads that encode (default: every core); the ids do not\n"
-        "depend on it", PROG_FLAG_NO_DEFAULT),
+        "threads that encode (default: every core); the\n"
+        "ids do not depend on it", PROG_FLAG_NO_DEFAULT),
     ROW(special_tokens, "--special-tokens", PROG_FLAG_CHOICE, 0, 0, PROG_SPECIAL_TOKENS_CHOICES,
-        "R", "how \"<|endoftext|>\" in the text is read: text (as its 13\n"
-        "characters) or allow (as the end-of-text token 50256)", 0),
+        "R", "how \"<|endoftext|>\" in the text is read: text\n"
+        "(as its 13 characters) or allow (as the\n"
+        "end-of-text token 50256)", 0),
     ROW(special, "--special", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
-        "the same as --special-tokens allow (its older spelling)", 0),
+        "the same as --special-tokens allow (its older\n"
+        "spelling)", 0),
     ROW(encoder, "--encoder", PROG_FLAG_STR, 0, 0, NULL, "PATH", "GPT-2 encoder.json", 0),
     ROW(vocab, "--vocab", PROG_FLAG_STR, 0, 0, NULL, "PATH", "GPT-2 vocab.bpe", 0),
     ROW(chunk_bytes, "--chunk-bytes", PROG_FLAG_I64, 64, 1 << 30, NULL, "N",
-        "bytes read and encoded per block; the ids do not depend on it", 0),
+        "bytes read and encoded per block; the ids do not\n"
+        "depend on it", 0),
 };
 #undef ROW
 
