@@ -8,22 +8,18 @@
 #include <string.h>
 
 #include "prog_files.h"
+#include "prog_inputs.h"
 #include "train_run.h"
 
-/* Splits "a,b,c" into an array of strings (one allocation each). */
-static int split_paths(const char *list, char ***out) {
-    int n = 1;
-    for (const char *p = list; *p; p++) n += *p == ',';
-    char **paths = calloc((size_t)n, sizeof *paths);
-    const char *start = list;
-    for (int i = 0; i < n && paths; i++) {
-        const char *end = strchr(start, ',');
-        size_t len = end ? (size_t)(end - start) : strlen(start);
-        paths[i] = strndup(start, len);
-        start = end ? end + 1 : start + len;
-    }
-    *out = paths;
-    return n;
+/* A list of files, globs and folders (prog_inputs.h), sorted: 0, or -1
+ * after a message. */
+static int expand_paths(const char *flag, const char *list, char ***out, int *n) {
+    prog_inputs in;
+    if (prog_inputs_expand("gptx-train", flag, list, &in)) return -1;
+    free(in.sizes);
+    *out = in.paths;
+    *n = (int)in.n;
+    return 0;
 }
 
 void free_paths(char **paths, int n) {
@@ -109,13 +105,15 @@ static int open_shards(train_run *run, const gptx_dataloader_options *lo,
                        const gptx_dataloader_options *vo) {
     const train_options *o = &run->o;
     run->data_name = o->train_shards;
-    run->n_train_paths = split_paths(o->train_shards, &run->train_paths);
+    if (expand_paths("--train-shards", o->train_shards, &run->train_paths, &run->n_train_paths))
+        return -1;
     if (hash_files(run->train_paths, run->n_train_paths, &run->data_hash)) return -1;
     TRY(run, gptx_dataloader_create_from_files(&run->train, run->ctx,
                                                (const char *const *)run->train_paths,
                                                run->n_train_paths, lo));
     if (!o->val_shards) return 0;
-    run->n_val_paths = split_paths(o->val_shards, &run->val_paths);
+    if (expand_paths("--val-shards", o->val_shards, &run->val_paths, &run->n_val_paths))
+        return -1;
     uint64_t vh = 0;
     if (hash_files(run->val_paths, run->n_val_paths, &vh)) return -1;
     run->data_hash = hash_bytes(run->data_hash, &vh, sizeof vh);
