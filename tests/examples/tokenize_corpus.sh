@@ -8,6 +8,8 @@
 #   resume     a killed run is refused without --resume, and resumed to shards
 #              identical to an uninterrupted run's; other settings are refused
 #   inputs     lists, globs and folders sorted (order-free); errors and exit codes
+#   progress   a progress line on a terminal (a pseudo-terminal from script(1)),
+#              nothing on stderr when it is a file
 # usage: tokenize_corpus.sh PART GPTX_TOKENIZE WORK_DIR
 set -euo pipefail
 part=$1 tok=$2 work=$3/$1
@@ -134,6 +136,15 @@ inputs)
   [ $rc -eq 2 ] && grep -q 'several files need --shard-tokens' err.txt || fail "several files without --shard-tokens: exit $rc: $(cat err.txt)"
   expect 2 "unknown escape" --input corpus --doc-separator 'a\q'
   echo "ok: lists, globs and folders sorted and deduplicated; errors named"
+  ;;
+progress)
+  "$tok" --input corpus --out-dir p --shard-tokens 1000 > out.txt 2> err.txt
+  [ ! -s err.txt ] || fail "stderr is a file, yet it got: $(head -c 300 err.txt)"
+  command -v script > /dev/null || { echo "script(1) not found: skipped"; exit 77; }
+  script -qec "$tok --input corpus --out-dir q --shard-tokens 1000" /dev/null > pty.out
+  tr '\r' '\n' < pty.out | grep -a -E '^gptx-tokenize: [0-9.]+/[0-9.]+ MB \(100%\), [0-9.]+ MB/s, ETA 0m00s' > /dev/null ||
+    fail "no progress line on a terminal: $(tr '\r' '\n' < pty.out | head -5)"
+  echo "ok: $(tr '\r' '\n' < pty.out | grep -a 'MB/s' | tail -1 | sed 's/\x1b\[K//')"
   ;;
 *) fail "unknown part" ;;
 esac
