@@ -211,8 +211,14 @@ static int open_text(train_run *run, const gptx_dataloader_options *lo,
     run->text_docs = !run->saved || (train_saved_get(run->saved, "text_documents", docs,
                                                      sizeof docs) == 0 && atoi(docs) == 1);
     if (getenv("GPTX_TRAIN_TEST_LAYOUT_0_5")) run->text_docs = 0; /* test hook: a 0.5 run */
-    prog_inputs in;
-    if (prog_inputs_expand("gptx-train", "--text", o->text, &in)) return -1;
+    prog_inputs in = {0};
+    static char dash[] = "-";
+    static char *stdin_path[] = {dash};
+    static uint64_t stdin_size[] = {0};
+    if (!strcmp(o->text, "-")) /* standard input, one text (prog_read_file) */
+        in = (prog_inputs){stdin_path, stdin_size, 1, 0};
+    else if (prog_inputs_expand("gptx-train", "--text", o->text, &in))
+        return -1;
     char *sep = NULL;
     size_t sep_len = 0;
     text_ids t = {0};
@@ -261,7 +267,7 @@ done:
     free(t.ids);
     free(t.doc_end);
     free(sep);
-    prog_inputs_free(&in);
+    if (in.paths != stdin_path) prog_inputs_free(&in);
     return rc;
 }
 
