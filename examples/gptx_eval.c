@@ -21,6 +21,7 @@
 #include "prog_error.h"
 #include "prog_flags.h"
 #include "prog_files.h"
+#include "prog_inputs.h"
 #include "prog_model.h"
 #include "prog_text.h"
 
@@ -48,8 +49,9 @@ static int parse(eval_args *a, int argc, char **argv) {
         PROG_SECTION("what to score (one of):"),
         ROW(text, "--text", PROG_FLAG_STR, 0, 0, NULL, "FILE",
             "text to score, GPT-2 BPE tokens; - = standard input", 0),
-        ROW(tokens, "--tokens", PROG_FLAG_STR, 0, 0, NULL, "SHARD",
-            "llm.c token shard (gptx-tokenize's output) instead of --text", 0),
+        ROW(tokens, "--tokens", PROG_FLAG_STR, 0, 0, NULL, "SHARDS",
+            "llm.c token shards (gptx-tokenize's output) instead of --text:\n"
+            "files, globs, folders, comma-separated, read in sorted order", 0),
         ROW(mc, "--multiple-choice", PROG_FLAG_STR, 0, 0, NULL, "FILE",
             "accuracy on completions instead: JSONL, one example a line\n"
             "with \"ctx\", \"endings\" and \"label\" (HellaSwag's layout); prints\n"
@@ -83,9 +85,9 @@ static int parse(eval_args *a, int argc, char **argv) {
 #undef ROW
     static const prog_cli cli = {
         PROG,
-        "usage: " PROG " --model PATH (--text FILE | --tokens SHARD | --multiple-choice FILE) "
+        "usage: " PROG " --model PATH (--text FILE | --tokens SHARDS | --multiple-choice FILE) "
         "[options]\n"
-        "The loss and perplexity of a model on a text or a token shard, or its accuracy on\n"
+        "The loss and perplexity of a model on a text or token shards, or its accuracy on\n"
         "multiple-choice completions.\n",
         rows, sizeof rows / sizeof rows[0], NULL};
     *a = defaults;
@@ -197,7 +199,6 @@ int main(int argc, char **argv) {
     gptx_model *model = NULL;
     gptx_tokenizer *tok = NULL;
     int32_t *ids = NULL, *in = NULL, *tg = NULL;
-    int ids_from_library = 0; /* gptx_shard_read's buffer: gptx_free */
     char *text = NULL;
     size_t n = 0;
     const char *format = "";
@@ -229,9 +230,28 @@ int main(int argc, char **argv) {
             goto done;
         }
         if ((rc = gptx_tokenizer_encode(tok, text, len, special, ids, len ? len : 1, &n))) goto fail;
-    } else {
-        ids_from_library = 1;
-        if ((rc = gptx_shard_read(tokens_path, &ids, &n))) goto fail;
+    } else { /* shards (a list, globs, folders: prog_inputs.h), one after the other */
+        prog_inputs shards;
+        if (prog_inputs_expand("gptx-eval", "--tokens", tokens_path, &shards)) goto done;
+        for (size_t i = 0; i < shards.n && rc == GPTX_OK; i++) {
+            int32_t *part = NULL;
+            size_t m = 0;
+            if ((rc = gptx_shard_read(shards.paths[i], &part, &m))) break;
+            int32_t *all = realloc(ids, (n + m + 1) * sizeof *all);
+            if (all) {
+                ids = all;
+                memcpy(ids + n, part, m * sizeof *part);
+                n += m;
+            }
+            gptx_free(part);
+            if (!all) {
+                fprintf(stderr, "gptx-eval: out of memory for %zu token ids\n", n + m);
+                prog_inputs_free(&shards);
+                goto done;
+            }
+        }
+        prog_inputs_free(&shards);
+        if (rc) goto fail;
     }
     if (max_tokens > 0 && n > (size_t)max_tokens) n = (size_t)max_tokens;
     if (n < 2) {
@@ -304,8 +324,7 @@ fail:
 done:
     free(in);
     free(tg);
-    if (ids_from_library) gptx_free(ids);
-    else free(ids);
+    free(ids);
     free(text);
     gptx_tokenizer_destroy(tok);
     gptx_model_destroy(model);

@@ -9,10 +9,14 @@
  * new folder only once both files are written: the pair is replaced as one
  * unit (gptx_tokenize_pair.h).
  *
- * The file is read and encoded in blocks, each cut where the GPT-2
- * pre-tokenizer always has a piece boundary (see safe_cut), so the ids are
- * exactly those of encoding the whole file at once while only the ids (not
- * the text) are held in memory. Every flag is listed by --help.
+ *   gptx-tokenize --input 'corpus/part-?.txt,more/' --out-dir shards --shard-tokens 100000000
+ *     -> shards/NAME_val_000000.bin, NAME_train_000001.bin, ..., NAME.manifest
+ *        (gptx_tokenize_shards.h: fixed-size shards, resumable)
+ *
+ * The text is read and encoded in blocks on --threads threads, each cut
+ * where the GPT-2 pre-tokenizer always has a piece boundary
+ * (gptx_tokenize_stream.h), so the ids are exactly those of encoding each
+ * document at once. Every flag is listed by --help.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,115 +24,130 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gptx/gptx.h"
 #include "prog_error.h"
 #include "prog_data.h"
 #include "prog_text.h"
 #include "gptx_tokenize_pair.h"
+#include "gptx_tokenize_shards.h"
+#include "prog_inputs.h"
+#include "prog_flags.h"
 
 
 typedef struct {
-    const char *input, *out_dir, *prefix, *encoder, *vocab;
+    const char *input, *out_dir, *prefix, *encoder, *vocab, *doc_separator, *special_tokens;
     double val_fraction;
-    int eot, special;
-    size_t chunk_bytes;
+    int eot, special, threads, resume;
+    long long chunk_bytes;
+    long long shard_tokens; /* 0: the train/val pair */
 } tokenize_args;
 
-static void usage(void) {
-    printf("usage: gptx-tokenize --input FILE --out-dir DIR [options]\n"
-           "Encodes FILE with the GPT-2 tokenizer and writes llm.c token shards\n"
-           "DIR/NAME_train.bin (the first tokens) and DIR/NAME_val.bin (the last ones):\n"
-           "links into DIR/NAME.shards, switched to a new folder once both are written,\n"
-           "so a failure leaves the old pair whole.\n"
-           "  --input FILE        text to encode (any bytes; invalid UTF-8 is encoded byte-wise)\n"
-           "  --out-dir DIR       output directory, created if missing\n"
-           "  --prefix NAME       shard name prefix (default: FILE's name without extension)\n"
-           "  --val-fraction X    share of the tokens, taken from the end, that go to\n"
-           "                      NAME_val.bin; in [0, 1) (default 0.1; 0 = empty val shard)\n"
-           "  --eot               start the token stream with <|endoftext|> (id 50256), as\n"
-           "                      llm.c does before each document\n"
-           PROG_SPECIAL_TOKENS_HELP
-           "  --special           the same as --special-tokens allow (its older spelling)\n"
-           "  --encoder PATH      GPT-2 encoder.json (default %s/gpt2/encoder.json)\n"
-           "  --vocab PATH        GPT-2 vocab.bpe (default %s/gpt2/vocab.bpe)\n"
-           "  --chunk-bytes N     bytes read and encoded per block (default 4194304); the ids\n"
-           "                      do not depend on it\n"
-           "  --help              this text\n",
-           prog_data_dir(), prog_data_dir());
+#define ROW(field, name, kind, lo, hi, choices, arg, help, bits) \
+    PROG_FLAG_ROW(tokenize_args, field, name, kind, lo, hi, choices, arg, help, bits, 0)
+static const prog_flag flags[] = {
+    ROW(input, "--input", PROG_FLAG_STR, 0, 0, NULL, "LIST",
+        "text to encode (any bytes; invalid UTF-8 is\n"
+        "encoded byte-wise): files, glob patterns and\n"
+        "folders (their regular files, not recursive,\n"
+        "hidden ones skipped), comma-separated, sorted by\n"
+        "path; several files need --shard-tokens", PROG_FLAG_NO_DEFAULT),
+    ROW(out_dir, "--out-dir", PROG_FLAG_STR, 0, 0, NULL, "DIR",
+        "output directory, created if missing", PROG_FLAG_NO_DEFAULT),
+    ROW(prefix, "--prefix", PROG_FLAG_STR, 0, 0, NULL, "NAME",
+        "shard name prefix (default: the first file's\n"
+        "name without its extension)", PROG_FLAG_NO_DEFAULT),
+    ROW(val_fraction, "--val-fraction", PROG_FLAG_DOUBLE, 0, 1, NULL, "X",
+        "one file's pair: the share of the tokens, from\n"
+        "the end, in NAME_val.bin; in [0, 1) (0 = an\n"
+        "empty val shard)", 0),
+    ROW(eot, "--eot", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
+        "one file's pair: start the tokens with\n"
+        "<|endoftext|> (50256), as llm.c does before each\n"
+        "document (always so with --shard-tokens)", 0),
+    ROW(shard_tokens, "--shard-tokens", PROG_FLAG_I64, 1, 2147483647, NULL, "N",
+        "shards of N tokens (llm.c uses 100000000), each\n"
+        "document after <|endoftext|>: NAME_val_000000.bin\n"
+        "(the first N: validation), NAME_train_000001.bin,\n"
+        "..., then NAME.manifest; memory: 4 bytes a token\n"
+        "of one shard", PROG_FLAG_NO_DEFAULT),
+    ROW(doc_separator, "--doc-separator", PROG_FLAG_STR, 0, 0, NULL, "S",
+        "(--shard-tokens) a document also ends at each S\n"
+        "in a file, S dropped; escapes \\n \\t \\r \\\\ \\xHH",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(resume, "--resume", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
+        "(--shard-tokens) continue DIR's unfinished run\n"
+        "(shards, no NAME.manifest) after its last shard;\n"
+        "without it such a folder is refused", 0),
+    ROW(threads, "--threads", PROG_FLAG_INT, 1, 1024, NULL, "N",
+        "threads that encode (default: every core); the\n"
+        "ids do not depend on it", PROG_FLAG_NO_DEFAULT),
+    ROW(special_tokens, "--special-tokens", PROG_FLAG_CHOICE, 0, 0, PROG_SPECIAL_TOKENS_CHOICES,
+        "R", "how \"<|endoftext|>\" in the text is read: text\n"
+        "(as its 13 characters) or allow (as the\n"
+        "end-of-text token 50256)", 0),
+    ROW(special, "--special", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
+        "the same as --special-tokens allow (its older\n"
+        "spelling)", 0),
+    ROW(encoder, "--encoder", PROG_FLAG_STR, 0, 0, NULL, "PATH", "GPT-2 encoder.json", 0),
+    ROW(vocab, "--vocab", PROG_FLAG_STR, 0, 0, NULL, "PATH", "GPT-2 vocab.bpe", 0),
+    ROW(chunk_bytes, "--chunk-bytes", PROG_FLAG_I64, 64, 1 << 30, NULL, "N",
+        "bytes read and encoded per block; the ids do not\n"
+        "depend on it", 0),
+};
+#undef ROW
+
+static const prog_cli cli = {
+    "gptx-tokenize",
+    "usage: gptx-tokenize --input FILE --out-dir DIR [options]\n"
+    "       gptx-tokenize --input LIST --out-dir DIR --shard-tokens N [options]\n"
+    "Encodes text with the GPT-2 tokenizer into llm.c token shards.\n"
+    "One FILE: DIR/NAME_train.bin (the first tokens) and DIR/NAME_val.bin (the\n"
+    "last ones): links into DIR/NAME.shards, switched to a new folder once both\n"
+    "are written, so a failure leaves the old pair whole.\n"
+    "With --shard-tokens N: many files, fixed-size shards, resumable.\n",
+    flags, sizeof flags / sizeof flags[0], NULL};
+
+static int given(const unsigned char *g, const char *name) {
+    const prog_flag *f = prog_flags_find(&cli, name);
+    return f && g[f - flags];
 }
 
+/* 0 go on, 1 done (--help, --version), -1 usage error (exit 2). */
 static int parse_args(int argc, char **argv, tokenize_args *a) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     *a = (tokenize_args){.encoder = prog_data_path("gpt2/encoder.json"),
                          .vocab = prog_data_path("gpt2/vocab.bpe"),
+                         .special_tokens = "text",
                          .val_fraction = 0.1,
-                         .chunk_bytes = 4u << 20};
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            usage();
-            exit(0);
-        }
-        if (!strcmp(k, "--version")) {
-            printf("gptx-tokenize %s\n", gptx_version());
-            exit(0);
-        }
-        if (!strcmp(k, "--eot")) {
-            a->eot = 1;
-            continue;
-        }
-        if (!strcmp(k, "--special")) {
-            a->special = 1;
-            continue;
-        }
-        int known = !strcmp(k, "--input") || !strcmp(k, "--out-dir") || !strcmp(k, "--prefix") ||
-                    !strcmp(k, "--encoder") || !strcmp(k, "--vocab") ||
-                    !strcmp(k, "--special-tokens") ||
-                    !strcmp(k, "--val-fraction") || !strcmp(k, "--chunk-bytes");
-        if (!known) {
-            fprintf(stderr, "gptx-tokenize: unknown option '%s' (see --help)\n", k);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-tokenize: %s needs a value (see --help)\n", k);
-            return -1;
-        }
-        const char *v = argv[++i];
-        char *end = NULL;
-        if (!strcmp(k, "--input")) a->input = v;
-        else if (!strcmp(k, "--out-dir")) a->out_dir = v;
-        else if (!strcmp(k, "--prefix")) a->prefix = v;
-        else if (!strcmp(k, "--encoder")) a->encoder = v;
-        else if (!strcmp(k, "--vocab")) a->vocab = v;
-        else if (!strcmp(k, "--special-tokens")) {
-            if (prog_special_tokens_parse("gptx-tokenize", v, &a->special)) return -1;
-        } else if (!strcmp(k, "--val-fraction")) {
-            errno = 0;
-            a->val_fraction = strtod(v, &end);
-            if (errno || *end || end == v || !(a->val_fraction >= 0.0 && a->val_fraction < 1.0)) {
-                fprintf(stderr, "gptx-tokenize: --val-fraction is '%s'; expected a number in [0, 1)\n",
-                        v);
-                return -1;
-            }
-        } else {
-            errno = 0;
-            unsigned long long n = strtoull(v, &end, 10);
-            if (errno || *end || end == v || v[0] == '-' || n < 64 || n > (1ull << 30)) {
-                fprintf(stderr, "gptx-tokenize: --chunk-bytes is '%s'; expected 64 .. 2^30\n", v);
-                return -1;
-            }
-            a->chunk_bytes = (size_t)n;
-        }
+                         .threads = cores > 0 ? (int)(cores > 256 ? 256 : cores) : 1,
+                         .chunk_bytes = 4 << 20};
+    const tokenize_args defaults = *a;
+    unsigned char g[sizeof flags / sizeof flags[0]];
+    int rc = prog_flags_parse(&cli, a, g, argc, argv, &defaults);
+    if (rc) return rc;
+    if (!a->input || !a->out_dir)
+        return prog_usage_error("gptx-tokenize", a->input ? "--out-dir" : "--input", NULL,
+                                "required");
+    if (a->val_fraction >= 1.0) {
+        char v[32];
+        snprintf(v, sizeof v, "%g", a->val_fraction);
+        return prog_usage_error("gptx-tokenize", "--val-fraction", v,
+                                "expected a number in [0, 1)");
     }
-    if (!a->input || !a->out_dir) {
-        fprintf(stderr, "gptx-tokenize: --input and --out-dir are required (see --help)\n");
-        return -1;
-    }
-    if (a->prefix && (!a->prefix[0] || strchr(a->prefix, '/'))) {
-        fprintf(stderr, "gptx-tokenize: --prefix '%s' must be a non-empty name without '/'\n",
-                a->prefix);
-        return -1;
-    }
+    a->special = a->special || !strcmp(a->special_tokens, "allow");
+    if (!a->shard_tokens && (a->doc_separator || a->resume))
+        return prog_usage_error("gptx-tokenize", a->resume ? "--resume" : "--doc-separator",
+                                NULL, "needs --shard-tokens");
+    if (a->shard_tokens && (given(g, "--val-fraction") || a->eot))
+        return prog_usage_error("gptx-tokenize", a->eot ? "--eot" : "--val-fraction", NULL,
+                                "is for one file's train/val pair; with --shard-tokens the "
+                                "first shard is validation and every document starts with "
+                                "<|endoftext|>");
+    if (a->prefix && strchr(a->prefix, '/'))
+        return prog_usage_error("gptx-tokenize", "--prefix", a->prefix,
+                                "must be a name without '/'");
     return 0;
 }
 
@@ -175,96 +194,33 @@ static char *default_prefix(const char *input) {
     return p;
 }
 
-static int is_graphic_ascii(unsigned char c) { return c > 0x20 && c < 0x7F; }
-
-/* The last position in buf[0, len) where a block may end: just after a
- * newline that has a visible ASCII character on each side ("x\nY"). The
- * GPT-2 pattern always has a piece boundary on both sides of such a newline
- * (only whitespace alternatives match '\n', its run is this one character,
- * and no alternative looks behind), so encoding the blocks separately gives
- * the same ids as encoding the whole text. Returns 0 if there is none. */
-static size_t safe_cut(const unsigned char *buf, size_t len) {
-    for (size_t i = len; i >= 3; i--)
-        if (buf[i - 2] == '\n' && is_graphic_ascii(buf[i - 1]) && is_graphic_ascii(buf[i - 3]))
-            return i - 1;
-    return 0;
-}
-
 typedef struct {
     int32_t *ids;
     size_t n, cap;
 } id_vec;
 
-static int reserve(id_vec *v, size_t more) {
-    if (v->cap - v->n >= more) return 0;
-    size_t cap = v->cap ? v->cap : 1024;
-    while (cap - v->n < more) {
-        if (cap > SIZE_MAX / 2 / sizeof *v->ids) return -1;
-        cap *= 2;
+/* The pair's sink: every id, in memory. */
+static int append(void *ctx, const stream_pos *pos, const int32_t *ids, size_t n) {
+    id_vec *v = ctx;
+    (void)pos;
+    if (v->cap - v->n < n) {
+        size_t cap = v->cap ? v->cap : 1024;
+        while (cap - v->n < n) {
+            if (cap > SIZE_MAX / 2 / sizeof *v->ids) cap = 0;
+            if (!cap) break;
+            cap *= 2;
+        }
+        int32_t *p = cap ? realloc(v->ids, cap * sizeof *p) : NULL;
+        if (!p) {
+            fprintf(stderr, "gptx-tokenize: out of memory\n");
+            return -1;
+        }
+        v->ids = p;
+        v->cap = cap;
     }
-    int32_t *ids = realloc(v->ids, cap * sizeof *ids);
-    if (!ids) return -1;
-    v->ids = ids;
-    v->cap = cap;
+    memcpy(v->ids + v->n, ids, n * sizeof *ids);
+    v->n += n;
     return 0;
-}
-
-/* Reads and encodes the whole input into v; returns the bytes read or -1. */
-static long long encode_file(const gptx_tokenizer *tok, const tokenize_args *a, id_vec *v) {
-    FILE *f = fopen(a->input, "rb");
-    if (!f) {
-        fprintf(stderr, "gptx-tokenize: cannot open --input %s: %s\n", a->input, strerror(errno));
-        return -1;
-    }
-    size_t cap = 2 * a->chunk_bytes, have = 0;
-    unsigned char *buf = malloc(cap);
-    long long total = 0;
-    int eof = 0;
-    if (a->eot && (reserve(v, 1) != 0 || !buf)) goto oom;
-    if (a->eot) v->ids[v->n++] = gptx_tokenizer_eot_token(tok);
-    while (buf && !(eof && have == 0)) {
-        if (!eof) {
-            if (cap - have < a->chunk_bytes) { /* no cut point yet: read on */
-                unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-                if (!nb) goto oom;
-                buf = nb;
-                cap *= 2;
-            }
-            size_t got = fread(buf + have, 1, a->chunk_bytes, f);
-            if (got < a->chunk_bytes) {
-                if (ferror(f)) {
-                    fprintf(stderr, "gptx-tokenize: error reading %s\n", a->input);
-                    goto fail;
-                }
-                eof = 1;
-            }
-            have += got;
-            total += (long long)got;
-        }
-        size_t cut = eof ? have : safe_cut(buf, have);
-        if (cut == 0) continue;
-        if (reserve(v, cut) != 0) goto oom;
-        size_t n = 0;
-        int rc = gptx_tokenizer_encode(tok, (const char *)buf, cut, a->special, v->ids + v->n,
-                                       v->cap - v->n, &n);
-        if (rc != GPTX_OK) {
-            fprintf(stderr, "gptx-tokenize: encoding failed: %s\n", prog_error_text());
-            goto fail;
-        }
-        v->n += n;
-        memmove(buf, buf + cut, have - cut);
-        have -= cut;
-    }
-    if (!buf) goto oom;
-    free(buf);
-    fclose(f);
-    return total;
-oom:
-    fprintf(stderr, "gptx-tokenize: out of memory\n");
-fail:
-    free(buf);
-    fclose(f);
-    return -1;
 }
 
 /* Writes one split into the run's own folder (the pair is switched in
@@ -303,29 +259,64 @@ static int write_pair(const char *dir, const char *name, const id_vec *v, size_t
 
 int main(int argc, char **argv) {
     tokenize_args a;
-    if (parse_args(argc, argv, &a) != 0) return 2;
+    int prc = parse_args(argc, argv, &a);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
+    prog_inputs in;
+    int irc = prog_inputs_expand("gptx-tokenize", "--input", a.input, &in);
+    if (irc != 0) return irc == -2 ? PROG_EXIT_USAGE : PROG_EXIT_FAILURE;
+    if (in.n > 1 && !a.shard_tokens) {
+        fprintf(stderr, "gptx-tokenize: --input %s: %zu files; several files need "
+                        "--shard-tokens (see --help)\n", a.input, in.n);
+        prog_inputs_free(&in);
+        return PROG_EXIT_USAGE;
+    }
+    char *sep = NULL;
+    size_t sep_len = 0;
+    if (a.doc_separator &&
+        prog_doc_separator_parse("gptx-tokenize", a.doc_separator, &sep, &sep_len) != 0) {
+        prog_inputs_free(&in);
+        return PROG_EXIT_USAGE;
+    }
     gptx_tokenizer *tok = NULL;
     if (gptx_tokenizer_load_gpt2(&tok, a.encoder, a.vocab) != GPTX_OK) {
         fprintf(stderr, "gptx-tokenize: cannot load the GPT-2 tokenizer: %s\n", prog_error_text());
-        return 1;
+        prog_inputs_free(&in);
+        free(sep);
+        return PROG_EXIT_FAILURE;
     }
-    char *prefix = a.prefix ? NULL : default_prefix(a.input);
+    char *prefix = a.prefix ? NULL : default_prefix(in.paths[0]);
     const char *name = a.prefix ? a.prefix : prefix;
     id_vec v = {NULL, 0, 0};
-    int status = 1;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    long long bytes = name ? encode_file(tok, &a, &v) : -1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (bytes < 0) goto done;
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("%s: %lld bytes -> %zu tokens in %.2f s (<|endoftext|>: %s)\n", a.input, bytes, v.n,
-           secs, prog_special_tokens_name(a.special));
+    int status = PROG_EXIT_FAILURE;
+    stream_args sa = {.in = &in, .tok = tok, .special = a.special, .eot = a.eot,
+                      .sep = sep, .sep_len = sep_len, .chunk_bytes = (size_t)a.chunk_bytes,
+                      .threads = a.threads, .progress = isatty(2),
+                      .start = {0, 0, 1}};
+    if (!name) {
+        fprintf(stderr, "gptx-tokenize: out of memory\n");
+        goto done;
+    }
     if (make_dirs(a.out_dir) != 0) {
         fprintf(stderr, "gptx-tokenize: cannot create --out-dir %s: %s\n", a.out_dir,
                 strerror(errno));
         goto done;
     }
+    if (a.shard_tokens) {
+        sa.eot = 1;
+        shards_args sh = {.s = sa, .out_dir = a.out_dir, .name = name,
+                          .shard_tokens = a.shard_tokens, .resume = a.resume};
+        status = tokenize_shards(&sh);
+        goto done;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (stream_encode(&sa, append, &v) != 0) goto done;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (a.eot && v.n == 0 && append(&v, NULL, (int32_t[]){gptx_tokenizer_eot_token(tok)}, 1))
+        goto done; /* an empty file: its EOT, as before */
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("%s: %llu bytes -> %zu tokens in %.2f s (<|endoftext|>: %s)\n", in.paths[0],
+           (unsigned long long)in.total_bytes, v.n, secs, prog_special_tokens_name(a.special));
     size_t n_val = (size_t)((double)v.n * a.val_fraction + 0.5);
     if (n_val > v.n) n_val = v.n;
     if (write_pair(a.out_dir, name, &v, n_val) != 0) goto done;
@@ -333,6 +324,8 @@ int main(int argc, char **argv) {
 done:
     free(v.ids);
     free(prefix);
+    free(sep);
+    prog_inputs_free(&in);
     gptx_tokenizer_destroy(tok);
     return status;
 }

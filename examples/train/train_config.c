@@ -90,8 +90,11 @@ char *run_record(const train_run *run) {
     int k = snprintf(s, cap, "%s\n", SAVED_MAGIC);
     train_options_format(o, s + k, cap - (size_t)k);
     size_t at = strlen(s);
-    snprintf(s + at, cap - at, "data_hash %016llx\nworld_size %d\nbest_val_loss %.9g\nrun_id %s\n",
-             (unsigned long long)run->data_hash, run->world, run->best_val, run->run_id);
+    /* text_documents 1: --text's documents each after an EOT (gptx 0.6); a
+     * record without it is of the layout before (one file as it is) */
+    snprintf(s + at, cap - at, "data_hash %016llx\nworld_size %d\nbest_val_loss %.9g\nrun_id %s\n%s",
+             (unsigned long long)run->data_hash, run->world, run->best_val, run->run_id,
+             run->text_docs ? "text_documents 1\n" : "");
     return s;
 }
 

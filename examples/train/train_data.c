@@ -1,6 +1,7 @@
 /* gptx-train's data: --text (tokenized here, the tail held out for
  * validation) or llm.c shards, the loaders over it, the hash that tells a
  * resumed run it trains on the same data, and the unigram baseline. */
+#define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,22 +9,18 @@
 #include <string.h>
 
 #include "prog_files.h"
+#include "prog_inputs.h"
 #include "train_run.h"
 
-/* Splits "a,b,c" into an array of strings (one allocation each). */
-static int split_paths(const char *list, char ***out) {
-    int n = 1;
-    for (const char *p = list; *p; p++) n += *p == ',';
-    char **paths = calloc((size_t)n, sizeof *paths);
-    const char *start = list;
-    for (int i = 0; i < n && paths; i++) {
-        const char *end = strchr(start, ',');
-        size_t len = end ? (size_t)(end - start) : strlen(start);
-        paths[i] = strndup(start, len);
-        start = end ? end + 1 : start + len;
-    }
-    *out = paths;
-    return n;
+/* A list of files, globs and folders (prog_inputs.h), sorted: 0, or -1
+ * after a message. */
+static int expand_paths(const char *flag, const char *list, char ***out, int *n) {
+    prog_inputs in;
+    if (prog_inputs_expand("gptx-train", flag, list, &in)) return -1;
+    free(in.sizes);
+    *out = in.paths;
+    *n = (int)in.n;
+    return 0;
 }
 
 void free_paths(char **paths, int n) {
@@ -109,13 +106,15 @@ static int open_shards(train_run *run, const gptx_dataloader_options *lo,
                        const gptx_dataloader_options *vo) {
     const train_options *o = &run->o;
     run->data_name = o->train_shards;
-    run->n_train_paths = split_paths(o->train_shards, &run->train_paths);
+    if (expand_paths("--train-shards", o->train_shards, &run->train_paths, &run->n_train_paths))
+        return -1;
     if (hash_files(run->train_paths, run->n_train_paths, &run->data_hash)) return -1;
     TRY(run, gptx_dataloader_create_from_files(&run->train, run->ctx,
                                                (const char *const *)run->train_paths,
                                                run->n_train_paths, lo));
     if (!o->val_shards) return 0;
-    run->n_val_paths = split_paths(o->val_shards, &run->val_paths);
+    if (expand_paths("--val-shards", o->val_shards, &run->val_paths, &run->n_val_paths))
+        return -1;
     uint64_t vh = 0;
     if (hash_files(run->val_paths, run->n_val_paths, &vh)) return -1;
     run->data_hash = hash_bytes(run->data_hash, &vh, sizeof vh);
@@ -125,35 +124,151 @@ static int open_shards(train_run *run, const gptx_dataloader_options *lo,
     return 0;
 }
 
-/* --text: tokenized whole, its last --val-fraction held out for validation. */
+/* The tokens of --text, grown as documents are added. */
+typedef struct {
+    int32_t *ids;
+    size_t n, cap;
+    size_t *doc_end; /* where each document's tokens end */
+    size_t n_docs, cap_docs;
+} text_ids;
+
+static int add_document(train_run *run, text_ids *t, const char *text, size_t len, int eot) {
+    if (t->cap - t->n < len + 1) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap - t->n < len + 1) cap *= 2;
+        int32_t *ids = realloc(t->ids, cap * sizeof *ids);
+        if (!ids) {
+            fprintf(stderr, "gptx-train: out of memory for %zu token ids\n", cap);
+            return -1;
+        }
+        t->ids = ids;
+        t->cap = cap;
+    }
+    if (t->n_docs == t->cap_docs) {
+        size_t cap = t->cap_docs ? 2 * t->cap_docs : 64;
+        size_t *ends = realloc(t->doc_end, cap * sizeof *ends);
+        if (!ends) {
+            fprintf(stderr, "gptx-train: out of memory\n");
+            return -1;
+        }
+        t->doc_end = ends;
+        t->cap_docs = cap;
+    }
+    if (eot) t->ids[t->n++] = gptx_tokenizer_eot_token(run->tok);
+    size_t m = 0;
+    TRY(run, gptx_tokenizer_encode(run->tok, text, len, train_options_allow_special(&run->o),
+                                   t->ids + t->n, t->cap - t->n, &m));
+    t->n += m;
+    t->doc_end[t->n_docs++] = t->n;
+    return 0;
+}
+
+/* A file's documents: itself, or its parts between separators (an empty
+ * one skipped, EOT and all). */
+static int add_file(train_run *run, text_ids *t, const char *text, size_t len, const char *sep,
+                    size_t sep_len) {
+    if (!run->text_docs) return add_document(run, t, text, len, 0); /* a run saved before 0.6 */
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *q = sep ? memmem(p, (size_t)(end - p), sep, sep_len) : NULL;
+        size_t n = q ? (size_t)(q - p) : (size_t)(end - p);
+        if (n > 0 && add_document(run, t, p, n, 1)) return -1;
+        p = q ? q + sep_len : end;
+    }
+    return 0;
+}
+
+/* Where validation starts: with several documents, whole ones from the end
+ * (sorted by path, then their place in the file) until they hold at least
+ * --val-fraction of the tokens, when that is at most twice the share and
+ * leaves one for training; otherwise (one document, or documents too big
+ * for the share) the tail of the tokens. */
+static size_t text_split(train_run *run, const text_ids *t) {
+    size_t n = t->n, want = n - (size_t)((double)n * (1.0 - run->o.val_fraction));
+    run->val_docs = 0;
+    if (!run->text_docs || t->n_docs < 2) return n - want;
+    for (size_t d = t->n_docs - 1; d >= 1; d--) { /* documents d .. n_docs-1 held out */
+        size_t held = n - t->doc_end[d - 1];
+        if (held >= want) {
+            if (held > 2 * want) break; /* too few documents for the share: the tail */
+            run->val_docs = (int64_t)(t->n_docs - d);
+            return t->doc_end[d - 1];
+        }
+    }
+    return n - want;
+}
+
+/* --text: tokenized whole (every file, sorted; each document after an EOT),
+ * the validation share held out (text_split). */
 static int open_text(train_run *run, const gptx_dataloader_options *lo,
                      const gptx_dataloader_options *vo) {
     const train_options *o = &run->o;
     const int T = o->context;
     run->data_name = o->text;
-    size_t len = 0, n = 0;
-    /* a regular file, read to the end without error (not a folder or a device) */
-    if (!(run->text = prog_read_file("gptx-train", "--text", o->text, &len))) return -1;
-    if (!(run->tokens = malloc((len + 1) * sizeof *run->tokens))) return -1;
-    TRY(run, gptx_tokenizer_encode(run->tok, run->text, len, train_options_allow_special(o),
-                                   run->tokens, len + 1, &n));
-    size_t split = (size_t)((double)n * (1.0 - o->val_fraction));
+    /* a run saved before 0.6 records no text_documents: it goes on with the
+     * old layout (one file as it is) */
+    char docs[16] = "";
+    run->text_docs = !run->saved || (train_saved_get(run->saved, "text_documents", docs,
+                                                     sizeof docs) == 0 && atoi(docs) == 1);
+    if (getenv("GPTX_TRAIN_TEST_LAYOUT_0_5")) run->text_docs = 0; /* test hook: a 0.5 run */
+    prog_inputs in = {0};
+    static char dash[] = "-";
+    static char *stdin_path[] = {dash};
+    static uint64_t stdin_size[] = {0};
+    if (!strcmp(o->text, "-")) /* standard input, one text (prog_read_file) */
+        in = (prog_inputs){stdin_path, stdin_size, 1, 0};
+    else if (prog_inputs_expand("gptx-train", "--text", o->text, &in))
+        return -1;
+    char *sep = NULL;
+    size_t sep_len = 0;
+    text_ids t = {0};
+    int rc = -1;
+    if (o->doc_separator &&
+        prog_doc_separator_parse("gptx-train", o->doc_separator, &sep, &sep_len))
+        goto done;
+    if (!run->text_docs && (in.n != 1 || sep)) {
+        fprintf(stderr, "gptx-train: --resume: the run was saved before gptx 0.6 and trains on "
+                        "one text file as it is; --text %s is %zu files%s\n", o->text, in.n,
+                sep ? " (and --doc-separator)" : "");
+        goto done;
+    }
+    for (size_t i = 0; i < in.n; i++) {
+        size_t len = 0;
+        /* a regular file, read to the end without error (not a folder or a device) */
+        char *text = prog_read_file("gptx-train", "--text", in.paths[i], &len);
+        if (!text) goto done;
+        int bad = add_file(run, &t, text, len, sep, sep_len);
+        free(text);
+        if (bad) goto done; /* after a message */
+    }
+    size_t own = t.n - (run->text_docs ? t.n_docs : 0); /* without the EOTs added */
+    size_t n = t.n, split = text_split(run, &t);
+    run->n_docs = (int64_t)t.n_docs;
     if (split < (size_t)T + 1 || n - split < (size_t)T + 1) {
         fprintf(stderr, "gptx-train: --text %s has %zu tokens; with --context %d and "
                         "--val-fraction %g both splits need at least %d\n",
                 o->text, n, T, (double)o->val_fraction, T + 1);
-        return -1;
+        goto done;
     }
-    run->text_tokens = (int64_t)n;
+    run->tokens = t.ids;
+    t.ids = NULL;
+    run->text_tokens = (int64_t)own;
     /* the tokens (so the tokenizer files count too) and where validation starts */
     const int32_t *tokens = run->tokens;
     run->data_hash = hash_bytes(hash_bytes(run->data_hash, tokens, n * sizeof *tokens), &split,
                                 sizeof split);
     run->unigram = unigram_baseline(tokens, split, tokens + split, n - split, o->vocab_size);
-    TRY(run, gptx_dataloader_create_from_tokens(&run->train, run->ctx, tokens, split, lo));
-    TRY(run, gptx_dataloader_create_from_tokens(&run->val, run->ctx, tokens + split, n - split,
-                                                vo));
-    return 0;
+    int lrc = gptx_dataloader_create_from_tokens(&run->train, run->ctx, tokens, split, lo);
+    if (lrc == GPTX_OK)
+        lrc = gptx_dataloader_create_from_tokens(&run->val, run->ctx, tokens + split, n - split,
+                                                 vo);
+    rc = lrc == GPTX_OK ? 0 : run_fail(run, lrc);
+done:
+    free(t.ids);
+    free(t.doc_end);
+    free(sep);
+    if (in.paths != stdin_path) prog_inputs_free(&in);
+    return rc;
 }
 
 /* The loaders, and the run's length: --steps, or --epochs over the
@@ -164,6 +279,11 @@ int run_open_data(train_run *run) {
     loader_options(run, &lo, &vo);
     run->data_hash = HASH_START;
     run->unigram = NAN;
+    if (o->train_shards && o->doc_separator) {
+        fprintf(stderr, "gptx-train: --doc-separator is for --text, not --train-shards (shards "
+                        "hold tokens: gptx-tokenize --doc-separator)\n");
+        return -1;
+    }
     if ((o->train_shards ? open_shards(run, &lo, &vo) : open_text(run, &lo, &vo)) != 0)
         return -1;
     gptx_dataloader_info_init(&run->ti);

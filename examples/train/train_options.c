@@ -19,11 +19,18 @@ static void usage(void) {
         "the-verdict.txt on the CPU, then a sample continuation of the prompt.\n"
         "\n"
         "data:\n"
-        "  --text FILE            text to train on, GPT-2 BPE tokens (default: the preset's, in\n"
-        "                         %s)\n"
-        "  --val-fraction X       tail of the text held out for validation (default 0.1)\n"
-        "  --train-shards A,B     llm.c token shards to train on instead of --text\n"
-        "  --val-shards A,B       llm.c token shards for validation (with --train-shards)\n"
+        "  --text LIST            text to train on, GPT-2 BPE tokens (default: the preset's, in\n"
+        "                         %s):\n"
+        "                         files, globs, folders (their regular files, not recursive),\n"
+        "                         comma-separated, sorted by path; each document after\n"
+        "                         <|endoftext|>\n"
+        "  --doc-separator S      a document also ends at each S in a --text file, S dropped\n"
+        "                         (escapes \\n \\t \\r \\\\ \\xHH; default: a document is a file)\n"
+        "  --val-fraction X       share held out for validation (default 0.1): whole documents\n"
+        "                         from the end when there are several, else the text's tail\n"
+        "  --train-shards LIST    llm.c token shards to train on instead of --text (files,\n"
+        "                         globs such as 'dir/*_train_*.bin', folders; sorted)\n"
+        "  --val-shards LIST      llm.c token shards for validation (with --train-shards)\n"
         "  --encoder FILE         GPT-2 encoder.json (default %s/gpt2/encoder.json)\n"
         "  --vocab FILE           GPT-2 vocab.bpe (default %s/gpt2/vocab.bpe)\n"
         "  --special-tokens R     how \"<|endoftext|>\" in --text and --prompt is read: text\n"
@@ -140,6 +147,7 @@ static const flag flags[] = {
     F("--encoder", K_STR, encoder, 0, 0, NULL, CHANGE),
     F("--vocab", K_STR, vocab, 0, 0, NULL, CHANGE),
     F("--special-tokens", K_CHOICE, special_tokens, 0, 0, "text|allow", KEEP),
+    F("--doc-separator", K_STR, doc_separator, 0, 0, NULL, KEEP),
     F("--preset", K_STR, preset, 0, 0, NULL, NOSAVE),
     F("--init-from", K_STR, init_from, 0, 0, NULL, NOSAVE),
     F("--layers", K_INT, layers, 1, 1e6, NULL, KEEP),

@@ -9,12 +9,13 @@ typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } lr_schedule
 
 typedef struct train_options {
     /* data */
-    const char *text;          /* text file, tokenized with the GPT-2 tokenizer */
+    const char *text;          /* text files, globs, folders (prog_inputs.h), GPT-2 tokens */
     const char *train_shards;  /* comma-separated llm.c shards (instead of text) */
     const char *val_shards;
     float val_fraction;        /* of the text held out for validation */
     const char *encoder, *vocab;
     const char *special_tokens; /* "text" or "allow": "<|endoftext|>" in --text and --prompt */
+    const char *doc_separator;  /* --text: a document also ends at each one (escapes: \n ...) */
     /* model */
     const char *preset;
     const char *init_from; /* --init-from: the model to fine-tune, NULL = a new one */

@@ -34,7 +34,9 @@ typedef struct train_run {
     char **train_paths, **val_paths; /* --train-shards / --val-shards, split at commas */
     int n_train_paths, n_val_paths;
     const char *data_name; /* --text or --train-shards, for messages */
-    int64_t text_tokens;   /* --text: its tokens, both splits; 0 with shards */
+    int64_t text_tokens;   /* --text: its tokens, both splits, without the EOTs added; 0 with shards */
+    int text_docs;         /* --text: 1 each document after an EOT; 0 a run saved before 0.6 (as is) */
+    int64_t n_docs, val_docs; /* --text: documents, and those held out (0: the tail of one) */
     uint64_t data_hash;    /* FNV-1a of the data: a resumed run must train on the same */
     double unigram;        /* the unigram baseline's validation loss, NAN with shards */
     gptx_dataloader *train, *val;

@@ -199,8 +199,18 @@ static void print_header(const train_run *run) {
            gptx_context_backend_name(run->ctx), gptx_context_num_threads(run->ctx),
            gptx_precision_name(gptx_context_precision(run->ctx)));
     if (run->text_tokens) /* the whole text's count: what gptx-eval and -tokenize print */
-        printf("text %s: %lld tokens (GPT-2 BPE; <|endoftext|>: %s)\n", run->data_name,
-               (long long)run->text_tokens, o->special_tokens);
+        printf("text %s: %lld tokens (GPT-2 BPE; <|endoftext|>: %s)%s\n", run->data_name,
+               (long long)run->text_tokens, o->special_tokens,
+               run->text_docs ? "" : "; as one text, no <|endoftext|> added (a run saved "
+                                     "before gptx 0.6)");
+    if (run->text_tokens && run->text_docs) {
+        printf("documents: %lld, each after <|endoftext|>; validation: ", (long long)run->n_docs);
+        if (run->val_docs)
+            printf("the last %lld (by path%s)\n", (long long)run->val_docs,
+                   o->doc_separator ? ", then place in the file" : "");
+        else
+            printf("the tail of the tokens\n");
+    }
     printf("data %s: %lld training tokens, %lld windows of %d+1, %lld batches/epoch%s\n",
            run->data_name, (long long)ti->total_tokens, (long long)ti->total_windows, T,
            (long long)ti->batches_per_epoch, run->val ? "" : " (no validation data)");

@@ -262,7 +262,7 @@ fails() { # expected-message args...
   echo "ok: '$*' -> rc $rc: ${msg:0:110}"
 }
 mkdir -p adir
-fails "not a regular file" --text adir
+fails "the folder holds no regular file" --text adir # a folder is its files; an empty one is refused
 fails "not a regular file" --text /dev/zero
 fails "expected an integer from 1 to 1000000000" --batch 2000000000
 fails "unknown option" --steps 3 --nope
