@@ -586,8 +586,21 @@ typedef struct gptx_sampler_options {
     float top_p;        /* nucleus: smallest set with mass >= top_p; 1 = off */
     uint64_t seed;
     uint64_t stream;    /* independent sequences for the same seed */
+    /* 0.6.0: penalties on the tokens of the history (gptx_sampler_sample_history;
+     * a generator passes its window, prompt included), then min-p. Order:
+     * penalties -> temperature -> top-k -> top-p -> min-p -> draw
+     * (docs/sampling.md). Defaults leave every draw as before. */
+    float repetition_penalty; /* > 0; a seen token's logit l becomes l / r if l > 0, else l * r;
+                               * 1 = off (default) */
+    float frequency_penalty;  /* >= 0; l -= frequency_penalty * count; 0 = off (default) */
+    float presence_penalty;   /* >= 0; l -= presence_penalty if count > 0; 0 = off (default) */
+    int penalty_window;       /* >= 1: the penalties see the last penalty_window tokens of the
+                               * history; default GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT */
+    float min_p;              /* [0, 1]: keep tokens whose probability >= min_p times the
+                               * largest; 0 = off (default) */
 } gptx_sampler_options;
-#define GPTX_SAMPLER_OPTIONS_SIZE GPTX_STRUCT_END(gptx_sampler_options, stream)
+#define GPTX_SAMPLER_OPTIONS_SIZE GPTX_STRUCT_END(gptx_sampler_options, min_p)
+#define GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT 64
 
 GPTX_API int gptx_sampler_options_init_sized(gptx_sampler_options *opts, size_t size);
 #define gptx_sampler_options_init(opts) \
@@ -604,6 +617,15 @@ GPTX_API int gptx_sampler_get_options(const gptx_sampler *s, gptx_sampler_option
  * tokens on every backend. */
 GPTX_API int gptx_sampler_sample(gptx_sampler *s, const float *logits, int n_logits, int vocab_size,
                                  int32_t *token);
+/* The same draw after a history of n_history tokens (ids in [0, vocab_size),
+ * oldest first; history may be NULL when n_history is 0): the penalties count
+ * its last penalty_window tokens. gptx_sampler_sample is this call with no
+ * history (the penalties then change nothing). The sampler keeps no history
+ * of its own: the same history, seed, stream and call order draw the same
+ * tokens. */
+GPTX_API int gptx_sampler_sample_history(gptx_sampler *s, const float *logits, int n_logits,
+                                         int vocab_size, const int32_t *history, int n_history,
+                                         int32_t *token);
 
 /* The stream position. Fill it with gptx_sampler_state_init (all fields 0)
  * before either call. */
@@ -682,7 +704,8 @@ GPTX_API int gptx_generator_feed(gptx_generator *g, const int32_t *tokens, int n
  * GPTX_ERR_STATE on an empty window. */
 GPTX_API int gptx_generator_logits(gptx_generator *g, float *logits, size_t count);
 /* Samples the next token from the logits after the window's last token and
- * appends it to the window; its own logits are computed only when a later
+ * appends it to the window (the sampler's penalties see the window as its
+ * history: gptx_sampler_sample_history); its own logits are computed only when a later
  * call needs them. GPTX_ERR_STATE on an empty window. */
 GPTX_API int gptx_generator_next(gptx_generator *g, gptx_sampler *sampler, int32_t *token);
 /* The window's tokens (*len of them; at most count are copied, tokens may be
@@ -789,6 +812,34 @@ GPTX_API int gptx_model_import_hf(gptx_model **out, gptx_context *ctx, const cha
                                   const gptx_model_config *cfg);
 /* Imports llm.c's gpt2_124M.bin model format. */
 GPTX_API int gptx_model_import_llmc(gptx_model **out, gptx_context *ctx, const char *path);
+/* Exports the model as a Hugging Face GPT-2 folder that transformers'
+ * GPT2LMHeadModel.from_pretrained loads (docs/export.md): dir (created if
+ * absent; its parent must exist) gets model.safetensors (F32, names
+ * "transformer.h.0.attn.c_attn.weight" ..., the Conv1D weights transposed to
+ * (in, out), wte cut to vocab_size rows: the padded rows are dropped; an
+ * untied head as "lm_head.weight"; a model without qkv_bias gets zero
+ * c_attn biases, as GPT-2 has no bias switch) and config.json (model_type
+ * gpt2, the sizes, layer_norm_epsilon, activation gelu_new,
+ * tie_word_embeddings, dropouts 0, ...), each written atomically, the
+ * weights first. The tokenizer files (vocab.json, merges.txt) are not
+ * written (gptx-export copies them). Refused before anything is written: a
+ * dir that exists and is not a folder, a model.safetensors or config.json
+ * in it that is not a regular file (GPTX_ERR_IO), and a model whose padded
+ * logits take part in its softmax (mask_padded_logits 0 with
+ * padded_vocab_size > vocab_size: GPTX_ERR_UNSUPPORTED). The values are the
+ * parameters as fp32 under any precision policy. (Since 0.6.0.) */
+GPTX_API int gptx_model_export_hf(const gptx_model *model, const char *dir);
+/* Exports the model as an llm.c model file (the format
+ * gptx_model_import_llmc and llm.c's gpt2_build_from_checkpoint read),
+ * written atomically: a 256-int32 header (magic 20240326, version, maxT, V,
+ * L, NH, C, Vp), then the parameters in llm.c's order with the padded
+ * vocabulary rows kept. dtype GPTX_PRECISION_FP32 writes version 3 (fp32),
+ * GPTX_PRECISION_BF16 version 5 (bf16, rounded to nearest even); any other
+ * is GPTX_ERR_INVALID. A model without qkv_bias gets zero qkv biases.
+ * Refused (GPTX_ERR_UNSUPPORTED): an untied head (llm.c has none; export
+ * with gptx_model_export_hf), a layernorm_eps other than 1e-5 (llm.c's
+ * fixed value), padded logits that take part in the softmax. (Since 0.6.0.) */
+GPTX_API int gptx_model_export_llmc(const gptx_model *model, const char *path, int dtype);
 
 /* Everything needed to resume training exactly. Any pointer except model
  * may be NULL; what is NULL is not saved (or not restored). lr_schedule_step
