@@ -43,8 +43,10 @@ function(gptx_program target)
 endfunction()
 
 # what the programs share beyond the data lookup: whole-file reads, opening
-# a model in any format, the rule for "<|endoftext|>" in text (examples/common/)
+# a model in any format, the rule for "<|endoftext|>" in text, the flag
+# parser (examples/common/)
 add_library(gptx_prog_common STATIC "${PROJECT_SOURCE_DIR}/examples/common/prog_files.c"
+                                    "${PROJECT_SOURCE_DIR}/examples/common/prog_flags.c"
                                     "${PROJECT_SOURCE_DIR}/examples/common/prog_model.c"
                                     "${PROJECT_SOURCE_DIR}/examples/common/prog_error.c"
                                     "${PROJECT_SOURCE_DIR}/examples/common/prog_text.c")
