@@ -171,6 +171,7 @@ static const flag flags[] = {
     F("--log-every", K_INT, log_every, 1, 1e9, NULL, CHANGE),
     F("--out-dir", K_STR, out_dir, 0, 0, NULL, CHANGE),
     F("--checkpoint-every", K_INT, checkpoint_every, -1, 1e9, NULL, CHANGE),
+    F("--keep-checkpoints", K_INT, keep_checkpoints, 0, 1e9, NULL, CHANGE),
     F("--save-best", K_INT, save_best, 0, 1, NULL, CHANGE),
     F("--resume", K_STR, resume, 0, 0, NULL, NOSAVE),
     F("--overwrite", K_SWITCH, overwrite, 0, 1, NULL, NOSAVE), /* takes no value */

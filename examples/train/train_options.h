@@ -29,8 +29,9 @@ typedef struct train_options {
     const char *prompt;
     const char *out_dir;
     int checkpoint_every;
+    int keep_checkpoints;      /* > 0: this run's newest K numbered checkpoints stay; 0 = all */
     int save_best;             /* 1: DIR/best.safetensors at each new best validation loss */
-    const char *resume;        /* checkpoint path to resume from */
+    const char *resume;        /* checkpoint file (or, on the command line, folder) to resume */
     int overwrite;             /* --overwrite: another run's files in out_dir are replaced */
     /* machine */
     const char *backend, *precision;

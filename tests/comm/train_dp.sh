@@ -56,7 +56,7 @@ paste <(losses "$work/single") <(losses "$work/np2") <(losses "$work/np3") \
   --out-dir "$work/part" > "$work/part1.log"
 [ "$(grep -c '| checkpoint ' "$work/part1.log")" -eq 1 ]
 "${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 \
-  --resume "$work/part/checkpoint.safetensors" --out-dir "$work/part2" > "$work/part2.log"
+  --resume "$work/part" --out-dir "$work/part2" > "$work/part2.log"
 want=$(grep -o '"train_loss": [0-9.]*' "$work/np2/metrics.jsonl" | tail -n 2)
 got=$(grep -o '"train_loss": [0-9.]*' "$work/part2/metrics.jsonl")
 if [ "$want" != "$got" ]; then
@@ -68,7 +68,7 @@ echo "ok: resume under mpirun"
 "${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --steps 2 --checkpoint-every 2 --zero1 1 \
   --out-dir "$work/zpart" > "$work/zpart1.log"
 "${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --zero1 1 \
-  --resume "$work/zpart/checkpoint.safetensors" --out-dir "$work/zpart2" > "$work/zpart2.log"
+  --resume "$work/zpart" --out-dir "$work/zpart2" > "$work/zpart2.log"
 want=$(grep -o '"train_loss": [0-9.]*' "$work/zero2/metrics.jsonl" | tail -n 2)
 got=$(grep -o '"train_loss": [0-9.]*' "$work/zpart2/metrics.jsonl")
 if [ "$want" != "$got" ]; then
