@@ -108,7 +108,7 @@ whole() { # metrics file
   [ "$steps" = "$want " ] || { echo "$f: train steps '$steps'"; return 1; }
 }
 start_slow() { # dir: a long run in the background (pid in $pid), once it wrote 2 rows
-  "$train" "${micro[@]}" --threads 1 --steps 100000 --eval-every 0 --log-every 1 --out-dir "$1" \
+  "$train" --preset micro --sample-tokens 0 --threads 1 --steps 100000 --eval-every 0 --log-every 1 --out-dir "$1" \
     > "$1.log" 2>&1 &
   pid=$!
   for _ in $(seq 600); do [ "$(rows train "$1/metrics.jsonl" 2> /dev/null)" -ge 2 ] && break; sleep 0.1; done

@@ -6,9 +6,9 @@
 set -euo pipefail
 train=$1 generate=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-common=(--steps 6 --eval-every 3 --sample-tokens 8 --threads 2 --batch 4)
+common=(--eval-every 3 --sample-tokens 8 --threads 2 --batch 4)
 
-"$train" "${common[@]}" --save-best 1 --out-dir "$work/full" > "$work/full.log"
+"$train" "${common[@]}" --steps 6 --save-best 1 --out-dir "$work/full" > "$work/full.log"
 # --save-best: best.safetensors at each evaluation after step 0 that improves on every earlier one
 improved=$(grep -o '"type": "val", "step": [0-9]*, [^}]*"val_loss": [0-9.]*' "$work/full/metrics.jsonl" |
   awk -F'[:,]' '{ s = $4 + 0; v = $NF + 0; if (NR == 1 || v < best) { best = v; if (s > 0) n++ } } END { print n + 0 }')
@@ -57,7 +57,8 @@ refuse "--width 64 differs from the run's 128" --width 64
 refuse "--batch 8 differs from the run's 4" --preset tiny
 head -c 3000 "$text" > "$work/other.txt"
 refuse "is not what the run trained on" --steps 6 --text "$work/other.txt" --val-fraction 0.1
-refuse "a model file" --steps 6 --resume "$work/full/model.safetensors"
+set +e; msg=$("$train" --resume "$work/full/model.safetensors" --steps 6 --out-dir "$work/bad" 2>&1 >/dev/null); rc=$?; set -e
+[ "$rc" -eq 1 ] && [[ "$msg" == *"a model file"* ]] || { echo "resume of a model file: rc $rc: $msg"; exit 1; }
 refuse "is at step 3; --steps 3 is already reached" --steps 3
 
 for bad in "--steps x" "--lr-schedule wavy" "--nope 1" "--text /nonexistent/file.txt"; do
