@@ -266,6 +266,25 @@ fails "not a regular file" --text adir
 fails "not a regular file" --text /dev/zero
 fails "expected an integer from 1 to 1000000000" --batch 2000000000
 fails "unknown option" --steps 3 --nope
+# the exit code says whose fault it is: 2 a command line the table refuses, 1 an input
+# that cannot be used (also a missing file, for --resume as for --init-from)
+code() { # want-rc expected-message args...
+  local want_rc=$1 want=$2; shift 2
+  set +e; msg=$("$train" "$@" --out-dir bad 2>&1 >/dev/null); rc=$?; set -e
+  [ "$rc" -eq "$want_rc" ] && [[ "$msg" == *"$want"* ]] ||
+    { echo "'$*': rc $rc (want $want_rc), expected '$want' in: $msg"; exit 1; }
+  echo "ok: '$*' -> rc $rc: ${msg:0:110}"
+}
+code 2 "--lr 0: expected a number in (0, 10]" --lr 0
+code 2 "--top-p 0: expected a number in (0, 1]" --top-p 0
+code 2 "--keep-checkpoints -1: expected an integer from 0 to 1000000000" --keep-checkpoints -1
+code 2 "--stpes: unknown option; did you mean --steps?" --stpes 3
+code 1 "--resume nosuch: No such file or directory" --resume nosuch
+code 1 "nosuch" --init-from nosuch --steps 1
+mkdir -p empty
+code 1 "--resume empty: the folder holds no checkpoint" --resume empty
+"$train" --help | grep -q "bf16_pure (bf16 weights, moments and activations, fp32 gradients" ||
+  { echo "--help: bf16_pure"; exit 1; }
 # one data source: a --text given with --train-shards would be ignored (the
 # validation loss then nan, exit 0); the preset's own text is not "given"
 fails "--text ids.txt: not with --train-shards" --text ids.txt --train-shards ids.bin
