@@ -9,7 +9,8 @@
 #   - a run killed after a checkpoint is durable but before `latest` names it
 #     (GPTX_TRAIN_TEST_KILL_BEFORE_LATEST) loses nothing: with
 #     --keep-checkpoints 1 the previous checkpoint is still there, `latest`
-#     names it, and --resume DIR continues to the uninterrupted losses.
+#     names it, and --resume DIR continues to the uninterrupted losses;
+#   - a folder of the layout before 0.6.0 (checkpoint.safetensors) resumes.
 set -euo pipefail
 train=$1 work=$2
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
@@ -60,4 +61,13 @@ grep -q "resumed from kill/checkpoint-00000002.safetensors at step 2" kill2.log 
 left=$(cd kill && ls checkpoint* latest | tr '\n' ' ')
 [ "$left" = "checkpoint-00000006.safetensors latest " ] || { echo "after the kill and resume: $left"; exit 1; }
 echo "ok: killed before latest -> the step-2 checkpoint kept, resumed, the uninterrupted losses"
+
+# ---- a folder of the layout before 0.6.0 ---------------------------------------------------
+mkdir old && cp keep/checkpoint-00000006.safetensors old/checkpoint.safetensors
+"$train" --resume old --steps 7 --out-dir old > old.log
+grep -q "resumed from old/checkpoint.safetensors at step 6" old.log ||
+  { echo "old layout: not resumed from checkpoint.safetensors"; cat old.log; exit 1; }
+[ -s old/checkpoint.safetensors ] && [ "$(cat old/latest)" = "checkpoint-00000007.safetensors" ] ||
+  { echo "old layout after the resume: $(ls old)"; exit 1; }
+echo "ok: --resume DIR of the old layout resumes its checkpoint.safetensors (kept)"
 echo "train_retention: all checks passed"
