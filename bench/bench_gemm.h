@@ -7,48 +7,36 @@
 #define GPTX_BENCH_GEMM_H
 
 #include "bench_common.h"
+#include "prog_flags.h"
 
 typedef struct {
     int threads, n, warmup, reps;
     const char *json;
 } bench_gemm_args;
 
-/* Parses argv into a (defaults: 0 threads = the library's own, n 2048, 3
- * warm-up, 10 timed calls). Returns -1 to go on, or the exit status: 0 after
- * --help, 2 after a bad flag. threads_help says what --threads sets. */
+/* Parses argv into a with the programs' flag parser (defaults: 0 threads =
+ * the library's own, n 2048, 3 warm-up, 10 timed calls). Returns -1 to go
+ * on, or the exit status: 0 after --help/--version, 2 after a bad flag.
+ * threads_help says what --threads sets. */
 static inline int bench_gemm_parse(bench_gemm_args *a, const char *prog, const char *threads_help,
                                    int argc, char **argv) {
-    *a = (bench_gemm_args){0, 2048, 3, 10, NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            printf("usage: %s [--threads N] [--n N] [--warmup N] [--reps N] [--json FILE]\n"
-                   "  --threads  %s\n"
-                   "  --n        matrix size (default 2048)\n"
-                   "  --warmup   untimed calls (default 3)\n"
-                   "  --reps     timed calls (default 10)\n"
-                   "  --json     also write the figures to FILE\n",
-                   prog, threads_help);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "%s: unknown or incomplete option '%s'\n", prog, f);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (strcmp(f, "--threads") == 0) rc = bench_parse_int(prog, f, v, 0, 1000000, &a->threads);
-        else if (strcmp(f, "--n") == 0) rc = bench_parse_int(prog, f, v, 1, 1000000, &a->n);
-        else if (strcmp(f, "--warmup") == 0) rc = bench_parse_int(prog, f, v, 0, 1000000, &a->warmup);
-        else if (strcmp(f, "--reps") == 0) rc = bench_parse_int(prog, f, v, 1, 1000000, &a->reps);
-        else if (strcmp(f, "--json") == 0) a->json = v;
-        else {
-            fprintf(stderr, "%s: unknown option '%s'\n", prog, f);
-            return 2;
-        }
-        if (rc) return 2;
-    }
-    return -1;
+    static const bench_gemm_args defaults = {0, 2048, 3, 10, NULL};
+#define ROW(field, name, kind, lo, hi, arg, help, bits) \
+    PROG_FLAG_ROW(bench_gemm_args, field, name, kind, lo, hi, NULL, arg, help, bits, 0)
+    const prog_flag rows[] = {
+        ROW(threads, "--threads", PROG_FLAG_INT, 0, 1000000, NULL, threads_help, 0),
+        ROW(n, "--n", PROG_FLAG_INT, 1, 1000000, NULL, "matrix size", 0),
+        ROW(warmup, "--warmup", PROG_FLAG_INT, 0, 1000000, NULL, "untimed calls", 0),
+        ROW(reps, "--reps", PROG_FLAG_INT, 1, 1000000, NULL, "timed calls", 0),
+        ROW(json, "--json", PROG_FLAG_STR, 0, 0, "FILE", "also write the figures to FILE", 0),
+    };
+#undef ROW
+    char synopsis[128];
+    snprintf(synopsis, sizeof synopsis, "usage: %s [options]\n", prog);
+    const prog_cli cli = {prog, synopsis, rows, sizeof rows / sizeof rows[0], NULL};
+    *a = defaults;
+    int rc = prog_flags_parse(&cli, a, NULL, argc, argv, &defaults);
+    return rc == 0 ? -1 : rc == 1 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
 }
 
 typedef struct {

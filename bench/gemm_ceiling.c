@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "bench_common.h"
+#include "prog_flags.h"
 #include "prog_presets.h"
 
 typedef struct {
@@ -129,52 +130,42 @@ static float *filled(size_t n, unsigned seed) {
     return x;
 }
 
+typedef struct {
+    const char *config;
+    int threads, warmup, reps;
+    const char *json;
+} ceiling_args;
+
 int main(int argc, char **argv) {
-    model_shape chosen = shape_of(prog_preset_find("small"));
-    const model_shape *s = &chosen;
-    int threads = 0, warmup = 1, reps = 5;
-    const char *json = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            printf("usage: gptx-bench-gemm-ceiling [--config PRESET (small, gpt2-124M-short, ...)] [--threads N]"
-                   " [--warmup N] [--reps N] [--json FILE]\n");
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-bench-gemm-ceiling: unknown or incomplete option '%s'\n", f);
-            return 2;
-        }
-        const char *v = argv[++i];
-        char *end = NULL;
-        if (strcmp(f, "--config") == 0) {
-            const prog_preset *p = prog_preset_find(v);
-            if (!p) {
-                fprintf(stderr, "gptx-bench-gemm-ceiling: unknown --config '%s' (%s)\n", v,
-                        prog_preset_names());
-                return 2;
-            }
-            chosen = shape_of(p);
-            continue;
-        }
-        if (strcmp(f, "--json") == 0) {
-            json = v;
-            continue;
-        }
-        errno = 0;
-        long n = strtol(v, &end, 10);
-        if (errno || !end || *end || n < 0 || n > 100000) {
-            fprintf(stderr, "gptx-bench-gemm-ceiling: %s expects a small integer, got '%s'\n", f, v);
-            return 2;
-        }
-        if (strcmp(f, "--threads") == 0) threads = (int)n;
-        else if (strcmp(f, "--warmup") == 0) warmup = (int)n;
-        else if (strcmp(f, "--reps") == 0 && n > 0) reps = (int)n;
-        else {
-            fprintf(stderr, "gptx-bench-gemm-ceiling: unknown or invalid option '%s'\n", f);
-            return 2;
-        }
+    ceiling_args a = {"small", 0, 1, 5, NULL};
+    const ceiling_args defaults = a;
+#define ROW(field, name, kind, lo, hi, arg, help) \
+    PROG_FLAG_ROW(ceiling_args, field, name, kind, lo, hi, NULL, arg, help, 0, 0)
+    const prog_flag rows[] = {
+        ROW(config, "--config", PROG_FLAG_STR, 0, 0, "PRESET", "the model's shape (a preset)"),
+        ROW(threads, "--threads", PROG_FLAG_INT, 0, 100000, NULL, "threads, 0 = OpenBLAS's own"),
+        ROW(warmup, "--warmup", PROG_FLAG_INT, 0, 100000, NULL, "untimed passes"),
+        ROW(reps, "--reps", PROG_FLAG_INT, 1, 100000, NULL, "timed passes"),
+        ROW(json, "--json", PROG_FLAG_STR, 0, 0, "FILE", "also write the figures to FILE"),
+    };
+#undef ROW
+    const prog_cli cli = {"gptx-bench-gemm-ceiling",
+                          "usage: gptx-bench-gemm-ceiling [options]\n"
+                          "The products of one training step's weight matrices, alone.\n",
+                          rows, sizeof rows / sizeof rows[0], NULL};
+    int prc = prog_flags_parse(&cli, &a, NULL, argc, argv, &defaults);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
+    const prog_preset *preset = prog_preset_find(a.config);
+    if (!preset) {
+        char why[256];
+        snprintf(why, sizeof why, "expected %s", prog_preset_names());
+        prog_usage_error(cli.name, "--config", a.config, why);
+        return PROG_EXIT_USAGE;
     }
+    model_shape chosen = shape_of(preset);
+    const model_shape *s = &chosen;
+    int threads = a.threads, warmup = a.warmup, reps = a.reps;
+    const char *json = a.json;
     int N = s->B * s->T, C = s->C, Vp = s->Vp;
     int layer_oc[4] = {3 * C, C, 4 * C, C}, layer_c[4] = {C, C, C, 4 * C};
     size_t wmax = (size_t)Vp * C, omax = (size_t)N * Vp, imax = (size_t)N * 4 * C;

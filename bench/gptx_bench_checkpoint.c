@@ -13,6 +13,7 @@
 #include "gptx/gptx.h"
 
 #include "bench_common.h"
+#include "prog_flags.h"
 #include "prog_presets.h"
 
 #define CK(call)                                                                       \
@@ -29,21 +30,38 @@ static double file_mb(const char *path) {
     return stat(path, &st) == 0 ? (double)st.st_size / 1e6 : 0;
 }
 
+typedef struct {
+    const char *config, *dir;
+    int reps, threads;
+} ckpt_args;
+
 int main(int argc, char **argv) {
-    const char *config = "gpt2-124M", *dir = "/tmp";
-    int reps = 3, threads = 2;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--config")) config = argv[i + 1];
-        else if (!strcmp(argv[i], "--dir")) dir = argv[i + 1];
-        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+    ckpt_args a = {"gpt2-124M", "/tmp", 3, 2};
+    const ckpt_args defaults = a;
+#define ROW(field, name, kind, lo, hi, arg, help) \
+    PROG_FLAG_ROW(ckpt_args, field, name, kind, lo, hi, NULL, arg, help, 0, 0)
+    const prog_flag rows[] = {
+        ROW(config, "--config", PROG_FLAG_STR, 0, 0, "PRESET", "the model's shape (a preset)"),
+        ROW(dir, "--dir", PROG_FLAG_STR, 0, 0, "DIR", "where the files are written"),
+        ROW(reps, "--reps", PROG_FLAG_INT, 1, 100, NULL, "timed saves and loads"),
+        ROW(threads, "--threads", PROG_FLAG_INT, 0, 100000, NULL, "CPU threads, 0 = all cores"),
+    };
+#undef ROW
+    const prog_cli cli = {"gptx-bench-checkpoint",
+                          "usage: gptx-bench-checkpoint [options]\n"
+                          "Times saving and loading a model and a training checkpoint.\n",
+                          rows, sizeof rows / sizeof rows[0], NULL};
+    int prc = prog_flags_parse(&cli, &a, NULL, argc, argv, &defaults);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
+    const prog_preset *p = prog_preset_find(a.config);
+    if (!p) {
+        char why[256];
+        snprintf(why, sizeof why, "expected %s", prog_preset_names());
+        prog_usage_error(cli.name, "--config", a.config, why);
+        return PROG_EXIT_USAGE;
     }
-    const prog_preset *p = prog_preset_find(config);
-    if (!p || reps < 1 || reps > 100) {
-        fprintf(stderr, "usage: gptx-bench-checkpoint [--config PRESET (%s)] [--dir DIR] "
-                        "[--reps 1..100] [--threads N]\n", prog_preset_names());
-        return 2;
-    }
+    const char *dir = a.dir;
+    int reps = a.reps, threads = a.threads;
     gptx_context_options co;
     gptx_context_options_init(&co);
     co.backend = GPTX_BACKEND_CPU;

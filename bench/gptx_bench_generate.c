@@ -28,6 +28,7 @@
 
 #include "bench_common.h"
 #include "gptx/gptx.h"
+#include "prog_flags.h"
 
 #define PROG "gptx-bench-generate"
 
@@ -37,42 +38,30 @@ typedef struct {
 } args;
 
 static int parse(args *a, int argc, char **argv) {
-    *a = (args){2, 64, 256, 0, "fp32", NULL, NULL, NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            printf("usage: " PROG " [--threads N] [--prompt N] [--new N] [--uncached-tokens K]\n"
-                   "       [--precision fp32|bf16|bf16_pure] [--model FILE] [--save-model FILE]\n"
-                   "       [--json FILE]\n"
-                   "  defaults: 2 threads, prompt 64, 256 new tokens, uncached 0, fp32\n");
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, PROG ": unknown or incomplete option '%s'\n", f);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (!strcmp(f, "--threads")) rc = bench_parse_int(PROG, f, v, 0, 4096, &a->threads);
-        else if (!strcmp(f, "--prompt")) rc = bench_parse_int(PROG, f, v, 1, 1024, &a->prompt);
-        else if (!strcmp(f, "--new")) rc = bench_parse_int(PROG, f, v, 2, 1 << 20, &a->n_new);
-        else if (!strcmp(f, "--uncached-tokens"))
-            rc = bench_parse_int(PROG, f, v, 0, 1 << 20, &a->uncached);
-        else if (!strcmp(f, "--precision")) a->precision = v;
-        else if (!strcmp(f, "--model")) a->model = v;
-        else if (!strcmp(f, "--save-model")) a->save = v;
-        else if (!strcmp(f, "--json")) a->json = v;
-        else {
-            fprintf(stderr, PROG ": unknown option '%s'\n", f);
-            return 2;
-        }
-        if (rc) return 2;
-    }
-    if (gptx_precision_from_name(a->precision) < 0) {
-        fprintf(stderr, PROG ": --precision %s: %s\n", a->precision, gptx_last_error());
-        return 2;
-    }
-    return -1;
+    static const args defaults = {2, 64, 256, 0, "fp32", NULL, NULL, NULL};
+#define ROW(field, name, kind, lo, hi, choices, arg, help) \
+    PROG_FLAG_ROW(args, field, name, kind, lo, hi, choices, arg, help, 0, 0)
+    static const prog_flag rows[] = {
+        ROW(threads, "--threads", PROG_FLAG_INT, 0, 4096, NULL, NULL, "CPU threads, 0 = all cores"),
+        ROW(prompt, "--prompt", PROG_FLAG_INT, 1, 1024, NULL, NULL, "random prompt ids"),
+        ROW(n_new, "--new", PROG_FLAG_INT, 2, 1 << 20, NULL, NULL, "tokens generated"),
+        ROW(uncached, "--uncached-tokens", PROG_FLAG_INT, 0, 1 << 20, NULL, "K",
+            "also K tokens without the key/value cache"),
+        ROW(precision, "--precision", PROG_FLAG_CHOICE, 0, 0, "fp32|bf16|bf16_pure", NULL,
+            "the context's precision policy"),
+        ROW(model, "--model", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+            "weights to load (default: GPT-2 124M shape, random)"),
+        ROW(save, "--save-model", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+            "write the weights for bench/torch_bench_generate.py"),
+        ROW(json, "--json", PROG_FLAG_STR, 0, 0, NULL, "FILE", "also write the figures to FILE"),
+    };
+#undef ROW
+    static const prog_cli cli = {PROG, "usage: " PROG " [options]\n"
+                                       "Generation speed with and without the key/value cache.\n",
+                                 rows, sizeof rows / sizeof rows[0], NULL};
+    *a = defaults;
+    int rc = prog_flags_parse(&cli, a, NULL, argc, argv, &defaults);
+    return rc == 0 ? -1 : rc == 1 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
 }
 
 /* ---- read bandwidth ----------------------------------------------------------- */

@@ -28,6 +28,7 @@
 
 #include "gptx/gptx.h"
 #include "prog_data.h"
+#include "prog_flags.h"
 #include "prog_presets.h"
 #include "ladder/ladder.h"
 #include "ladder/ladder_data.h"
@@ -43,38 +44,10 @@ typedef struct {
     const char *out_prefix;
     const char *text;
     const char *tokenizer_dir;
+    const char *config;
+    unsigned long long seed;
     char prefix_buf[256];
 } bench_args;
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: gptx-bench [--config micro|small|gpt2-124M-short] [--mode cumulative|isolated]\n"
-            "                  [--steps S] [--warmup W] [--repeats R] [--threads N] [--seed S]\n"
-            "                  [--out-prefix P] [--text FILE] [--tokenizer-dir DIR]\n"
-            "                  [--tolerance-scale X]\n"
-            "\n"
-            "  --config      a preset of every gptx program (gptx-train --help lists them):\n"
-            "                micro:           V 50257, T 32,  L 2,  H 2,  C 64,  B 4 (smoke test)\n"
-            "                small:           V 50257, T 256, L 4,  H 4,  C 256, B 4 (default)\n"
-            "                gpt2-124M-short: V 50257, T 256, L 12, H 12, C 768, B 2\n"
-            "                (the padded-vocab rows use 50304)\n"
-            "  --mode        cumulative: each row adds one change to the previous row (default)\n"
-            "                isolated:   each change alone against the baseline\n"
-            "  --steps       timed training steps per repeat (default: micro 5, small 1, gpt2 1)\n"
-            "  --warmup      untimed steps after the cold first step (default: 1, gpt2 0)\n"
-            "  --repeats     repeats of the timed steps; tokens/s median and min-max over them\n"
-            "                (default: micro 3, small 7, gpt2 3)\n"
-            "  --threads     context num_threads, BLAS included (0 = all online cores; default 0)\n"
-            "  --seed        parameter initialisation seed, the same for every row (default 42)\n"
-            "  --out-prefix  writes P.csv, P.json, P.svg, P.tokens.bin\n"
-            "                (default gptx-bench-CONFIG-MODE)\n"
-            "  --text        training text (default %s/the-verdict.txt)\n"
-            "  --tokenizer-dir  GPT-2 encoder.json and vocab.bpe (default %s/gpt2)\n"
-            "  --tolerance-scale  multiplies every numerics tolerance (default 1; 0 demands\n"
-            "                bitwise equality with the baseline, to see the FAIL path)\n"
-            "Exit status: 0 all rows pass, 1 a row failed its numerics or did not run, 2 usage.\n",
-            prog_data_dir(), prog_data_dir());
-}
 
 static int apply_config(bench_args *a, const char *name) {
     ladder_shape *s = &a->p.shape;
@@ -88,82 +61,79 @@ static int apply_config(bench_args *a, const char *name) {
     } else if (p && strcmp(name, "gpt2-124M-short") == 0) {
         a->p.warmup = 0, a->p.steps = 1, a->p.repeats = 3;
     } else {
-        fprintf(stderr, "gptx-bench: unknown --config '%s' (micro, small, gpt2-124M-short: the "
-                        "presets the ladder is sized for)\n", name);
-        return -1;
+        return prog_usage_error("gptx-bench", "--config", name,
+                                "expected micro, small or gpt2-124M-short (the presets the "
+                                "ladder is sized for)");
     }
     *s = (ladder_shape){p->name, 50257, 50304, p->context, p->n_layer, p->n_head, p->n_embd,
                         p->batch};
     return 0;
 }
 
-static int parse_int(const char *flag, const char *s, int min, int *out) {
-    return bench_parse_int("gptx-bench", flag, s, min, 1000000, out);
-}
+#define ROW(field, name, kind, lo, hi, choices, arg, help, bits) \
+    PROG_FLAG_ROW(bench_args, field, name, kind, lo, hi, choices, arg, help, bits, 0)
+static const prog_flag flag_rows[] = {
+    ROW(config, "--config", PROG_FLAG_CHOICE, 0, 0, "micro|small|gpt2-124M-short", NULL,
+        "a preset of every gptx program (gptx-train --help lists them):\n"
+        "micro:           V 50257, T 32,  L 2,  H 2,  C 64,  B 4 (smoke test)\n"
+        "small:           V 50257, T 256, L 4,  H 4,  C 256, B 4\n"
+        "gpt2-124M-short: V 50257, T 256, L 12, H 12, C 768, B 2\n"
+        "(the padded-vocab rows use 50304)", 0),
+    ROW(p.mode, "--mode", PROG_FLAG_CHOICE, 0, 0, "cumulative|isolated", NULL,
+        "cumulative: each row adds one change to the previous row\n"
+        "isolated:   each change alone against the baseline", 0),
+    ROW(p.steps, "--steps", PROG_FLAG_INT, 1, 1000000, NULL, "S",
+        "timed training steps per repeat (default: micro 5, small 1, gpt2 1)",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(p.warmup, "--warmup", PROG_FLAG_INT, 0, 1000000, NULL, "W",
+        "untimed steps after the cold first step (default: 1, gpt2 0)", PROG_FLAG_NO_DEFAULT),
+    ROW(p.repeats, "--repeats", PROG_FLAG_INT, 1, 1000000, NULL, "R",
+        "repeats of the timed steps; tokens/s median and min-max over them\n"
+        "(default: micro 3, small 7, gpt2 3)", PROG_FLAG_NO_DEFAULT),
+    ROW(p.threads, "--threads", PROG_FLAG_INT, 0, 1000000, NULL, NULL,
+        "context num_threads, BLAS included (0 = all online cores)", 0),
+    ROW(seed, "--seed", PROG_FLAG_U64, 0, 0, NULL, NULL,
+        "parameter initialisation seed, the same for every row", 0),
+    ROW(out_prefix, "--out-prefix", PROG_FLAG_STR, 0, 0, NULL, "P",
+        "writes P.csv, P.json, P.svg, P.tokens.bin\n(default gptx-bench-CONFIG-MODE)",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(text, "--text", PROG_FLAG_STR, 0, 0, NULL, "FILE", "training text", 0),
+    ROW(tokenizer_dir, "--tokenizer-dir", PROG_FLAG_STR, 0, 0, NULL, "DIR",
+        "GPT-2 encoder.json and vocab.bpe", 0),
+    ROW(p.tolerance_scale, "--tolerance-scale", PROG_FLAG_DOUBLE, 0, 1e30, NULL, NULL,
+        "multiplies every numerics tolerance (0 demands bitwise\n"
+        "equality with the baseline, to see the FAIL path)", 0),
+};
+#undef ROW
+enum { N_ROWS = sizeof flag_rows / sizeof flag_rows[0] };
 
+/* 0 to go on, 1 after --help/--version, -1 after a message. */
 static int parse_args(bench_args *a, int argc, char **argv) {
+    static const prog_cli cli = {
+        "gptx-bench",
+        "usage: gptx-bench [options]\n"
+        "The ablation ladder: one optimization at a time, with numerics checks "
+        "(docs/ablation.md).\n",
+        flag_rows, N_ROWS,
+        "Exit status: 0 all rows pass, 1 a row failed its numerics or did not run, 2 usage.\n"};
     memset(a, 0, sizeof *a);
     a->p.mode = "cumulative";
-    a->p.seed = 42;
+    a->seed = 42;
     a->p.tolerance_scale = 1.0;
     a->text = prog_data_path("the-verdict.txt");
     a->tokenizer_dir = prog_data_path("gpt2");
-    const char *config = "small";
-    /* the preset first, so explicit overrides win whatever their position */
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--config") == 0) config = argv[i + 1];
-    if (apply_config(a, config) != 0) return -1;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-bench: unknown option or missing value: '%s'\n", f);
-            usage(stderr);
-            return -1;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (strcmp(f, "--config") == 0) continue; /* applied above */
-        else if (strcmp(f, "--mode") == 0) {
-            if (strcmp(v, "cumulative") != 0 && strcmp(v, "isolated") != 0) {
-                fprintf(stderr, "gptx-bench: --mode is '%s'; expected cumulative or isolated\n", v);
-                return -1;
-            }
-            a->p.mode = v;
-        } else if (strcmp(f, "--steps") == 0) rc = parse_int(f, v, 1, &a->p.steps);
-        else if (strcmp(f, "--warmup") == 0) rc = parse_int(f, v, 0, &a->p.warmup);
-        else if (strcmp(f, "--repeats") == 0) rc = parse_int(f, v, 1, &a->p.repeats);
-        else if (strcmp(f, "--threads") == 0) rc = parse_int(f, v, 0, &a->p.threads);
-        else if (strcmp(f, "--seed") == 0) {
-            char *end = NULL;
-            errno = 0;
-            a->p.seed = strtoull(v, &end, 0);
-            if (errno || end == v || *end) {
-                fprintf(stderr, "gptx-bench: --seed expects an unsigned integer, got '%s'\n", v);
-                return -1;
-            }
-        } else if (strcmp(f, "--tolerance-scale") == 0) {
-            char *end = NULL;
-            a->p.tolerance_scale = strtod(v, &end);
-            if (end == v || *end || !(a->p.tolerance_scale >= 0) ||
-                !isfinite(a->p.tolerance_scale)) {
-                fprintf(stderr, "gptx-bench: --tolerance-scale expects a number >= 0, got '%s'\n",
-                        v);
-                return -1;
-            }
-        } else if (strcmp(f, "--out-prefix") == 0) a->out_prefix = v;
-        else if (strcmp(f, "--text") == 0) a->text = v;
-        else if (strcmp(f, "--tokenizer-dir") == 0) a->tokenizer_dir = v;
-        else {
-            fprintf(stderr, "gptx-bench: unknown option '%s'\n", f);
-            usage(stderr);
-            return -1;
-        }
-        if (rc != 0) return -1;
-    }
+    a->config = "small";
+    bench_args defaults = *a;
+    unsigned char given[N_ROWS];
+    int rc = prog_flags_parse(&cli, a, given, argc, argv, &defaults);
+    if (rc) return rc;
+    /* the preset's step counts, then what the command line gave */
+    bench_args flags = *a;
+    if (apply_config(a, a->config) != 0) return -1;
+    for (int i = 0; i < N_ROWS; i++)
+        if (given[i] && flag_rows[i].kind == PROG_FLAG_INT)
+            *(int *)((char *)a + flag_rows[i].offset) = *(const int *)((const char *)&flags + flag_rows[i].offset);
+    a->p.seed = a->seed;
     if (!a->out_prefix) {
         snprintf(a->prefix_buf, sizeof a->prefix_buf, "gptx-bench-%s-%s", a->p.shape.name,
                  a->p.mode);
@@ -221,7 +191,8 @@ static int write_outputs(const ladder_report *rep, const ladder_data *data, cons
 
 int main(int argc, char **argv) {
     bench_args a;
-    if (parse_args(&a, argc, argv) != 0) return 2;
+    int prc = parse_args(&a, argc, argv);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
     const ladder_shape *s = &a.p.shape;
 
     ladder_row rows[LADDER_MAX_ROWS];

@@ -38,7 +38,7 @@
 #include "gptx/gptx.h"
 
 #include "bench_common.h"
-#include "prog_presets.h"
+#include "prog_flags.h"
 #include "prog_presets.h"
 
 typedef struct {
@@ -46,41 +46,19 @@ typedef struct {
     int batch, seq, layers, heads, width, vocab, padded_vocab;
     int threads, warmup, steps;
     const char *json;
-    uint64_t seed;
+    unsigned long long seed;
     int separate; /* 1: gptx_model_forward + gptx_model_backward instead of forward_backward */
     const char *precision;   /* gptx_precision_name */
     int stochastic_rounding; /* bf16_pure's AdamW rounding */
 } bench_args;
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: gptx-bench-train [--config PRESET] [--threads N]\n"
-            "                        [--warmup N] [--steps N] [--batch B] [--seq T]\n"
-            "                        [--layers L] [--heads H] [--width C] [--vocab V]\n"
-            "                        [--padded-vocab Vp] [--seed S] [--json FILE]\n"
-            "                        [--separate 0|1] [--precision P] [--stochastic-rounding 0|1]\n"
-            "\n"
-            "  --config   a preset of every gptx program (below): its model, T and batch B;\n"
-            "             default small (the benchmark of docs/benchmarks.md)\n"
-            "  --threads  context num_threads (0 = all online cores; default 0)\n"
-            "  --warmup   untimed steps before timing, the cold first step included (default 2, min 1)\n"
-            "  --steps    timed steps (default 10)\n"
-            "  --json     also write the results as JSON to FILE\n"
-            "  --separate 1 = gptx_model_forward, then gptx_model_backward (forward and backward\n"
-            "             timed apart); 0 = gptx_model_forward_backward, the cross-entropy and its\n"
-            "             gradient in one pass (default 0; same numbers bit for bit)\n"
-            "  --precision fp32 (default), bf16 or bf16_pure (docs/precision.md)\n"
-            "  --stochastic-rounding 1 = bf16_pure's AdamW rounds stochastically (default 0)\n"
-            "presets (the time is gptx-train's recipe, not this benchmark):\n");
-    prog_presets_print(f, "  ");
-}
-
 /* A preset of examples/common/prog_presets.c: the model and its batch. */
 static int apply_config(bench_args *a, const char *name) {
     const prog_preset *p = prog_preset_find(name);
     if (!p) {
-        fprintf(stderr, "gptx-bench-train: unknown --config '%s' (%s)\n", name, prog_preset_names());
-        return -1;
+        char why[256];
+        snprintf(why, sizeof why, "expected %s", prog_preset_names());
+        return prog_usage_error("gptx-bench-train", "--config", name, why);
     }
     a->vocab = 50257, a->padded_vocab = 50304, a->seq = p->context;
     a->layers = p->n_layer, a->heads = p->n_head, a->width = p->n_embd, a->batch = p->batch;
@@ -104,69 +82,66 @@ static int process_threads(void) {
     return n;
 }
 
-static int parse_int(const char *flag, const char *s, int min, int *out) {
-    return bench_parse_int("gptx-bench-train", flag, s, min, 1000000000, out);
-}
+#define ROW(field, name, kind, lo, hi, choices, arg, help, bits) \
+    PROG_FLAG_ROW(bench_args, field, name, kind, lo, hi, choices, arg, help, bits, 0)
+static const prog_flag rows[] = {
+    ROW(config, "--config", PROG_FLAG_STR, 0, 0, NULL, "PRESET",
+        "a preset of every gptx program (below): its model, T and batch B\n"
+        "(the benchmark of docs/benchmarks.md is small)", 0),
+    ROW(config, "--preset", PROG_FLAG_STR, 0, 0, NULL, "PRESET", "the same as --config",
+        PROG_FLAG_HIDDEN),
+    ROW(threads, "--threads", PROG_FLAG_INT, 0, 1000000, NULL, NULL,
+        "context num_threads (0 = all online cores)", 0),
+    ROW(warmup, "--warmup", PROG_FLAG_INT, 1, 1000000, NULL, NULL,
+        "untimed steps before timing, the cold first step included", 0),
+    ROW(steps, "--steps", PROG_FLAG_INT, 1, 1000000, NULL, NULL, "timed steps", 0),
+    ROW(batch, "--batch", PROG_FLAG_INT, 1, 1000000, NULL, "B", "rows per step (the preset's)",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(seq, "--seq", PROG_FLAG_INT, 1, 1000000, NULL, "T", "tokens per row (the preset's)",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(layers, "--layers", PROG_FLAG_INT, 1, 1000000, NULL, "L", "(the preset's)",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(heads, "--heads", PROG_FLAG_INT, 1, 1000000, NULL, "H", "(the preset's)",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(width, "--width", PROG_FLAG_INT, 1, 1000000, NULL, "C", "(the preset's)",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(vocab, "--vocab", PROG_FLAG_INT, 1, 1000000000, NULL, "V", "vocabulary", 0),
+    ROW(padded_vocab, "--padded-vocab", PROG_FLAG_INT, 0, 1000000000, NULL, "Vp",
+        "rows of wte/lm_head; 0 = --vocab", 0),
+    ROW(seed, "--seed", PROG_FLAG_U64, 0, 0, NULL, "S", "initialisation and data seed", 0),
+    ROW(json, "--json", PROG_FLAG_STR, 0, 0, NULL, "FILE", "also write the results as JSON to FILE",
+        0),
+    ROW(separate, "--separate", PROG_FLAG_INT, 0, 1, NULL, "0|1",
+        "1 = gptx_model_forward, then gptx_model_backward (forward and backward\n"
+        "timed apart); 0 = gptx_model_forward_backward, the cross-entropy and its\n"
+        "gradient in one pass (same numbers bit for bit)", 0),
+    ROW(precision, "--precision", PROG_FLAG_CHOICE, 0, 0, "fp32|bf16|bf16_pure", "P",
+        "docs/precision.md", 0),
+    ROW(stochastic_rounding, "--stochastic-rounding", PROG_FLAG_INT, 0, 1, NULL, "0|1",
+        "1 = bf16_pure's AdamW rounds stochastically", 0),
+};
+#undef ROW
+enum { N_ROWS = sizeof rows / sizeof rows[0] };
 
+/* Flags first, then the preset fills the shape flags not given (explicit
+ * overrides win whatever their position). 0, 1 after --help/--version, -1
+ * after a message. */
 static int parse_args(bench_args *a, int argc, char **argv) {
-    /* the preset first, so explicit overrides win whatever their position */
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "--preset") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "gptx-bench-train: --config needs a value\n");
-                return -1;
-            }
-            if (apply_config(a, argv[++i]) != 0) return -1;
-        }
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-bench-train: unknown or incomplete option '%s'\n", f);
-            usage(stderr);
-            return -1;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (strcmp(f, "--config") == 0 || strcmp(f, "--preset") == 0) continue; /* above */
-        else if (strcmp(f, "--threads") == 0) rc = parse_int(f, v, 0, &a->threads);
-        else if (strcmp(f, "--warmup") == 0) rc = parse_int(f, v, 0, &a->warmup);
-        else if (strcmp(f, "--steps") == 0) rc = parse_int(f, v, 1, &a->steps);
-        else if (strcmp(f, "--batch") == 0) rc = parse_int(f, v, 1, &a->batch);
-        else if (strcmp(f, "--seq") == 0) rc = parse_int(f, v, 1, &a->seq);
-        else if (strcmp(f, "--layers") == 0) rc = parse_int(f, v, 1, &a->layers);
-        else if (strcmp(f, "--heads") == 0) rc = parse_int(f, v, 1, &a->heads);
-        else if (strcmp(f, "--width") == 0) rc = parse_int(f, v, 1, &a->width);
-        else if (strcmp(f, "--vocab") == 0) rc = parse_int(f, v, 1, &a->vocab);
-        else if (strcmp(f, "--padded-vocab") == 0) rc = parse_int(f, v, 0, &a->padded_vocab);
-        else if (strcmp(f, "--json") == 0) a->json = v;
-        else if (strcmp(f, "--separate") == 0) {
-            rc = parse_int(f, v, 0, &a->separate);
-            if (rc == 0 && a->separate > 1) rc = -1;
-        }
-        else if (strcmp(f, "--seed") == 0) a->seed = strtoull(v, NULL, 0);
-        else if (strcmp(f, "--precision") == 0) {
-            a->precision = v;
-            if (gptx_precision_from_name(v) < 0) {
-                fprintf(stderr, "gptx-bench-train: --precision: %s\n", gptx_last_error());
-                rc = -1;
-            }
-        } else if (strcmp(f, "--stochastic-rounding") == 0) {
-            rc = parse_int(f, v, 0, &a->stochastic_rounding);
-            if (rc == 0 && a->stochastic_rounding > 1) rc = -1;
-        }
-        else {
-            fprintf(stderr, "gptx-bench-train: unknown option '%s'\n", f);
-            usage(stderr);
-            return -1;
-        }
-        if (rc != 0) return -1;
-    }
-    if (a->warmup < 1) a->warmup = 1; /* the cold step always runs and is never timed */
+    static const prog_cli cli = {
+        "gptx-bench-train",
+        "usage: gptx-bench-train [options]\n"
+        "Times full training steps (forward, backward, AdamW) of the library.\n",
+        rows, N_ROWS, "presets (the time is gptx-train's recipe, not this benchmark):\n"};
+    const bench_args defaults = *a;
+    unsigned char given[N_ROWS];
+    int rc = prog_flags_parse(&cli, a, given, argc, argv, &defaults);
+    if (rc == 1) prog_presets_print(stdout, "  ");
+    if (rc) return rc;
+    bench_args flags = *a;
+    if (apply_config(a, a->config) != 0) return -1;
+    for (int i = 0; i < N_ROWS; i++) /* what the command line gave wins over the preset */
+        if (given[i] && rows[i].kind == PROG_FLAG_INT)
+            *(int *)((char *)a + rows[i].offset) = *(const int *)((const char *)&flags + rows[i].offset);
     if (a->padded_vocab == 0) a->padded_vocab = a->vocab;
     return 0;
 }
@@ -263,7 +238,9 @@ int main(int argc, char **argv) {
     a.steps = 10;
     a.seed = 1234;
     a.precision = "fp32";
-    if (parse_args(&a, argc, argv) != 0) return 2;
+    a.config = "small";
+    int prc = parse_args(&a, argc, argv);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
     separate_passes = a.separate;
     if (!separate_passes) { /* one call: no backward phase of its own to report */
         phase_names[PH_FWD] = "forward+backward";

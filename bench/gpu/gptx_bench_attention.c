@@ -39,6 +39,7 @@
 #include "errors.h"
 
 #include "../bench_common.h"
+#include "prog_flags.h"
 
 #define PROG "gptx-bench-attention"
 
@@ -63,44 +64,35 @@ typedef struct {
     uint16_t *out, *dqkv;
 } att_result;
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: " PROG " [--batch B] [--heads H] [--seq T] [--head-size HS]\n"
-               "                            [--warmup N] [--iters N] [--json FILE]\n"
-               "  defaults: B 8, H 12, T 1024, head size 64 (GPT-2's), 3 warm-up calls, the\n"
-               "  median of 20 timed calls; bf16, tensor-core and CUDA-core kernels\n");
-}
+#define ROW(field, name, lo, hi, arg, help) \
+    PROG_FLAG_ROW(att_args, field, name, PROG_FLAG_INT, lo, hi, NULL, arg, help, 0, 0)
+static const prog_flag flag_rows[] = {
+    ROW(batch, "--batch", 1, 4096, "B", "rows"),
+    ROW(heads, "--heads", 1, 256, "H", "heads"),
+    ROW(seq, "--seq", 1, 65536, "T", "positions"),
+    ROW(head_size, "--head-size", 2, 128, "HS", "head size, even (GPT-2's is 64)"),
+    ROW(warmup, "--warmup", 0, 100000, NULL, "untimed calls"),
+    ROW(iters, "--iters", 1, 100000, NULL, "timed calls (their median)"),
+    PROG_FLAG_ROW(att_args, json, "--json", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+                  "also write the figures to FILE", 0, 0),
+};
+#undef ROW
 
+/* 0 to go on, 1 after --help/--version, -1 after a message. */
 static int parse_args(att_args *a, int argc, char **argv) {
-    *a = (att_args){8, 12, 1024, 64, 3, 20, NULL};
-    for (int i = 1; i < argc; i += 2) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0;
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (!v) {
-            fprintf(stderr, PROG ": %s needs a value\n", f);
-            return -1;
-        }
-        if (!strcmp(f, "--batch")) rc = bench_parse_int(PROG, f, v, 1, 4096, &a->batch);
-        else if (!strcmp(f, "--heads")) rc = bench_parse_int(PROG, f, v, 1, 256, &a->heads);
-        else if (!strcmp(f, "--seq")) rc = bench_parse_int(PROG, f, v, 1, 65536, &a->seq);
-        /* even: the buffers move as fp32 words (see upload_bf16) */
-        else if (!strcmp(f, "--head-size")) rc = bench_parse_int(PROG, f, v, 2, 128, &a->head_size);
-        else if (!strcmp(f, "--warmup")) rc = bench_parse_int(PROG, f, v, 0, 100000, &a->warmup);
-        else if (!strcmp(f, "--iters")) rc = bench_parse_int(PROG, f, v, 1, 100000, &a->iters);
-        else if (!strcmp(f, "--json")) a->json = v;
-        else {
-            fprintf(stderr, PROG ": unknown option '%s'\n", f);
-            usage(stderr);
-            return -1;
-        }
-        if (rc) return -1;
-    }
+    static const att_args defaults = {8, 12, 1024, 64, 3, 20, NULL};
+    static const prog_cli cli = {PROG, "usage: " PROG " [options]\n"
+                                       "bf16 causal attention, tensor-core and CUDA-core kernels, "
+                                       "forward and backward.\n",
+                                 flag_rows, sizeof flag_rows / sizeof flag_rows[0], NULL};
+    *a = defaults;
+    int rc = prog_flags_parse(&cli, a, NULL, argc, argv, &defaults);
+    if (rc) return rc;
+    /* even: the buffers move as fp32 words (see upload_bf16) */
     if (a->head_size % 2) {
-        fprintf(stderr, PROG ": --head-size %d must be even\n", a->head_size);
-        return -1;
+        char v[16];
+        snprintf(v, sizeof v, "%d", a->head_size);
+        return prog_usage_error(PROG, "--head-size", v, "must be even");
     }
     return 0;
 }
@@ -314,7 +306,8 @@ static int bench(att_env *e, const att_args *a, const gptx_backend_ops *simt) {
 
 int main(int argc, char **argv) {
     att_args a;
-    if (parse_args(&a, argc, argv)) return 2;
+    int prc = parse_args(&a, argc, argv);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
     att_env e;
     memset(&e, 0, sizeof e);
     e.ops = cuda_test_ops();

@@ -44,6 +44,7 @@
 #include "gptx/gptx_experimental.h"
 
 #include "../bench_common.h"
+#include "prog_flags.h"
 
 #ifdef GPTX_BENCH_CUDA_EMU
 /* test build (tests/gpu): the backend's CPU emulation, which the library
@@ -65,76 +66,38 @@ typedef struct {
     int graphs, fused;
 } bench_args;
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: gptx-bench-gpu [--precision fp32|tf32|bf16|bf16_pure] [--batch B | --max-batch B]\n"
-               "                      [--seq T] [--layers L] [--heads H] [--width C] [--vocab V]\n"
-               "                      [--padded-vocab Vp] [--warmup N] [--steps N] [--graphs 0|1]\n"
-               "                      [--fused 0|1] [--json FILE]\n"
-               "  defaults: bf16, GPT-2 124M, T 1024, largest power-of-two batch <= 512 that\n"
-               "  fits, 3 warm-up steps (the cold one included), 10 timed steps, no CUDA graphs,\n"
-               "  fused forward + backward\n");
-}
+#define ROW(field, name, lo, hi, arg, help, bits) \
+    PROG_FLAG_ROW(bench_args, field, name, PROG_FLAG_INT, lo, hi, NULL, arg, help, bits, 0)
+static const prog_flag flag_rows[] = {
+    PROG_FLAG_ROW(bench_args, precision, "--precision", PROG_FLAG_CHOICE, 0, 0,
+                  "fp32|tf32|bf16|bf16_pure", NULL, "the context's precision policy", 0, 0),
+    ROW(batch, "--batch", 0, 1000000, "B", "rows per step; 0 = the largest power of two\n"
+                                          "<= --max-batch that fits", 0),
+    ROW(max_batch, "--max-batch", 1, 1000000, "B", "the largest batch tried", 0),
+    ROW(seq, "--seq", 1, 1000000, "T", "positions", 0),
+    ROW(layers, "--layers", 1, 1000000, "L", "layers (GPT-2 124M's)", 0),
+    ROW(heads, "--heads", 1, 1000000, "H", "heads", 0),
+    ROW(width, "--width", 1, 1000000, "C", "width", 0),
+    ROW(vocab, "--vocab", 1, 1000000, "V", "vocabulary", 0),
+    ROW(padded_vocab, "--padded-vocab", 1, 1000000, "Vp", "rows of wte/lm_head (at least V)", 0),
+    ROW(warmup, "--warmup", 1, 1000000, NULL, "untimed steps, the cold one included", 0),
+    ROW(steps, "--steps", 1, 1000000, NULL, "timed steps", 0),
+    ROW(graphs, "--graphs", 0, 1, "0|1", "1 = CUDA graphs", 0),
+    ROW(fused, "--fused", 0, 1, "0|1", "1 = forward and backward in one call", 0),
+    PROG_FLAG_ROW(bench_args, json, "--json", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+                  "also write the figures to FILE", 0, 0),
+};
+#undef ROW
 
+/* 0 to go on, 1 after --help/--version, -1 after a message. */
 static int parse_args(bench_args *a, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-bench-gpu: option '%s' needs a value\n", f);
-            return -1;
-        }
-        const char *v = argv[++i];
-        int *dst = NULL;
-        if (!strcmp(f, "--precision"))
-            a->precision = v;
-        else if (!strcmp(f, "--json"))
-            a->json = v;
-        else if (!strcmp(f, "--batch"))
-            dst = &a->batch;
-        else if (!strcmp(f, "--max-batch"))
-            dst = &a->max_batch;
-        else if (!strcmp(f, "--seq"))
-            dst = &a->seq;
-        else if (!strcmp(f, "--layers"))
-            dst = &a->layers;
-        else if (!strcmp(f, "--heads"))
-            dst = &a->heads;
-        else if (!strcmp(f, "--width"))
-            dst = &a->width;
-        else if (!strcmp(f, "--vocab"))
-            dst = &a->vocab;
-        else if (!strcmp(f, "--padded-vocab"))
-            dst = &a->padded_vocab;
-        else if (!strcmp(f, "--warmup"))
-            dst = &a->warmup;
-        else if (!strcmp(f, "--steps"))
-            dst = &a->steps;
-        else if (!strcmp(f, "--graphs"))
-            dst = &a->graphs;
-        else if (!strcmp(f, "--fused"))
-            dst = &a->fused;
-        else {
-            fprintf(stderr, "gptx-bench-gpu: unknown option '%s'\n", f);
-            usage(stderr);
-            return -1;
-        }
-        if (dst) {
-            char *end = NULL;
-            errno = 0;
-            long x = strtol(v, &end, 10);
-            if (errno || !end || *end || x < 0 || x > 1000000) {
-                fprintf(stderr, "gptx-bench-gpu: %s expects a non-negative integer, got '%s'\n", f,
-                        v);
-                return -1;
-            }
-            *dst = (int)x;
-        }
-    }
-    if (a->warmup < 1) a->warmup = 1;
-    if (a->steps < 1) a->steps = 1;
+    static const prog_cli cli = {"gptx-bench-gpu",
+                                 "usage: gptx-bench-gpu [options]\n"
+                                 "Training steps on a CUDA device, model FLOP/s and MFU.\n",
+                                 flag_rows, sizeof flag_rows / sizeof flag_rows[0], NULL};
+    const bench_args defaults = *a;
+    int rc = prog_flags_parse(&cli, a, NULL, argc, argv, &defaults);
+    if (rc) return rc;
     if (a->padded_vocab < a->vocab) a->padded_vocab = a->vocab;
     return 0;
 }
@@ -169,12 +132,8 @@ static double matmul_params(const gptx_model *m) {
 
 int main(int argc, char **argv) {
     bench_args a = {"bf16", NULL, 0, 512, 1024, 12, 12, 768, 50257, 50304, 3, 10, 0, 1};
-    if (parse_args(&a, argc, argv) != 0) return 2;
-    if ((a.graphs != 0 && a.graphs != 1) || (a.fused != 0 && a.fused != 1)) {
-        fprintf(stderr, "gptx-bench-gpu: --graphs %d --fused %d; expected 0 or 1\n", a.graphs,
-                a.fused);
-        return 2;
-    }
+    int prc = parse_args(&a, argc, argv);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
     if (a.graphs && a.warmup < 2) a.warmup = 2; /* the capture step is not timed as steady */
     int precision = gptx_precision_from_name(a.precision);
     if (precision <= GPTX_PRECISION_DEFAULT) {

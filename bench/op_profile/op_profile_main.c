@@ -17,6 +17,7 @@
 
 #include "bench_common.h"
 #include "op_profile_report.h"
+#include "prog_flags.h"
 #include "prog_presets.h"
 
 #define SKIP_EXIT 77 /* --backend cuda without a device: nothing to profile */
@@ -26,54 +27,32 @@ typedef struct args {
     int threads, warmup, steps;
 } args;
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: gptx-op-profile [--backend cpu|cuda] [--config PRESET]\n"
-               "                       [--precision fp32|bf16|bf16_pure] [--threads N]\n"
-               "                       [--warmup N] [--steps N]\n"
-               "  defaults: cpu, small, fp32, 0 threads (all online cores; CPU only), 2 warm-up\n"
-               "  steps, 5 profiled steps. Presets:\n");
-    prog_presets_print(f, "    ");
-}
+#define ROW(field, name, kind, lo, hi, choices, arg, help) \
+    PROG_FLAG_ROW(args, field, name, kind, lo, hi, choices, arg, help, 0, 0)
+static const prog_flag rows[] = {
+    ROW(backend, "--backend", PROG_FLAG_CHOICE, 0, 0, "cpu|cuda", NULL, "where the step runs"),
+    ROW(config, "--config", PROG_FLAG_STR, 0, 0, NULL, "PRESET", "the model and batch (below)"),
+    ROW(precision, "--precision", PROG_FLAG_CHOICE, 0, 0, "fp32|bf16|bf16_pure", NULL,
+        "the context's precision policy"),
+    ROW(threads, "--threads", PROG_FLAG_INT, 0, 1000000, NULL, NULL,
+        "CPU threads, 0 = all online cores (CPU only)"),
+    ROW(warmup, "--warmup", PROG_FLAG_INT, 0, 1000000, NULL, NULL, "untimed steps"),
+    ROW(steps, "--steps", PROG_FLAG_INT, 1, 1000000, NULL, NULL, "profiled steps"),
+};
+#undef ROW
 
-static int parse_int(const char *flag, const char *s, int min, int *out) {
-    return bench_parse_int("gptx-op-profile", flag, s, min, 1000000, out);
-}
-
+/* 0 to go on, 1 after --help/--version, -1 after a message. */
 static int parse_args(args *a, int argc, char **argv) {
-    *a = (args){"cpu", "small", "fp32", 0, 2, 5};
-    for (int i = 1; i < argc; i += 2) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0;
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (!v) {
-            fprintf(stderr, "gptx-op-profile: %s needs a value\n", f);
-            return -1;
-        }
-        if (!strcmp(f, "--backend")) a->backend = v;
-        else if (!strcmp(f, "--config")) a->config = v;
-        else if (!strcmp(f, "--precision")) a->precision = v;
-        else if (!strcmp(f, "--threads")) rc = parse_int(f, v, 0, &a->threads);
-        else if (!strcmp(f, "--warmup")) rc = parse_int(f, v, 0, &a->warmup);
-        else if (!strcmp(f, "--steps")) rc = parse_int(f, v, 1, &a->steps);
-        else {
-            fprintf(stderr, "gptx-op-profile: unknown flag %s\n", f);
-            usage(stderr);
-            return -1;
-        }
-        if (rc) return -1;
-    }
-    if (strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda")) {
-        fprintf(stderr, "gptx-op-profile: --backend is '%s'; expected cpu or cuda\n", a->backend);
-        return -1;
-    }
-    if (gptx_precision_from_name(a->precision) < 0) {
-        fprintf(stderr, "gptx-op-profile: --precision %s: %s\n", a->precision, gptx_last_error());
-        return -1;
-    }
-    return 0;
+    static const args defaults = {"cpu", "small", "fp32", 0, 2, 5};
+    static const prog_cli cli = {"gptx-op-profile",
+                                 "usage: gptx-op-profile [options]\n"
+                                 "Time per operation of a training step, by the library's "
+                                 "profiler.\n",
+                                 rows, sizeof rows / sizeof rows[0], "presets:\n"};
+    *a = defaults;
+    int rc = prog_flags_parse(&cli, a, NULL, argc, argv, &defaults);
+    if (rc == 1) prog_presets_print(stdout, "  ");
+    return rc;
 }
 
 #define CK(call)                                                                          \
@@ -212,12 +191,14 @@ static int profile(gptx_context *ctx, const args *a, const prog_preset *p) {
 
 int main(int argc, char **argv) {
     args a;
-    if (parse_args(&a, argc, argv)) return 2;
+    int prc = parse_args(&a, argc, argv);
+    if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
     const prog_preset *p = prog_preset_find(a.config);
     if (!p) {
-        fprintf(stderr, "gptx-op-profile: unknown --config %s (%s)\n", a.config,
-                prog_preset_names());
-        return 2;
+        char why[256];
+        snprintf(why, sizeof why, "expected %s", prog_preset_names());
+        prog_usage_error("gptx-op-profile", "--config", a.config, why);
+        return PROG_EXIT_USAGE;
     }
     gptx_context *ctx = NULL;
     int rc = open_context(&ctx, &a);

@@ -789,6 +789,34 @@ GPTX_API int gptx_model_import_hf(gptx_model **out, gptx_context *ctx, const cha
                                   const gptx_model_config *cfg);
 /* Imports llm.c's gpt2_124M.bin model format. */
 GPTX_API int gptx_model_import_llmc(gptx_model **out, gptx_context *ctx, const char *path);
+/* Exports the model as a Hugging Face GPT-2 folder that transformers'
+ * GPT2LMHeadModel.from_pretrained loads (docs/export.md): dir (created if
+ * absent; its parent must exist) gets model.safetensors (F32, names
+ * "transformer.h.0.attn.c_attn.weight" ..., the Conv1D weights transposed to
+ * (in, out), wte cut to vocab_size rows: the padded rows are dropped; an
+ * untied head as "lm_head.weight"; a model without qkv_bias gets zero
+ * c_attn biases, as GPT-2 has no bias switch) and config.json (model_type
+ * gpt2, the sizes, layer_norm_epsilon, activation gelu_new,
+ * tie_word_embeddings, dropouts 0, ...), each written atomically, the
+ * weights first. The tokenizer files (vocab.json, merges.txt) are not
+ * written (gptx-export copies them). Refused before anything is written: a
+ * dir that exists and is not a folder, a model.safetensors or config.json
+ * in it that is not a regular file (GPTX_ERR_IO), and a model whose padded
+ * logits take part in its softmax (mask_padded_logits 0 with
+ * padded_vocab_size > vocab_size: GPTX_ERR_UNSUPPORTED). The values are the
+ * parameters as fp32 under any precision policy. (Since 0.6.0.) */
+GPTX_API int gptx_model_export_hf(const gptx_model *model, const char *dir);
+/* Exports the model as an llm.c model file (the format
+ * gptx_model_import_llmc and llm.c's gpt2_build_from_checkpoint read),
+ * written atomically: a 256-int32 header (magic 20240326, version, maxT, V,
+ * L, NH, C, Vp), then the parameters in llm.c's order with the padded
+ * vocabulary rows kept. dtype GPTX_PRECISION_FP32 writes version 3 (fp32),
+ * GPTX_PRECISION_BF16 version 5 (bf16, rounded to nearest even); any other
+ * is GPTX_ERR_INVALID. A model without qkv_bias gets zero qkv biases.
+ * Refused (GPTX_ERR_UNSUPPORTED): an untied head (llm.c has none; export
+ * with gptx_model_export_hf), a layernorm_eps other than 1e-5 (llm.c's
+ * fixed value), padded logits that take part in the softmax. (Since 0.6.0.) */
+GPTX_API int gptx_model_export_llmc(const gptx_model *model, const char *path, int dtype);
 
 /* Everything needed to resume training exactly. Any pointer except model
  * may be NULL; what is NULL is not saved (or not restored). lr_schedule_step
