@@ -1,6 +1,7 @@
 /* gptx-compare: the same model and batch in two contexts (backends, thread
  * counts, kernel variants), compared layer by layer: logits -> softmax ->
- * sampled tokens. Exit status 0 = within tolerance, 1 = outside, 2 = error. */
+ * sampled tokens. Exit status 0 = within tolerance, 1 = outside it or the work
+ * failed, 2 = a wrong command line (prog_flags.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <gptx/gptx_experimental.h>
 
 #include "prog_error.h"
+#include "prog_flags.h"
 #include "prog_presets.h"
 
 /* One side: context options and the kernel variants set on the context. */
@@ -19,52 +21,10 @@ typedef struct side_spec {
     int attention, fused_qkv, fused_norm_gelu;
 } side_spec;
 
-static void usage(void) {
-    printf(
-        "usage: gptx-compare [options]\n"
-        "Runs one model on one fixed, seeded batch in two contexts and prints the\n"
-        "layered comparison (logits -> softmax -> sampled tokens); side a is the\n"
-        "reference. Exit status: 0 within tolerance, 1 outside it, 2 error.\n"
-        "\n"
-        "sides:\n"
-        "  --a SPEC, --b SPEC     backend[:N][:precision][:variant...] (default cpu:1 and\n"
-        "                         cpu:2); precision fp32, tf32, bf16, bf16_pure\n"
-        "                         backend cpu, cuda or auto; N = CPU threads (0 = all\n"
-        "                         cores) or the CUDA device; variants: naive (attention\n"
-        "                         with explicit probabilities), split-qkv, unfused\n"
-        "                         (step-by-step LayerNorm/GELU), e.g. cpu:1:naive\n"
-        "  --deterministic 0|1    the contexts' deterministic option (default 1)\n"
-        "model:\n"
-        "  --model FILE           load a gptx safetensors model in both contexts\n"
-        "  --preset NAME          without --model: a preset of every gptx program (default\n"
-        "                         tiny; gptx-train --help lists them): its shape and context\n"
-        "  --layers N --heads N --width N --context N   override the preset\n"
-        "  --vocab-size N         real vocabulary (default 50257)\n"
-        "  --padded-vocab N       rows of wte (default 50304)\n"
-        "  --no-mask              padded logits take part in the softmax\n"
-        "  --init-seed N          initialisation seed (default 1337)\n"
-        "  --perturb NAME:I:D     add D to element I of parameter NAME on side b only\n"
-        "batch:\n"
-        "  --batch N              rows B (default 4)\n"
-        "  --seq N                tokens per row T (default min(context, 64))\n"
-        "  --data-seed N          seed of the token ids (default 1)\n"
-        "comparison:\n"
-        "  --positions N          compare the last N positions of each row (default all)\n"
-        "  --draws N              sampler draws per position (default 1)\n"
-        "  --temperature X --top-k N --top-p X --sample-seed N   the shared sampler\n"
-        "                         (default 1, 0, 1, 0)\n"
-        "  --tolerance NAME       exact (default: every layer bitwise / zero mismatches),\n"
-        "                         fp32 (logits 1e-4 as tests/reference, probabilities\n"
-        "                         2e-4, KL 2e-8, tokens and argmax 1%% of draws / rows)\n"
-        "                         or bf16 (fp32 against a bf16 policy: logits 0.2,\n"
-        "                         probabilities 0.03, KL 1e-3, tokens 40%%, argmax 5%%)\n"
-        "  --atol X --rtol X --prob-atol X --kl-tol X\n"
-        "  --max-token-mismatches N --max-argmax-mismatches N   override the preset\n");
-}
+#define PROG "gptx-compare"
 
 static int bad(const char *flag, const char *value, const char *why) {
-    fprintf(stderr, "gptx-compare: %s %s: %s (see --help)\n", flag, value ? value : "", why);
-    return -1;
+    return prog_usage_error(PROG, flag, value, why);
 }
 
 static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
@@ -84,29 +44,6 @@ static int parse_int(const char *flag, const char *v, int lo, int *out) {
     long x = 0;
     if (parse_long(flag, v, lo, 1000000000L, &x)) return -1;
     *out = (int)x;
-    return 0;
-}
-
-static int parse_u64(const char *flag, const char *v, uint64_t *out) {
-    char *end = NULL;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!end || end == v || *end || errno || v[0] == '-')
-        return bad(flag, v, "expected an unsigned integer");
-    *out = (uint64_t)x;
-    return 0;
-}
-
-static int parse_double(const char *flag, const char *v, double lo, double *out) {
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (!end || end == v || *end || errno || !(x >= lo)) {
-        char why[64];
-        snprintf(why, sizeof why, "expected a number >= %g", lo);
-        return bad(flag, v, why);
-    }
-    *out = x;
     return 0;
 }
 
@@ -175,72 +112,150 @@ static int apply_preset(gptx_model_config *c, const char *name) {
     return 0;
 }
 
+/* The flags as given (prog_flags.h), applied to cli by parse_args. */
+typedef struct cmp_args {
+    const char *a, *b, *model, *preset, *perturb, *tolerance;
+    int deterministic, layers, heads, width, context, vocab_size, padded_vocab, no_mask;
+    unsigned long long init_seed, data_seed, sample_seed;
+    int batch, seq, positions, draws, top_k;
+    double temperature, top_p, atol, rtol, prob_atol, kl_tol;
+    long long max_tok, max_arg;
+} cmp_args;
+
+#define ROW(field, name, kind, lo, hi, choices, arg, help, bits) \
+    PROG_FLAG_ROW(cmp_args, field, name, kind, lo, hi, choices, arg, help, bits, 0)
+#define BIG 1e9
+static const prog_flag cmp_rows[] = {
+    PROG_SECTION("sides:"),
+    ROW(a, "--a", PROG_FLAG_STR, 0, 0, NULL, "SPEC",
+        "side a, the reference: backend[:N][:precision][:variant...];\n"
+        "precision fp32, tf32, bf16, bf16_pure; backend cpu, cuda or\n"
+        "auto; N = CPU threads (0 = all cores) or the CUDA device;\n"
+        "variants: naive (attention with explicit probabilities),\n"
+        "split-qkv, unfused (step-by-step LayerNorm/GELU), e.g.\n"
+        "cpu:1:naive", 0),
+    ROW(b, "--b", PROG_FLAG_STR, 0, 0, NULL, "SPEC", "side b, the same form", 0),
+    ROW(deterministic, "--deterministic", PROG_FLAG_INT, 0, 1, NULL, "0|1",
+        "the contexts' deterministic option", 0),
+    PROG_SECTION("model:"),
+    ROW(model, "--model", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+        "load a gptx safetensors model in both contexts", 0),
+    ROW(preset, "--preset", PROG_FLAG_STR, 0, 0, NULL, "NAME",
+        "without --model: a preset of every gptx program (gptx-train\n"
+        "--help lists them): its shape and context", 0),
+    ROW(layers, "--layers", PROG_FLAG_INT, 1, BIG, NULL, "N", "override the preset's layers",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(heads, "--heads", PROG_FLAG_INT, 1, BIG, NULL, "N", "... heads", PROG_FLAG_NO_DEFAULT),
+    ROW(width, "--width", PROG_FLAG_INT, 1, BIG, NULL, "N", "... width", PROG_FLAG_NO_DEFAULT),
+    ROW(context, "--context", PROG_FLAG_INT, 1, BIG, NULL, "N", "... context",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(vocab_size, "--vocab-size", PROG_FLAG_INT, 1, BIG, NULL, "N", "real vocabulary", 0),
+    ROW(padded_vocab, "--padded-vocab", PROG_FLAG_INT, 1, BIG, NULL, "N", "rows of wte", 0),
+    ROW(no_mask, "--no-mask", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
+        "padded logits take part in the softmax", 0),
+    ROW(init_seed, "--init-seed", PROG_FLAG_U64, 0, 0, NULL, "N", "initialisation seed", 0),
+    ROW(perturb, "--perturb", PROG_FLAG_STR, 0, 0, NULL, "NAME:I:D",
+        "add D to element I of parameter NAME on side b only", 0),
+    PROG_SECTION("batch:"),
+    ROW(batch, "--batch", PROG_FLAG_INT, 1, BIG, NULL, "N", "rows B", 0),
+    ROW(seq, "--seq", PROG_FLAG_INT, 1, BIG, NULL, "N",
+        "tokens per row T (default min(context, 64))", PROG_FLAG_NO_DEFAULT),
+    ROW(data_seed, "--data-seed", PROG_FLAG_U64, 0, 0, NULL, "N", "seed of the token ids", 0),
+    PROG_SECTION("comparison:"),
+    ROW(positions, "--positions", PROG_FLAG_INT, 0, BIG, NULL, "N",
+        "compare the last N positions of each row (0 = all)", 0),
+    ROW(draws, "--draws", PROG_FLAG_INT, 1, BIG, NULL, "N", "sampler draws per position", 0),
+    ROW(temperature, "--temperature", PROG_FLAG_DOUBLE, 0, 1e6, NULL, "X",
+        "the shared sampler's temperature", 0),
+    ROW(top_k, "--top-k", PROG_FLAG_INT, 0, BIG, NULL, "N", "... top-k (0 = off)", 0),
+    ROW(top_p, "--top-p", PROG_FLAG_DOUBLE, 0, 1, NULL, "X", "... top-p", 0),
+    ROW(sample_seed, "--sample-seed", PROG_FLAG_U64, 0, 0, NULL, "N", "... seed", 0),
+    ROW(tolerance, "--tolerance", PROG_FLAG_CHOICE, 0, 0, "exact|fp32|bf16", "NAME",
+        "exact: every layer bitwise / zero mismatches; fp32: logits\n"
+        "1e-4 as tests/reference, probabilities 2e-4, KL 2e-8, tokens\n"
+        "and argmax 1% of draws / rows; bf16 (fp32 against a bf16\n"
+        "policy): logits 0.2, probabilities 0.03, KL 1e-3, tokens\n"
+        "40%, argmax 5%", 0),
+    ROW(atol, "--atol", PROG_FLAG_DOUBLE, 0, 1e300, NULL, "X",
+        "override the tolerance's logits atol", PROG_FLAG_NO_DEFAULT),
+    ROW(rtol, "--rtol", PROG_FLAG_DOUBLE, 0, 1e300, NULL, "X", "... logits rtol",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(prob_atol, "--prob-atol", PROG_FLAG_DOUBLE, 0, 1e300, NULL, "X", "... probabilities atol",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(kl_tol, "--kl-tol", PROG_FLAG_DOUBLE, 0, 1e300, NULL, "X", "... KL tolerance",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(max_tok, "--max-token-mismatches", PROG_FLAG_I64, 0, BIG, NULL, "N",
+        "... sampled tokens that may differ", PROG_FLAG_NO_DEFAULT),
+    ROW(max_arg, "--max-argmax-mismatches", PROG_FLAG_I64, 0, BIG, NULL, "N",
+        "... argmax rows that may differ", PROG_FLAG_NO_DEFAULT),
+};
+#undef ROW
+#undef BIG
+
+/* -1 go on, else the exit status (0 after --help/--version, 2 usage). */
 static int parse_args(cli *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            usage();
-            exit(0);
-        }
-        if (!strcmp(k, "--version")) {
-            printf("gptx-compare %s\n", gptx_version());
-            exit(0);
-        }
-        if (!strcmp(k, "--no-mask")) {
-            o->cfg.mask_padded_logits = 0;
-            continue;
-        }
-        if (i + 1 >= argc) return bad(k, NULL, "needs a value (or unknown option)");
-        const char *v = argv[++i];
-        int rc = 0, d = 0;
-        if (!strcmp(k, "--a")) o->spec_a = v;
-        else if (!strcmp(k, "--b")) o->spec_b = v;
-        else if (!strcmp(k, "--deterministic")) {
-            rc = parse_int(k, v, 0, &d);
-            if (!rc && d > 1) rc = bad(k, v, "expected 0 or 1");
-            o->ca.co.deterministic = o->cb.co.deterministic = d;
-        } else if (!strcmp(k, "--model")) o->model_path = v;
-        else if (!strcmp(k, "--preset")) rc = apply_preset(&o->cfg, v);
-        else if (!strcmp(k, "--layers")) rc = parse_int(k, v, 1, &o->cfg.n_layer);
-        else if (!strcmp(k, "--heads")) rc = parse_int(k, v, 1, &o->cfg.n_head);
-        else if (!strcmp(k, "--width")) rc = parse_int(k, v, 1, &o->cfg.n_embd);
-        else if (!strcmp(k, "--context")) rc = parse_int(k, v, 1, &o->cfg.context_length);
-        else if (!strcmp(k, "--vocab-size")) rc = parse_int(k, v, 1, &o->cfg.vocab_size);
-        else if (!strcmp(k, "--padded-vocab")) rc = parse_int(k, v, 1, &o->cfg.padded_vocab_size);
-        else if (!strcmp(k, "--init-seed")) rc = parse_u64(k, v, &o->init_seed);
-        else if (!strcmp(k, "--perturb")) o->perturb = v;
-        else if (!strcmp(k, "--batch")) rc = parse_int(k, v, 1, &o->B);
-        else if (!strcmp(k, "--seq")) rc = parse_int(k, v, 1, &o->T);
-        else if (!strcmp(k, "--data-seed")) rc = parse_u64(k, v, &o->data_seed);
-        else if (!strcmp(k, "--positions")) rc = parse_int(k, v, 0, &o->cmp.positions);
-        else if (!strcmp(k, "--draws")) rc = parse_int(k, v, 1, &o->cmp.draws_per_position);
-        else if (!strcmp(k, "--temperature")) {
-            double x = 0;
-            rc = parse_double(k, v, 0.0, &x);
-            o->samp.temperature = (float)x;
-        } else if (!strcmp(k, "--top-k")) rc = parse_int(k, v, 0, &o->samp.top_k);
-        else if (!strcmp(k, "--top-p")) {
-            double x = 0;
-            rc = parse_double(k, v, 0.0, &x);
-            o->samp.top_p = (float)x;
-        } else if (!strcmp(k, "--sample-seed")) rc = parse_u64(k, v, &o->samp.seed);
-        else if (!strcmp(k, "--tolerance")) {
-            if (strcmp(v, "exact") && strcmp(v, "fp32") && strcmp(v, "bf16"))
-                rc = bad(k, v, "expected exact, fp32 or bf16");
-            o->tolerance = v;
-        } else if (!strcmp(k, "--atol")) rc = parse_double(k, v, 0.0, &o->atol);
-        else if (!strcmp(k, "--rtol")) rc = parse_double(k, v, 0.0, &o->rtol);
-        else if (!strcmp(k, "--prob-atol")) rc = parse_double(k, v, 0.0, &o->prob_atol);
-        else if (!strcmp(k, "--kl-tol")) rc = parse_double(k, v, 0.0, &o->kl_tol);
-        else if (!strcmp(k, "--max-token-mismatches"))
-            rc = parse_long(k, v, 0, 1000000000L, &o->max_tok);
-        else if (!strcmp(k, "--max-argmax-mismatches"))
-            rc = parse_long(k, v, 0, 1000000000L, &o->max_arg);
-        else rc = bad(k, v, "unknown option");
-        if (rc) return -1;
-    }
-    if (parse_side("--a", o->spec_a, &o->ca) || parse_side("--b", o->spec_b, &o->cb)) return -1;
-    return 0;
+    static const prog_cli pcli = {
+        PROG,
+        "usage: " PROG " [options]\n"
+        "Runs one model on one fixed, seeded batch in two contexts and prints the\n"
+        "layered comparison (logits -> softmax -> sampled tokens); side a is the\n"
+        "reference. Exit status: 0 within tolerance, 1 outside it or the work\n"
+        "failed, 2 a wrong command line.\n",
+        cmp_rows, sizeof cmp_rows / sizeof cmp_rows[0], NULL};
+    cmp_args defaults = {0}, a;
+    defaults.a = "cpu:1";
+    defaults.b = "cpu:2";
+    defaults.preset = "tiny";
+    defaults.tolerance = "exact";
+    defaults.deterministic = o->ca.co.deterministic;
+    defaults.vocab_size = o->cfg.vocab_size;
+    defaults.padded_vocab = o->cfg.padded_vocab_size;
+    defaults.init_seed = o->init_seed;
+    defaults.data_seed = o->data_seed;
+    defaults.batch = o->B;
+    defaults.positions = o->cmp.positions;
+    defaults.draws = o->cmp.draws_per_position;
+    defaults.temperature = o->samp.temperature;
+    defaults.top_k = o->samp.top_k;
+    defaults.top_p = o->samp.top_p;
+    defaults.sample_seed = o->samp.seed;
+    defaults.atol = defaults.rtol = defaults.prob_atol = defaults.kl_tol = -1.0;
+    defaults.max_tok = defaults.max_arg = -1;
+    a = defaults;
+    unsigned char given[sizeof cmp_rows / sizeof cmp_rows[0]] = {0};
+    int rc = prog_flags_parse(&pcli, &a, given, argc, argv, &defaults);
+    if (rc) return rc == 1 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
+#define GIVEN(name) given[prog_flags_find(&pcli, name) - cmp_rows]
+    if (apply_preset(&o->cfg, a.preset)) return PROG_EXIT_USAGE;
+    if (GIVEN("--layers")) o->cfg.n_layer = a.layers;
+    if (GIVEN("--heads")) o->cfg.n_head = a.heads;
+    if (GIVEN("--width")) o->cfg.n_embd = a.width;
+    if (GIVEN("--context")) o->cfg.context_length = a.context;
+#undef GIVEN
+    o->cfg.vocab_size = a.vocab_size;
+    o->cfg.padded_vocab_size = a.padded_vocab;
+    if (a.no_mask) o->cfg.mask_padded_logits = 0;
+    o->ca.co.deterministic = o->cb.co.deterministic = a.deterministic;
+    o->spec_a = a.a;
+    o->spec_b = a.b;
+    o->model_path = a.model;
+    o->perturb = a.perturb;
+    o->init_seed = a.init_seed;
+    o->data_seed = a.data_seed;
+    o->B = a.batch;
+    o->T = a.seq;
+    o->cmp.positions = a.positions;
+    o->cmp.draws_per_position = a.draws;
+    o->samp.temperature = (float)a.temperature;
+    o->samp.top_k = a.top_k;
+    o->samp.top_p = (float)a.top_p;
+    o->samp.seed = a.sample_seed;
+    o->tolerance = a.tolerance;
+    o->atol = a.atol, o->rtol = a.rtol, o->prob_atol = a.prob_atol, o->kl_tol = a.kl_tol;
+    o->max_tok = (long)a.max_tok, o->max_arg = (long)a.max_arg;
+    if (parse_side("--a", o->spec_a, &o->ca) || parse_side("--b", o->spec_b, &o->cb))
+        return PROG_EXIT_USAGE;
+    return -1;
 }
 
 /* Tolerances: the preset, then the explicit flags. */
@@ -364,9 +379,10 @@ int main(int argc, char **argv) {
     o.tolerance = "exact";
     o.atol = o.rtol = o.prob_atol = o.kl_tol = -1.0;
     o.max_tok = o.max_arg = -1;
-    if (parse_args(&o, argc, argv)) return 2;
+    int parsed = parse_args(&o, argc, argv);
+    if (parsed >= 0) return parsed;
 
-    int status = 2;
+    int status = PROG_EXIT_FAILURE;
     gptx_context *ca = NULL, *cb = NULL;
     gptx_model *ma = NULL, *mb = NULL;
     int32_t *inputs = NULL;
@@ -417,7 +433,7 @@ int main(int argc, char **argv) {
     char text[GPTX_COMPARE_TEXT_MAX];
     TRY(gptx_compare_report_format(&r, text, sizeof text, NULL));
     fputs(text, stdout);
-    status = r.pass ? 0 : 1;
+    status = r.pass ? PROG_EXIT_OK : PROG_EXIT_FAILURE;
 done:
     free(inputs);
     gptx_model_destroy(ma);

@@ -1,4 +1,6 @@
-/* gptx-eval: the loss and perplexity of a model on a text or a token shard.
+/* gptx-eval: the loss and perplexity of a model on a text or a token shard,
+ * or its accuracy on multiple-choice completions (--multiple-choice, HellaSwag's
+ * JSONL layout: gptx_eval_mc.c).
  *
  * The tokens are cut into windows of --seq T + 1 that overlap by one token,
  * so every token but the first is predicted exactly once, from the tokens
@@ -14,41 +16,98 @@
 #include <time.h>
 
 #include "gptx/gptx.h"
+#include "gptx_eval_mc.h"
 #include "prog_data.h"
 #include "prog_error.h"
+#include "prog_flags.h"
 #include "prog_files.h"
 #include "prog_model.h"
 #include "prog_text.h"
 
-static void usage(void) {
-    printf("usage: gptx-eval --model PATH (--text FILE | --tokens SHARD) [options]\n"
-           "  --model PATH        a gptx model or checkpoint, a Hugging Face GPT-2 folder\n"
-           "                      (model.safetensors + config.json) or an llm.c .bin model\n"
-           "  --text FILE         text to score, GPT-2 BPE tokens; - = standard input\n"
-           "  --tokens SHARD      llm.c token shard (gptx-tokenize's output) instead of --text\n"
-           PROG_SPECIAL_TOKENS_HELP
-           "  --special           the same as --special-tokens allow (its older spelling)\n"
-           "  --seq T             positions per window, <= the model's context (default: context)\n"
-           "  --batch B           windows per forward pass (default 4)\n"
-           "  --max-tokens N      score only the first N tokens (default: all)\n"
-           "  --backend NAME      cpu (default), cuda or auto\n"
-           "  --threads N         CPU threads, 0 = all cores (default 0)\n"
-           "  --encoder FILE --vocab FILE   GPT-2 tokenizer files (default %s/gpt2/...)\n"
-           "  --json FILE         also write the results as JSON\n"
-           "  --version           the library version\n",
-           prog_data_dir());
-}
+typedef struct eval_args {
+    const char *model, *text, *tokens, *mc, *details, *json, *backend, *encoder, *vocab;
+    int special_tokens, special, seq, batch, threads;
+    long long max_tokens;
+} eval_args;
 
-static int number(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *end = NULL;
-    double x = strtod(v, &end);
-    if (!end || *end || !(x >= lo && x <= hi) || x != floor(x)) {
-        fprintf(stderr, "gptx-eval: %s %s: expected an integer in [%.0f, %.0f]\n", flag, v, lo,
-                hi);
-        return -1;
+#define PROG "gptx-eval"
+
+/* The flags (prog_flags.h): -1 go on, else the exit status. */
+static int parse(eval_args *a, int argc, char **argv) {
+    eval_args defaults = {0};
+    defaults.backend = "cpu";
+    defaults.encoder = prog_data_path("gpt2/encoder.json");
+    defaults.vocab = prog_data_path("gpt2/vocab.bpe");
+    defaults.batch = 4;
+#define ROW(field, name, kind, lo, hi, choices, arg, help, bits) \
+    PROG_FLAG_ROW(eval_args, field, name, kind, lo, hi, choices, arg, help, bits, 0)
+    static const prog_flag rows[] = {
+        ROW(model, "--model", PROG_FLAG_STR, 0, 0, NULL, "PATH",
+            "a gptx model or checkpoint, a Hugging Face GPT-2 folder\n"
+            "(model.safetensors + config.json) or an llm.c .bin model", 0),
+        PROG_SECTION("what to score (one of):"),
+        ROW(text, "--text", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+            "text to score, GPT-2 BPE tokens; - = standard input", 0),
+        ROW(tokens, "--tokens", PROG_FLAG_STR, 0, 0, NULL, "SHARD",
+            "llm.c token shard (gptx-tokenize's output) instead of --text", 0),
+        ROW(mc, "--multiple-choice", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+            "accuracy on completions instead: JSONL, one example a line\n"
+            "with \"ctx\", \"endings\" and \"label\" (HellaSwag's layout); prints\n"
+            "acc (lowest summed loss) and acc_norm (lowest mean)", 0),
+        PROG_SECTION("options:"),
+        ROW(details, "--details", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+            "with --multiple-choice: every ending's losses, JSONL", 0),
+        ROW(special_tokens, "--special-tokens", PROG_FLAG_INDEX, 0, 0, PROG_SPECIAL_TOKENS_CHOICES,
+            "R", "how \"<|endoftext|>\" in the text is read: text (as its 13\n"
+            "characters) or allow (as the end-of-text token 50256)", 0),
+        ROW(special, "--special", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
+            "the same as --special-tokens allow (its older spelling)", 0),
+        ROW(seq, "--seq", PROG_FLAG_INT, 1, 1 << 20, NULL, "T",
+            "positions per window (per row with --multiple-choice),\n"
+            "<= the model's context (default: the context)", PROG_FLAG_NO_DEFAULT),
+        ROW(batch, "--batch", PROG_FLAG_INT, 1, 4096, NULL, "B",
+            "windows per forward pass; with --multiple-choice, rows\n"
+            "(endings) per pass, whole examples", 0),
+        ROW(max_tokens, "--max-tokens", PROG_FLAG_I64, 2, 1e15, NULL, "N",
+            "score only the first N tokens (default: all)", PROG_FLAG_NO_DEFAULT),
+        ROW(backend, "--backend", PROG_FLAG_CHOICE, 0, 0, "cpu|cuda|auto", "NAME",
+            "cpu, cuda or auto", 0),
+        ROW(threads, "--threads", PROG_FLAG_INT, 0, 4096, NULL, "N", "CPU threads, 0 = all cores",
+            0),
+        ROW(encoder, "--encoder", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+            "GPT-2 tokenizer: encoder.json", 0),
+        ROW(vocab, "--vocab", PROG_FLAG_STR, 0, 0, NULL, "FILE", "GPT-2 tokenizer: vocab.bpe", 0),
+        ROW(json, "--json", PROG_FLAG_STR, 0, 0, NULL, "FILE", "also write the results as JSON",
+            0),
+    };
+#undef ROW
+    static const prog_cli cli = {
+        PROG,
+        "usage: " PROG " --model PATH (--text FILE | --tokens SHARD | --multiple-choice FILE) "
+        "[options]\n"
+        "The loss and perplexity of a model on a text or a token shard, or its accuracy on\n"
+        "multiple-choice completions.\n",
+        rows, sizeof rows / sizeof rows[0], NULL};
+    *a = defaults;
+    int rc = prog_flags_parse(&cli, a, NULL, argc, argv, &defaults);
+    if (rc) return rc == 1 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
+    if (!a->model) {
+        prog_usage_error(PROG, "--model", NULL, "is required");
+        return PROG_EXIT_USAGE;
     }
-    *out = x;
-    return 0;
+    if (!!a->text + !!a->tokens + !!a->mc != 1) {
+        prog_usage_error(PROG, a->mc && (a->text || a->tokens) ? "--multiple-choice"
+                               : a->text && a->tokens          ? "--tokens"
+                                                               : "--text",
+                         NULL, "give one of --text, --tokens or --multiple-choice");
+        return PROG_EXIT_USAGE;
+    }
+    if (a->details && !a->mc) {
+        prog_usage_error(PROG, "--details", a->details, "goes with --multiple-choice");
+        return PROG_EXIT_USAGE;
+    }
+    if (a->special) a->special_tokens = 1;
+    return -1;
 }
 
 static double now_s(void) {
@@ -70,58 +129,70 @@ static int score(gptx_model *m, const int32_t *ids, int rows, int T, int32_t *in
     return rc;
 }
 
-int main(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *tokens_path = NULL, *json_path = NULL;
-    const char *backend = "cpu";
-    const char *encoder = prog_data_path("gpt2/encoder.json"), *vocab = prog_data_path("gpt2/vocab.bpe");
-    double seq = 0, batch = 4, max_tokens = 0, threads = 0;
-    int special = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) { usage(); return 0; }
-        if (!strcmp(k, "--version")) { printf("gptx-eval %s\n", gptx_version()); return 0; }
-        if (!strcmp(k, "--special")) { special = 1; continue; }
-        const char *known[] = {"--model", "--text", "--tokens", "--seq", "--batch", "--max-tokens",
-                               "--backend", "--threads", "--encoder", "--vocab", "--json",
-                               "--special-tokens"};
-        int is_known = 0;
-        for (size_t j = 0; j < sizeof known / sizeof known[0]; j++) is_known |= !strcmp(k, known[j]);
-        if (!is_known) {
-            fprintf(stderr, "gptx-eval: unknown option %s (see --help)\n", k);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "gptx-eval: %s needs a value (see --help)\n", k);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (!strcmp(k, "--model")) model_path = v;
-        else if (!strcmp(k, "--text")) text_path = v;
-        else if (!strcmp(k, "--tokens")) tokens_path = v;
-        else if (!strcmp(k, "--backend")) backend = v;
-        else if (!strcmp(k, "--encoder")) encoder = v;
-        else if (!strcmp(k, "--vocab")) vocab = v;
-        else if (!strcmp(k, "--json")) json_path = v;
-        else if (!strcmp(k, "--special-tokens"))
-            rc = prog_special_tokens_parse("gptx-eval", v, &special);
-        else if (!strcmp(k, "--seq")) rc = number(k, v, 1, 1 << 20, &seq);
-        else if (!strcmp(k, "--batch")) rc = number(k, v, 1, 4096, &batch);
-        else if (!strcmp(k, "--max-tokens")) rc = number(k, v, 2, 1e15, &max_tokens);
-        else if (!strcmp(k, "--threads")) rc = number(k, v, 0, 4096, &threads);
-        if (rc) return 2;
+/* --multiple-choice: 0 done, 1 failed (a message printed). */
+static int multiple_choice(gptx_model *model, const gptx_model_config *c, const char *model_path,
+                           const char *format, const char *path, const char *details,
+                           const char *json_path, int T, int batch, int special,
+                           const char *encoder, const char *vocab) {
+    if (T > c->context_length) {
+        fprintf(stderr, "gptx-eval: --seq %d is above the model's context length %d\n", T,
+                c->context_length);
+        return 1;
     }
-    if (!model_path || (!text_path) == (!tokens_path)) {
-        fprintf(stderr, "gptx-eval: --model and one of --text or --tokens are required (see "
-                        "--help)\n");
-        return 2;
+    gptx_tokenizer *tok = NULL;
+    if (gptx_tokenizer_load_gpt2(&tok, encoder, vocab) != GPTX_OK) {
+        fprintf(stderr, "gptx-eval: %s\n", prog_error_text());
+        return 1;
     }
-    if (strcmp(backend, "cpu") && strcmp(backend, "cuda") && strcmp(backend, "auto")) {
-        fprintf(stderr, "gptx-eval: --backend %s: expected cpu, cuda or auto\n", backend);
-        return 2;
+    eval_mc_options o = {path, details, T, batch, special};
+    eval_mc_result r;
+    double t0 = now_s();
+    int status = eval_mc_run(model, tok, &o, &r);
+    double secs = now_s() - t0;
+    gptx_tokenizer_destroy(tok);
+    if (status) return status;
+    double acc = (double)r.correct / (double)r.examples;
+    double acc_norm = (double)r.correct_norm / (double)r.examples;
+    printf("model    : %s (%s; %d layers, width %d, %d heads, context %d, vocabulary %d)\n",
+           model_path, format, c->n_layer, c->n_embd, c->n_head, c->context_length,
+           c->vocab_size);
+    printf("data     : %s, %zu examples, %zu endings (multiple choice; <|endoftext|>: %s)\n", path,
+           r.examples, r.rows, special ? "allow" : "text");
+    printf("rows     : %zu forward passes of at most %d rows; %zu rows longer than %d + 1 tokens "
+           "kept their last %d + 1 (the context's start dropped)\n",
+           r.passes, batch, r.truncated_rows, T, T);
+    printf("acc      : %.4f (%zu of %zu; the ending of lowest summed loss)\n", acc, r.correct,
+           r.examples);
+    printf("acc_norm : %.4f (%zu of %zu; the ending of lowest mean loss per token)\n", acc_norm,
+           r.correct_norm, r.examples);
+    printf("time     : %.2f s (%.1f examples/s)\n", secs,
+           secs > 0 ? (double)r.examples / secs : 0.0);
+    if (json_path) {
+        prog_out out;
+        if (prog_out_open(&out, "gptx-eval", json_path)) return 1;
+        fprintf(out.f,
+                "{\"model\": \"%s\", \"format\": \"%s\", \"multiple_choice\": \"%s\", "
+                "\"examples\": %zu, \"count\": %zu, \"correct\": %zu, \"correct_norm\": %zu, "
+                "\"acc\": %.6f, \"acc_norm\": %.6f, \"truncated_rows\": %zu, \"seq\": %d, "
+                "\"seconds\": %.3f}\n",
+                model_path, format, path, r.examples, r.examples, r.correct, r.correct_norm, acc,
+                acc_norm, r.truncated_rows, T, secs);
+        if (prog_out_save(&out, "gptx-eval", "--json", json_path)) return 1;
     }
+    return 0;
+}
 
-    int status = 1, rc = GPTX_OK;
+int main(int argc, char **argv) {
+    eval_args a;
+    int parsed = parse(&a, argc, argv);
+    if (parsed >= 0) return parsed;
+    const char *model_path = a.model, *text_path = a.text, *tokens_path = a.tokens;
+    const char *json_path = a.json, *mc_path = a.mc, *details_path = a.details;
+    const char *backend = a.backend, *encoder = a.encoder, *vocab = a.vocab;
+    double seq = a.seq, batch = a.batch, max_tokens = (double)a.max_tokens, threads = a.threads;
+    int special = a.special_tokens;
+
+    int status = PROG_EXIT_FAILURE, rc = GPTX_OK;
     gptx_context *ctx = NULL;
     gptx_model *model = NULL;
     gptx_tokenizer *tok = NULL;
@@ -142,6 +213,12 @@ int main(int argc, char **argv) {
     gptx_model_config_init(&c);
     if ((rc = gptx_model_get_config(model, &c))) goto fail;
 
+    if (mc_path) {
+        status = multiple_choice(model, &c, model_path, format, mc_path, details_path, json_path,
+                                 seq > 0 ? (int)seq : c.context_length, (int)batch, special,
+                                 encoder, vocab);
+        goto done;
+    }
     if (text_path) {
         size_t len = 0;
         if (!(text = prog_read_file("gptx-eval", "--text", text_path, &len))) goto done;
@@ -220,7 +297,7 @@ int main(int argc, char **argv) {
             goto done;
         }
     }
-    status = 0;
+    status = PROG_EXIT_OK;
     goto done;
 fail:
     fprintf(stderr, "gptx-eval: %s\n", prog_error_text());

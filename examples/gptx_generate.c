@@ -6,55 +6,91 @@
  * and nothing that could be the start of the --stop text. The speed goes to
  * stderr at the end, prefill and decode apart.
  */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gptx/gptx.h"
 #include "prog_error.h"
+#include "prog_flags.h"
 #include "prog_data.h"
 #include "prog_files.h"
 #include "prog_model.h"
 #include "prog_text.h"
 
 
-static void usage(void) {
-    printf("usage: gptx-generate --model PATH [options]\n"
-           "  --model PATH        a gptx model or training checkpoint, a Hugging Face GPT-2\n"
-           "                      folder (model.safetensors + config.json) or an llm.c .bin\n"
-           "                      model (required)\n"
-           "  --prompt TEXT       text to continue (default \"Every effort moves you\")\n"
-           "  --prompt-file FILE  the prompt from a file; - = standard input\n"
-           PROG_SPECIAL_TOKENS_HELP
-           "  --max-tokens N      tokens to generate (default 64)\n"
-           "  --temperature X     0 = greedy (default 0.8)\n"
-           "  --top-k N           0 = off (default 40)\n"
-           "  --top-p X           1 = off (default 1)\n"
-           "  --seed N            sampler seed (default 1337)\n"
-           "  --stop TEXT         stop before TEXT appears in the continuation\n"
-           "  --ignore-eot        go on past the end-of-text token (default: stop there)\n"
-           "  --no-cache          recompute the whole window for every token (the reference)\n"
-           "  --window N          positions the cache holds, 0 = context length (default 0)\n"
-           "  --keep N            tokens kept when the window is full, -1 = window / 2 (default)\n"
-           "  --backend NAME      cpu (default), cuda or auto\n"
-           "  --threads N         CPU threads, 0 = all cores (default 0)\n"
-           "  --encoder FILE --vocab FILE   GPT-2 tokenizer files (default %s/gpt2/...)\n",
-           prog_data_dir());
-}
+typedef struct gen_opts {
+    const char *model, *prompt, *prompt_file, *stop, *backend, *encoder, *vocab;
+    int special, max_tokens, ignore_eot, num_samples;
+    float temperature, top_p, repetition_penalty, frequency_penalty, presence_penalty, min_p;
+    int top_k, penalty_window;
+    unsigned long long seed, stream;
+    int no_cache, window, keep, threads;
+} gen_opts;
 
-static int number(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (!end || *end || errno || !isfinite(x) || x < lo || x > hi) {
-        fprintf(stderr, "gptx-generate: %s %s: expected a number in [%g, %g]\n", flag, v, lo, hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
+#define ROW(field, name, kind, lo, hi, choices, arg, help, bits) \
+    PROG_FLAG_ROW(gen_opts, field, name, kind, lo, hi, choices, arg, help, bits, 0)
+static const prog_flag rows[] = {
+    PROG_SECTION("input:"),
+    ROW(model, "--model", PROG_FLAG_STR, 0, 0, NULL, "PATH",
+        "a gptx model or training checkpoint, a Hugging Face GPT-2\n"
+        "folder (model.safetensors + config.json) or an llm.c .bin\nmodel (required)",
+        PROG_FLAG_NO_DEFAULT),
+    ROW(prompt, "--prompt", PROG_FLAG_STR, 0, 0, NULL, "TEXT", "text to continue", 0),
+    ROW(prompt_file, "--prompt-file", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+        "the prompt from a file; - = standard input", PROG_FLAG_NO_DEFAULT),
+    ROW(special, "--special-tokens", PROG_FLAG_INDEX, 0, 0, "text|allow", "R",
+        "how \"<|endoftext|>\" in the text is read: text (as\n"
+        "its 13 characters) or allow (as the end-of-text token)", 0),
+    ROW(encoder, "--encoder", PROG_FLAG_STR, 0, 0, NULL, "FILE", "GPT-2 tokenizer: encoder.json",
+        0),
+    ROW(vocab, "--vocab", PROG_FLAG_STR, 0, 0, NULL, "FILE", "GPT-2 tokenizer: vocab.bpe", 0),
+    PROG_SECTION("output:"),
+    ROW(max_tokens, "--max-tokens", PROG_FLAG_INT, 0, 1e6, NULL, NULL, "tokens to generate", 0),
+    ROW(num_samples, "--num-samples", PROG_FLAG_INT, 1, 10000, NULL, NULL,
+        "continuations of the prompt, printed one after another,\n"
+        "each after a line \"=== sample I of N (--seed S\n"
+        "--stream T) ===\"; sample I draws from Philox stream\n"
+        "--stream + I - 1: --seed S --stream T alone prints it again", 0),
+    ROW(stop, "--stop", PROG_FLAG_STR, 0, 0, NULL, "TEXT",
+        "stop before TEXT appears in the continuation", PROG_FLAG_NO_DEFAULT),
+    ROW(ignore_eot, "--ignore-eot", PROG_FLAG_SWITCH, 0, 1, NULL, NULL,
+        "go on past the end-of-text token (default: stop there)", 0),
+    PROG_SECTION("sampling (in this order: penalties, temperature, top-k, top-p, min-p):"),
+    ROW(temperature, "--temperature", PROG_FLAG_FLOAT, 0, 100, NULL, NULL, "0 = greedy", 0),
+    ROW(top_k, "--top-k", PROG_FLAG_INT, 0, 1e9, NULL, NULL, "0 = off", 0),
+    ROW(top_p, "--top-p", PROG_FLAG_FLOAT, 0, 1, NULL, NULL, "1 = off", PROG_FLAG_OPEN_LO),
+    ROW(min_p, "--min-p", PROG_FLAG_FLOAT, 0, 1, NULL, NULL,
+        "keep tokens at least X times as likely as the best;\n0 = off", 0),
+    ROW(repetition_penalty, "--repetition-penalty", PROG_FLAG_FLOAT, 0, 1e6, NULL, NULL,
+        "a token of the last --penalty-window: logit / X if > 0,\nelse * X; 1 = off",
+        PROG_FLAG_OPEN_LO),
+    ROW(frequency_penalty, "--frequency-penalty", PROG_FLAG_FLOAT, 0, 1e6, NULL, NULL,
+        "logit -= X times the token's count in the window;\n0 = off", 0),
+    ROW(presence_penalty, "--presence-penalty", PROG_FLAG_FLOAT, 0, 1e6, NULL, NULL,
+        "logit -= X for a token in the window; 0 = off", 0),
+    ROW(penalty_window, "--penalty-window", PROG_FLAG_INT, 1, 1 << 24, NULL, NULL,
+        "the tokens the penalties see: the last N of the model's\nwindow, prompt included", 0),
+    ROW(seed, "--seed", PROG_FLAG_U64, 0, 0, NULL, NULL, "sampler seed", 0),
+    ROW(stream, "--stream", PROG_FLAG_U64, 0, 0, NULL, NULL,
+        "Philox stream of the first sample", 0),
+    PROG_SECTION("running:"),
+    ROW(no_cache, "--no-cache", PROG_FLAG_SWITCH, 0, 1, NULL, NULL,
+        "recompute the whole window for every token (the reference)", 0),
+    ROW(window, "--window", PROG_FLAG_INT, 0, 1 << 24, NULL, NULL,
+        "positions the cache holds, 0 = context length", 0),
+    ROW(keep, "--keep", PROG_FLAG_INT, -1, 1 << 24, NULL, NULL,
+        "tokens kept when the window is full, -1 = window / 2", 0),
+    ROW(backend, "--backend", PROG_FLAG_CHOICE, 0, 0, "cpu|cuda|auto", NULL, "where it runs", 0),
+    ROW(threads, "--threads", PROG_FLAG_INT, 0, 4096, NULL, NULL, "CPU threads, 0 = all cores", 0),
+};
+#undef ROW
+static const prog_cli cli = {
+    "gptx-generate",
+    "usage: gptx-generate --model PATH [options]\n"
+    "Continues a prompt with a model, printing the text as it is sampled; the speed\n"
+    "goes to stderr. Exit status: 0 done, 1 the work failed, 2 a wrong command line.\n",
+    rows, sizeof rows / sizeof rows[0], NULL};
 
 /* The continuation printed as it grows: text holds every byte generated so
  * far, printed the bytes already written. */
@@ -127,128 +163,27 @@ static void rate_text(char *buf, size_t cap, double tokens, double s) {
     else snprintf(buf, cap, "no time measured");
 }
 
-int main(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = "Every effort moves you", *backend = "cpu";
-    const char *encoder = prog_data_path("gpt2/encoder.json"), *vocab = prog_data_path("gpt2/vocab.bpe");
-    double max_tokens = 64, temperature = 0.8, top_k = 40, top_p = 1.0, seed = 1337, threads = 0;
-    double window = 0, keep = -1;
-    const char *stop = NULL, *prompt_file = NULL;
-    int ignore_eot = 0, no_cache = 0, special = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) { usage(); return 0; }
-        if (!strcmp(k, "--version")) { printf("gptx-generate %s\n", gptx_version()); return 0; }
-        if (!strcmp(k, "--ignore-eot")) { ignore_eot = 1; continue; }
-        if (!strcmp(k, "--no-cache")) { no_cache = 1; continue; }
-        if (i + 1 >= argc) { /* the last word: a flag that needs a value, or none at all */
-            const char *known[] = {"--model", "--prompt", "--prompt-file", "--backend", "--encoder",
-                                   "--vocab", "--max-tokens", "--temperature", "--top-k", "--top-p",
-                                   "--seed", "--threads", "--window", "--keep", "--stop",
-                                   "--special-tokens"};
-            int is_known = 0;
-            for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
-                is_known |= !strcmp(k, known[j]);
-            fprintf(stderr, is_known ? "gptx-generate: %s needs a value (see --help)\n"
-                                     : "gptx-generate: unknown option %s (see --help)\n", k);
-            return 2;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (!strcmp(k, "--model")) model_path = v;
-        else if (!strcmp(k, "--prompt")) prompt = v;
-        else if (!strcmp(k, "--prompt-file")) prompt_file = v;
-        else if (!strcmp(k, "--backend")) backend = v;
-        else if (!strcmp(k, "--encoder")) encoder = v;
-        else if (!strcmp(k, "--vocab")) vocab = v;
-        else if (!strcmp(k, "--max-tokens")) rc = number(k, v, 0, 1e6, &max_tokens);
-        else if (!strcmp(k, "--temperature")) rc = number(k, v, 0, 100, &temperature);
-        else if (!strcmp(k, "--top-k")) rc = number(k, v, 0, 1e9, &top_k);
-        else if (!strcmp(k, "--top-p")) rc = number(k, v, 1e-6, 1, &top_p);
-        else if (!strcmp(k, "--seed")) rc = number(k, v, 0, 9007199254740992.0, &seed);
-        else if (!strcmp(k, "--threads")) rc = number(k, v, 0, 4096, &threads);
-        else if (!strcmp(k, "--window")) rc = number(k, v, 0, 1 << 24, &window);
-        else if (!strcmp(k, "--keep")) rc = number(k, v, -1, 1 << 24, &keep);
-        else if (!strcmp(k, "--stop")) stop = v;
-        else if (!strcmp(k, "--special-tokens"))
-            rc = prog_special_tokens_parse("gptx-generate", v, &special);
-        else {
-            fprintf(stderr, "gptx-generate: unknown option %s (see --help)\n", k);
-            return 2;
-        }
-        if (rc) return 2;
-    }
-    if (!model_path) {
-        fprintf(stderr, "gptx-generate: --model FILE is required (see --help)\n");
-        return 2;
-    }
-    if (strcmp(backend, "cpu") && strcmp(backend, "cuda") && strcmp(backend, "auto")) {
-        fprintf(stderr, "gptx-generate: --backend %s: expected cpu, cuda or auto\n", backend);
-        return 2;
-    }
-
-    char *prompt_buf = NULL;
-    if (prompt_file) {
-        size_t len = 0;
-        if (!(prompt_buf = prog_read_file("gptx-generate", "--prompt-file", prompt_file, &len)))
-            return 1;
-        if (strlen(prompt_buf) != len) {
-            fprintf(stderr, "gptx-generate: --prompt-file %s holds a NUL byte\n", prompt_file);
-            free(prompt_buf);
-            return 1;
-        }
-        prompt = prompt_buf;
-    }
-    int status = 1, rc;
-    gptx_context *ctx = NULL;
-    gptx_model *model = NULL;
-    gptx_tokenizer *tok = NULL;
-    gptx_sampler *sampler = NULL;
-    gptx_generator *gen = NULL;
-    size_t plen = strlen(prompt), n_ids = 0, n_new = (size_t)max_tokens;
-    int32_t *ids = malloc((plen + 1) * sizeof *ids);
-    stream out = {NULL, 0, 0, 0, stop, stop ? strlen(stop) : 0, 0};
-    gptx_context_options co;
-    gptx_context_options_init(&co);
-    co.backend = !strcmp(backend, "cuda") ? GPTX_BACKEND_CUDA
-                 : !strcmp(backend, "auto") ? GPTX_BACKEND_AUTO : GPTX_BACKEND_CPU;
-    co.num_threads = (int)threads;
-    gptx_sampler_options so;
-    gptx_sampler_options_init(&so);
-    so.temperature = (float)temperature;
-    so.top_k = (int)top_k;
-    so.top_p = (float)top_p;
-    so.seed = (uint64_t)seed;
-    gptx_generator_options go;
-    gptx_generator_options_init(&go);
-    go.window = (int)window;
-    go.keep = (int)keep;
-    go.use_cache = !no_cache;
-    const char *format = "";
-    if (!ids) goto done;
-    if ((rc = gptx_context_create(&ctx, &co))) goto fail;
-    if (prog_model_open("gptx-generate", &model, ctx, model_path, &format) != GPTX_OK) goto done;
-    if ((rc = gptx_tokenizer_load_gpt2(&tok, encoder, vocab)) ||
-        (rc = gptx_sampler_create(&sampler, &so)) ||
-        (rc = gptx_generator_create(&gen, model, &go)) ||
-        (rc = gptx_tokenizer_encode(tok, prompt, plen, special, ids, plen + 1, &n_ids)))
-        goto fail;
+/* One continuation of ids[0, n_ids) with the sampler at (seed, stream),
+ * printed (prompt first) and followed by the speed line. 0, or -1 after a
+ * message. */
+static int generate_one(const gen_opts *o, gptx_generator *gen, gptx_sampler *sampler,
+                        gptx_tokenizer *tok, const char *prompt, const int32_t *ids,
+                        size_t n_ids, uint64_t stream_id, const char *label) {
+    int rc;
+    stream out = {NULL, 0, 0, 0, o->stop, o->stop ? strlen(o->stop) : 0, 0};
+    gptx_sampler_state ss;
+    gptx_sampler_state_init(&ss);
+    ss.seed = o->seed;
+    ss.stream = stream_id;
+    ss.counter = 0;
     int32_t eot = gptx_tokenizer_eot_token(tok);
-    if (n_ids == 0) ids[n_ids++] = eot;
-    gptx_model_config mc;
-    gptx_model_config_init(&mc);
-    if ((rc = gptx_model_get_config(model, &mc))) goto fail;
-    for (size_t i = 0; i < n_ids; i++)
-        if (ids[i] >= mc.vocab_size) {
-            fprintf(stderr, "gptx-generate: the prompt's token %zu is id %d (GPT-2 tokenizer), "
-                            "outside the model's vocabulary of %d ids\n",
-                    i, (int)ids[i], mc.vocab_size);
-            goto done;
-        }
+    size_t plen = strlen(prompt), made = 0, n_new = (size_t)o->max_tokens;
+    int64_t prefill_run = 0; /* positions the prefill ran: at most a window of the prompt */
+    if ((rc = gptx_sampler_set_state(sampler, &ss)) || (rc = gptx_generator_reset(gen)))
+        goto fail;
     fwrite(prompt, 1, plen, stdout);
     fflush(stdout);
     if ((rc = gptx_generator_feed(gen, ids, (int)n_ids))) goto fail;
-    size_t made = 0;
-    int64_t prefill_run = 0; /* positions the prefill ran: at most a window of the prompt */
     while (made < n_new && !out.stopped) {
         int32_t t;
         if ((rc = gptx_generator_next(gen, sampler, &t))) goto fail;
@@ -258,11 +193,15 @@ int main(int argc, char **argv) {
             if ((rc = gptx_generator_get_stats(gen, &first))) goto fail;
             prefill_run = first.positions;
         }
-        if (t == eot && !ignore_eot) break;
+        if (t == eot && !o->ignore_eot) break;
         const char *bytes = NULL;
         size_t nb = 0;
         if ((rc = gptx_tokenizer_token_bytes(tok, t, &bytes, &nb))) goto fail;
-        if (stream_add(&out, bytes, nb)) goto done;
+        if (stream_add(&out, bytes, nb)) {
+            fprintf(stderr, "gptx-generate: out of memory\n");
+            free(out.text);
+            return -1;
+        }
     }
     if (!out.stopped) emit(&out, out.len); /* the rest, incomplete characters included */
     putchar('\n');
@@ -282,19 +221,114 @@ int main(int argc, char **argv) {
         n = snprintf(pf_rate, sizeof pf_rate, "the window's last %lld run, ", (long long)pf_run);
     rate_text(pf_rate + n, sizeof pf_rate - (size_t)n, (double)pf_run, st.prefill_seconds);
     fprintf(stderr,
-            "gptx-generate: %zu prompt tokens, %zu generated%s; prefill %lld tokens in %s "
+            "gptx-generate: %s%zu prompt tokens, %zu generated%s; prefill %lld tokens in %s "
             "(%s, %lld passes); decode %lld tokens in %s (%s); window %d, %s, %lld slides\n",
-            n_ids, made, out.stopped ? " (stopped at --stop)" : "", (long long)st.prefill_tokens,
-            pf_time, pf_rate, (long long)st.prefill_passes, (long long)st.decode_passes, dc_time,
-            dc_rate, st.window, st.use_cache ? "key/value cache" : "no cache",
-            (long long)st.slides);
-    status = 0;
+            label, n_ids, made, out.stopped ? " (stopped at --stop)" : "",
+            (long long)st.prefill_tokens, pf_time, pf_rate, (long long)st.prefill_passes,
+            (long long)st.decode_passes, dc_time, dc_rate, st.window,
+            st.use_cache ? "key/value cache" : "no cache", (long long)st.slides);
+    free(out.text);
+    return 0;
+fail:
+    free(out.text);
+    fprintf(stderr, "gptx-generate: %s (%s)\n", prog_error_text(), gptx_status_name(rc));
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    gen_opts defaults = {
+        .prompt = "Every effort moves you", .backend = "cpu",
+        .encoder = prog_data_path("gpt2/encoder.json"), .vocab = prog_data_path("gpt2/vocab.bpe"),
+        .max_tokens = 64, .num_samples = 1, .temperature = 0.8f, .top_k = 40, .top_p = 1.0f,
+        .repetition_penalty = 1.0f, .penalty_window = GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT,
+        .seed = 1337, .keep = -1};
+    gen_opts o = defaults;
+    int parsed = prog_flags_parse(&cli, &o, NULL, argc, argv, &defaults);
+    if (parsed) return parsed > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
+    if (!o.model) {
+        prog_usage_error(cli.name, "--model", NULL, "is required");
+        return PROG_EXIT_USAGE;
+    }
+
+    const char *prompt = o.prompt;
+    char *prompt_buf = NULL;
+    if (o.prompt_file) {
+        size_t len = 0;
+        if (!(prompt_buf = prog_read_file("gptx-generate", "--prompt-file", o.prompt_file, &len)))
+            return PROG_EXIT_FAILURE;
+        if (strlen(prompt_buf) != len) {
+            fprintf(stderr, "gptx-generate: --prompt-file %s holds a NUL byte\n", o.prompt_file);
+            free(prompt_buf);
+            return PROG_EXIT_FAILURE;
+        }
+        prompt = prompt_buf;
+    }
+    int status = PROG_EXIT_FAILURE, rc;
+    gptx_context *ctx = NULL;
+    gptx_model *model = NULL;
+    gptx_tokenizer *tok = NULL;
+    gptx_sampler *sampler = NULL;
+    gptx_generator *gen = NULL;
+    size_t plen = strlen(prompt), n_ids = 0;
+    int32_t *ids = malloc((plen + 1) * sizeof *ids);
+    gptx_context_options co;
+    gptx_context_options_init(&co);
+    co.backend = !strcmp(o.backend, "cuda") ? GPTX_BACKEND_CUDA
+                 : !strcmp(o.backend, "auto") ? GPTX_BACKEND_AUTO : GPTX_BACKEND_CPU;
+    co.num_threads = o.threads;
+    gptx_sampler_options so;
+    gptx_sampler_options_init(&so);
+    so.temperature = o.temperature;
+    so.top_k = o.top_k;
+    so.top_p = o.top_p;
+    so.min_p = o.min_p;
+    so.repetition_penalty = o.repetition_penalty;
+    so.frequency_penalty = o.frequency_penalty;
+    so.presence_penalty = o.presence_penalty;
+    so.penalty_window = o.penalty_window;
+    so.seed = o.seed;
+    so.stream = o.stream;
+    gptx_generator_options go;
+    gptx_generator_options_init(&go);
+    go.window = o.window;
+    go.keep = o.keep;
+    go.use_cache = !o.no_cache;
+    const char *format = "";
+    if (!ids) goto done;
+    if ((rc = gptx_context_create(&ctx, &co))) goto fail;
+    if (prog_model_open("gptx-generate", &model, ctx, o.model, &format) != GPTX_OK) goto done;
+    if ((rc = gptx_tokenizer_load_gpt2(&tok, o.encoder, o.vocab)) ||
+        (rc = gptx_sampler_create(&sampler, &so)) ||
+        (rc = gptx_generator_create(&gen, model, &go)) ||
+        (rc = gptx_tokenizer_encode(tok, prompt, plen, o.special, ids, plen + 1, &n_ids)))
+        goto fail;
+    if (n_ids == 0) ids[n_ids++] = gptx_tokenizer_eot_token(tok);
+    gptx_model_config mc;
+    gptx_model_config_init(&mc);
+    if ((rc = gptx_model_get_config(model, &mc))) goto fail;
+    for (size_t i = 0; i < n_ids; i++)
+        if (ids[i] >= mc.vocab_size) {
+            fprintf(stderr, "gptx-generate: the prompt's token %zu is id %d (GPT-2 tokenizer), "
+                            "outside the model's vocabulary of %d ids\n",
+                    i, (int)ids[i], mc.vocab_size);
+            goto done;
+        }
+    for (int i = 0; i < o.num_samples; i++) {
+        uint64_t stream_id = (uint64_t)o.stream + (uint64_t)i;
+        char label[96] = "";
+        if (o.num_samples > 1) {
+            printf("%s=== sample %d of %d (--seed %llu --stream %llu) ===\n", i ? "\n" : "",
+                   i + 1, o.num_samples, o.seed, (unsigned long long)stream_id);
+            snprintf(label, sizeof label, "sample %d: ", i + 1);
+        }
+        if (generate_one(&o, gen, sampler, tok, prompt, ids, n_ids, stream_id, label)) goto done;
+    }
+    status = PROG_EXIT_OK;
     goto done;
 fail:
     fprintf(stderr, "gptx-generate: %s (%s)\n", prog_error_text(), gptx_status_name(rc));
 done:
     free(ids);
-    free(out.text);
     free(prompt_buf);
     gptx_generator_destroy(gen);
     gptx_sampler_destroy(sampler);

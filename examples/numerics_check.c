@@ -8,6 +8,8 @@
 
 #include <gptx/gptx.h>
 
+#include "prog_flags.h"
+
 static int failures = 0;
 
 /* Prints a gptx error and counts the case as failed. */
@@ -330,26 +332,23 @@ done:
 }
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: numerics_check [--version]\n"
-                   "Runs the classic reproducibility counterexamples (RNG replay, float\n"
-                   "non-associativity, padded logits, shard averaging) on the library and\n"
-                   "says whether each agrees with its expectation. Exit status 0: all agree.\n");
-            return 0;
-        }
-        if (!strcmp(argv[i], "--version")) {
-            printf("numerics_check %s\n", gptx_version());
-            return 0;
-        }
-        fprintf(stderr, "numerics_check: unknown argument %s (see --help)\n", argv[i]);
-        return 2;
-    }
+    /* no flags but --help and --version (prog_flags.h) */
+    static const prog_cli cli = {
+        "numerics_check",
+        "usage: numerics_check [--version]\n"
+        "Runs the classic reproducibility counterexamples (RNG replay, float\n"
+        "non-associativity, padded logits, shard averaging) on the library and\n"
+        "says whether each agrees with its expectation. Exit status 0: all agree,\n"
+        "1: a disagreement, 2: a wrong command line.\n",
+        NULL, 0, NULL};
+    char none = 0;
+    int parsed = prog_flags_parse(&cli, &none, NULL, argc, argv, NULL);
+    if (parsed) return parsed == 1 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
     printf("numerics_check (gptx %s)\n\n", gptx_version());
     case_replay();
     case_associativity();
     case_padded();
     case_shards();
     printf("\n%s: %d disagreement(s)\n", failures ? "FAILED" : "all cases agree", failures);
-    return failures ? 1 : 0;
+    return failures ? PROG_EXIT_FAILURE : PROG_EXIT_OK;
 }

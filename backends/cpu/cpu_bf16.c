@@ -40,17 +40,20 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) static void narrow_avx512
 }
 #endif
 
+int gptx_cpu_bf16_decide(int cpu_supports, const char *env) {
+    if (env && env[0] == '0' && env[1] == '\0') return 0;
+    return cpu_supports != 0; /* __builtin_cpu_supports gives the feature's bit, e.g. 16 */
+}
+
 int gptx_cpu_bf16_hardware(void) {
     static int cached = -1; /* a benign race: every thread computes the same value */
     if (cached < 0) {
-        int hw = 0;
+        int supports = 0;
 #ifdef GPTX_HAVE_BF16_INTRINSICS
         __builtin_cpu_init();
-        hw = __builtin_cpu_supports("avx512bf16");
+        supports = __builtin_cpu_supports("avx512bf16");
 #endif
-        const char *env = getenv("GPTX_CPU_BF16_HW");
-        if (env && env[0] == '0' && env[1] == '\0') hw = 0;
-        cached = hw;
+        cached = gptx_cpu_bf16_decide(supports, getenv("GPTX_CPU_BF16_HW"));
     }
     return cached;
 }

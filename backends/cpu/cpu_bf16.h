@@ -49,5 +49,9 @@ int gptx_cpu_bf16_narrow_hw(uint16_t *dst, const float *src, size_t n);
  * AMX-BF16) and GPTX_CPU_BF16_HW is not 0, which makes gptx behave as if it
  * had neither (oneDNN is capped below both too: cpu_dnnl.c). */
 int gptx_cpu_bf16_hardware(void);
+/* Its decision, 0 or 1, from __builtin_cpu_supports("avx512bf16") (nonzero
+ * when present: the feature's bit, not 1) and GPTX_CPU_BF16_HW's value (or
+ * NULL); apart so a test sees it on any CPU. */
+int gptx_cpu_bf16_decide(int cpu_supports, const char *env);
 
 #endif

@@ -4,15 +4,16 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "gptx/gptx.h"
 
 const char *prog_error_text(void) {
     const char *m = gptx_last_error();
-    const char *p = m;
-    if (!(isalpha((unsigned char)*p) || *p == '_')) return m;
-    while (isalnum((unsigned char)*p) || *p == '_') p++;
+    if (strncmp(m, "gptx_", 5) != 0) return m; /* only a public function's name leads */
+    const char *p = m + 5;
+    while (islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '_') p++;
     return p[0] == ':' && p[1] == ' ' && p[2] ? p + 2 : m;
 }
 

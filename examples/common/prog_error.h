@@ -2,8 +2,9 @@
 #ifndef GPTX_PROG_ERROR_H
 #define GPTX_PROG_ERROR_H
 
-/* gptx_last_error() without the leading "function_name: " the library puts
- * there for C callers (an internal name means nothing to a program's user). */
+/* gptx_last_error() without the leading "gptx_public_function: " the library
+ * puts there for C callers (the call means nothing to a program's user; the
+ * library never leads with an internal name: lib/core/errors.h). */
 const char *prog_error_text(void);
 
 /* "\n" when a live progress line may be on the terminal (stdout is one),

@@ -586,8 +586,21 @@ typedef struct gptx_sampler_options {
     float top_p;        /* nucleus: smallest set with mass >= top_p; 1 = off */
     uint64_t seed;
     uint64_t stream;    /* independent sequences for the same seed */
+    /* 0.6.0: penalties on the tokens of the history (gptx_sampler_sample_history;
+     * a generator passes its window, prompt included), then min-p. Order:
+     * penalties -> temperature -> top-k -> top-p -> min-p -> draw
+     * (docs/sampling.md). Defaults leave every draw as before. */
+    float repetition_penalty; /* > 0; a seen token's logit l becomes l / r if l > 0, else l * r;
+                               * 1 = off (default) */
+    float frequency_penalty;  /* >= 0; l -= frequency_penalty * count; 0 = off (default) */
+    float presence_penalty;   /* >= 0; l -= presence_penalty if count > 0; 0 = off (default) */
+    int penalty_window;       /* >= 1: the penalties see the last penalty_window tokens of the
+                               * history; default GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT */
+    float min_p;              /* [0, 1]: keep tokens whose probability >= min_p times the
+                               * largest; 0 = off (default) */
 } gptx_sampler_options;
-#define GPTX_SAMPLER_OPTIONS_SIZE GPTX_STRUCT_END(gptx_sampler_options, stream)
+#define GPTX_SAMPLER_OPTIONS_SIZE GPTX_STRUCT_END(gptx_sampler_options, min_p)
+#define GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT 64
 
 GPTX_API int gptx_sampler_options_init_sized(gptx_sampler_options *opts, size_t size);
 #define gptx_sampler_options_init(opts) \
@@ -604,6 +617,15 @@ GPTX_API int gptx_sampler_get_options(const gptx_sampler *s, gptx_sampler_option
  * tokens on every backend. */
 GPTX_API int gptx_sampler_sample(gptx_sampler *s, const float *logits, int n_logits, int vocab_size,
                                  int32_t *token);
+/* The same draw after a history of n_history tokens (ids in [0, vocab_size),
+ * oldest first; history may be NULL when n_history is 0): the penalties count
+ * its last penalty_window tokens. gptx_sampler_sample is this call with no
+ * history (the penalties then change nothing). The sampler keeps no history
+ * of its own: the same history, seed, stream and call order draw the same
+ * tokens. */
+GPTX_API int gptx_sampler_sample_history(gptx_sampler *s, const float *logits, int n_logits,
+                                         int vocab_size, const int32_t *history, int n_history,
+                                         int32_t *token);
 
 /* The stream position. Fill it with gptx_sampler_state_init (all fields 0)
  * before either call. */
@@ -682,7 +704,8 @@ GPTX_API int gptx_generator_feed(gptx_generator *g, const int32_t *tokens, int n
  * GPTX_ERR_STATE on an empty window. */
 GPTX_API int gptx_generator_logits(gptx_generator *g, float *logits, size_t count);
 /* Samples the next token from the logits after the window's last token and
- * appends it to the window; its own logits are computed only when a later
+ * appends it to the window (the sampler's penalties see the window as its
+ * history: gptx_sampler_sample_history); its own logits are computed only when a later
  * call needs them. GPTX_ERR_STATE on an empty window. */
 GPTX_API int gptx_generator_next(gptx_generator *g, gptx_sampler *sampler, int32_t *token);
 /* The window's tokens (*len of them; at most count are copied, tokens may be

@@ -14,6 +14,33 @@ static const char cut_mark[] = " [...] ";
 
 static _Thread_local char last_error[ERROR_CAP];
 
+#include "gptx_public_names.h" /* generated: GPTX_API functions, sorted */
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int gptx_error_names_public(const char *func) {
+    if (!func) return 0;
+    /* the name that leads func: "gptx_comm_create (NCCL engine)" is kept too */
+    char name[96];
+    size_t n = 0;
+    while (n < sizeof name - 1 && ((func[n] >= 'a' && func[n] <= 'z') ||
+                                   (func[n] >= '0' && func[n] <= '9') || func[n] == '_'))
+        n++;
+    if (n == 0 || n == sizeof name - 1 || (func[n] != '\0' && func[n] != ' ')) return 0;
+    memcpy(name, func, n);
+    name[n] = '\0';
+    const char *key = name;
+    return bsearch(&key, gptx_public_names, sizeof gptx_public_names / sizeof gptx_public_names[0],
+                   sizeof gptx_public_names[0], by_name) != NULL;
+}
+
+/* "func: " for a public function (the call the user made; what follows a
+ * space in func, as "(NCCL engine)", kept), else nothing: an internal
+ * function's name means nothing to the user. */
+static const char *lead(const char *func) { return gptx_error_names_public(func) ? func : NULL; }
+
 /* A UTF-8 continuation byte: a cut never falls before one. */
 static int continuation(char c) { return ((unsigned char)c & 0xC0) == 0x80; }
 
@@ -37,14 +64,14 @@ static void store_long(const char *func, const char *fmt, va_list ap, size_t n) 
         memcpy(last_error + ERROR_CAP - sizeof cut_mark, cut_mark, sizeof cut_mark);
         return;
     }
-    int p = snprintf(text, n + 1, "%s: ", func);
+    int p = lead(func) ? snprintf(text, n + 1, "%s: ", func) : 0;
     vsnprintf(text + p, n + 1 - (size_t)p, fmt, ap);
     store_cut(text, n);
     free(text);
 }
 
 int gptx_fail(int status, const char *func, const char *fmt, ...) {
-    int p = snprintf(last_error, sizeof last_error, "%s: ", func);
+    int p = lead(func) ? snprintf(last_error, sizeof last_error, "%s: ", func) : 0;
     if (p < 0 || (size_t)p >= sizeof last_error) p = 0;
     va_list ap, again;
     va_start(ap, fmt);

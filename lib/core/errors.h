@@ -4,11 +4,17 @@
 
 #include "gptx/gptx.h"
 
-/* Records "func: message" for the calling thread and returns status. The
- * whole message is kept up to 16 KiB (paths in full); a longer one loses its
- * middle, never its end. No argument may point into gptx_last_error()'s text. */
+/* Records "func: message" for the calling thread and returns status; func is
+ * kept only when it is a public function (GPTX_API in include/gptx), the call
+ * the user made, else the message is the text alone: say what and where in
+ * the user's terms (the file, the argument, the value), never an internal
+ * name. The whole message is kept up to 16 KiB (paths in full); a longer one
+ * loses its middle, never its end. No argument may point into gptx_last_error()'s text. */
 int gptx_fail(int status, const char *func, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* 1 when func is a public function's name (errors.c's generated table). */
+int gptx_error_names_public(const char *func);
 
 #define GPTX_FAIL(status, ...) gptx_fail((status), __func__, __VA_ARGS__)
 

@@ -227,7 +227,10 @@ int gptx_generator_next(gptx_generator *g, gptx_sampler *sampler, int32_t *token
     GPTX_TRY(compute(g, __func__));
     const gptx_model_config *c = &g->model->cfg;
     int32_t tok;
-    GPTX_TRY(gptx_sampler_sample(sampler, g->logits, c->padded_vocab_size, c->vocab_size, &tok));
+    /* the penalties' history is the window, prompt included (on every backend:
+     * the row is on the host) */
+    GPTX_TRY(gptx_sampler_sample_history(sampler, g->logits, c->padded_vocab_size, c->vocab_size,
+                                         g->tokens, g->len, &tok));
     append(g, tok);
     *token = tok;
     return GPTX_OK;

@@ -13,11 +13,17 @@
  *     FP_CONTRACT pragma below;
  *   - exp is our own (gptx_sampling_exp), not the platform's.
  *
- * Order of the filters: temperature -> top-k -> top-p -> draw.
+ * Order of the filters: penalties -> temperature -> top-k -> top-p -> min-p
+ * -> draw.
+ *   penalties (gptx_sampling_penalize) rewrite the logits of the tokens seen
+ *   in the history, before anything else (the greedy argmax included);
  *   weight w[i] = exp((logit[i] - max) / temperature) for the real vocabulary;
  *   top-k keeps the k best tokens; top-p keeps, of what is left, the shortest
  *   prefix (best first) whose weight reaches top_p times the mass left after
- *   top-k; the draw picks by inverse CDF with one uniform u in (0, 1].
+ *   top-k; min-p drops, of what is left, the tokens with w[i] < min_p (the
+ *   best has w = 1, so that is probability < min_p times the largest, before
+ *   or after renormalising); the draw picks by inverse CDF with one uniform u
+ *   in (0, 1].
  * "Best first" is logit descending, then id ascending: a strict total order,
  * so any correct sort gives the same candidate list (a heap is used here).
  */
@@ -189,20 +195,48 @@ GPTX_SAMPLING_FN int32_t gptx_sampling_draw(const double *w, const int32_t *cand
     return last; /* not reached: the same sum in the same order ends at total >= target */
 }
 
+/* The penalties: out[i] = logits[i] for i in [0, vocab), except that each
+ * distinct id of hist[0..n) (all in [0, vocab)), seen c times there, gets
+ *   l = logits[id];  l = l > 0 ? l / rep : l * rep;   (rep = 1: unchanged)
+ *   l = l - (freq * c + pres);
+ * in double, rounded to float once. A finite logit stays finite (clamped to
+ * +-FLT_MAX); -inf stays -inf, NaN and +inf stay (the draw refuses them).
+ * count: scratch of vocab int32, all 0 on entry and left all 0. */
+GPTX_SAMPLING_FN void gptx_sampling_penalize(const float *logits, int vocab, const int32_t *hist,
+                                             int n, double rep, double freq, double pres,
+                                             float *out, int32_t *count) {
+    const double fmax = 3.40282346638528859812e+38; /* FLT_MAX */
+    for (int i = 0; i < vocab; i++) out[i] = logits[i];
+    for (int j = 0; j < n; j++) count[hist[j]]++;
+    for (int j = 0; j < n; j++) {
+        int32_t id = hist[j];
+        if (count[id] == 0) continue; /* done at its first occurrence */
+        double l = (double)logits[id];
+        int finite = l >= -fmax && l <= fmax;
+        if (rep != 1.0) l = l > 0.0 ? l / rep : GPTX_S_MUL(l, rep);
+        l = GPTX_S_ADD(l, -GPTX_S_ADD(GPTX_S_MUL(freq, (double)count[id]), pres));
+        if (finite && l < -fmax) l = -fmax;
+        if (finite && l > fmax) l = fmax;
+        out[id] = (float)l;
+        count[id] = 0;
+    }
+}
+
 /*
  * One token from logits[0..vocab) (the caller never passes padded columns).
  *   temperature: 0 = greedy (argmax, lowest id on ties; top_k/top_p and u are
  *                not used), else > 0.
  *   top_k:       0 or >= the number of candidates = off.
  *   top_p:       in (0, 1]; 1 = off.
+ *   min_p:       in [0, 1]; 0 = off.
  *   u:           uniform in (0, 1] (gptx_sampling_uniform).
  *   w, idx:      scratch of vocab doubles and vocab int32 (temperature > 0).
  * A logit that is NaN or +inf is an error (*bad = its index); -inf is a
  * token of probability 0; a row of only -inf is an error.
  */
-GPTX_SAMPLING_FN int gptx_sample_row(const float *logits, int vocab, double temperature, int top_k,
-                                     double top_p, double u, double *w, int32_t *idx,
-                                     int32_t *token, int *bad) {
+GPTX_SAMPLING_FN int gptx_sample_row_min_p(const float *logits, int vocab, double temperature,
+                                           int top_k, double top_p, double min_p, double u,
+                                           double *w, int32_t *idx, int32_t *token, int *bad) {
     int32_t best = 0;
     int rc = gptx_sample_argmax(logits, vocab, &best, bad); /* also validates the row */
     if (rc != GPTX_SAMPLE_OK || temperature == 0.0) {
@@ -220,6 +254,9 @@ GPTX_SAMPLING_FN int gptx_sample_row(const float *logits, int vocab, double temp
         if (w[i] > 0.0) idx[n++] = i;
     int use_k = top_k > 0 && top_k < n;
     if (!use_k && !use_p) {
+        if (min_p > 0.0) /* min-p: tokens below min_p of the best (w = 1) get weight 0 */
+            for (int i = 0; i < vocab; i++)
+                if (w[i] < min_p) w[i] = 0.0;
         *token = gptx_sampling_draw(w, NULL, 0, 1, vocab, u);
         return GPTX_SAMPLE_OK;
     }
@@ -251,8 +288,18 @@ GPTX_SAMPLING_FN int gptx_sample_row(const float *logits, int vocab, double temp
         }
         kept = m;
     }
+    if (min_p > 0.0) /* the kept prefix is best first: drop its tail below min_p */
+        while (kept > 1 && w[idx[n - kept]] < min_p) kept--;
     *token = gptx_sampling_draw(w, idx, n - 1, -1, kept, u);
     return GPTX_SAMPLE_OK;
+}
+
+/* gptx_sample_row_min_p with min-p off: the draw of gptx 0.5. */
+GPTX_SAMPLING_FN int gptx_sample_row(const float *logits, int vocab, double temperature, int top_k,
+                                     double top_p, double u, double *w, int32_t *idx,
+                                     int32_t *token, int *bad) {
+    return gptx_sample_row_min_p(logits, vocab, temperature, top_k, top_p, 0.0, u, w, idx, token,
+                                 bad);
 }
 
 #endif

@@ -320,15 +320,27 @@ static void run(void) {
     EXPECT(got_ds.batch == 1 && got_ds.seed == (older ? 0u : 5u));
     slot_free(&sd);
 
+#ifdef GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT
+    /* sampler options: last field min_p (0.6.0; default 0; the pattern read in its place is a
+     * negative float, which the sampler refuses). The macro comes with the field: the 0.6.0
+     * frozen header has both once it is recorded with them. */
+#define SO_PREV penalty_window
+#else
     /* sampler options: last field stream (default 0) */
+#define SO_PREV seed
+#endif
     slot ss;
     gptx_sampler_options *sop = slot_new(&ss, "gptx_sampler_options",
                                          DECLARED(gptx_sampler_options, GPTX_SAMPLER_OPTIONS_SIZE,
-                                                  seed),
+                                                  SO_PREV),
                                          sizeof *sop);
+#undef SO_PREV
     INIT_SLOT(&ss, gptx_sampler_options, gptx_sampler_options_init_sized,
               GPTX_SAMPLER_OPTIONS_SIZE);
     sop->seed = 11;
+#ifdef GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT
+    if (!older) sop->min_p = 0.25f;
+#endif
     gptx_sampler *sampler = NULL;
     CREATE_BOTH(gptx_sampler, sampler, &ss, gptx_sampler_destroy,
                 gptx_sampler_create(&OUT, OPTS));
@@ -337,6 +349,11 @@ static void run(void) {
     gptx_sampler_options_init(&got_so);
     EXPECT_OK(gptx_sampler_get_options(sampler, &got_so));
     EXPECT(got_so.seed == 11 && got_so.stream == 0 && got_so.temperature == 1.0f);
+#ifdef GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT
+    EXPECT(got_so.min_p == (older ? 0.0f : 0.25f) &&
+           got_so.penalty_window == GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT &&
+           got_so.repetition_penalty == 1.0f);
+#endif
     slot_free(&ss);
 
     /* sampler state: last field counter (default 0) */

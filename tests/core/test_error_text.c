@@ -34,7 +34,7 @@ static void test_two_long_paths_whole(void) {
     char *a = repeat("a", 4095), *b = repeat("b", 4095);
     GPTX_FAIL(GPTX_ERR_IO, "cannot rename '%s' to '%s': %s", a, b, "File name too long");
     const char *m = gptx_last_error();
-    const char *rest = "test_two_long_paths_whole: cannot rename '' to '': File name too long";
+    const char *rest = "cannot rename '' to '': File name too long"; /* no internal name */
     CHECK(strlen(m) == strlen(rest) + 8190);
     CHECK(strstr(m, a) && strstr(m, b));
     CHECK(strstr(m, "' to '") && !strstr(m, "[...]"));
@@ -48,7 +48,7 @@ static void test_longer_cut_in_the_middle(void) {
     const char *m = gptx_last_error();
     size_t n = strlen(m);
     CHECK(n <= 16383 && n > 16000);
-    const char *start = "test_longer_cut_in_the_middle: start xxx";
+    const char *start = "start xxx";
     CHECK(strncmp(m, start, strlen(start)) == 0);
     CHECK(strstr(m, "x [...] x") != NULL);
     const char *end = "xxx the end: File name too long";
@@ -89,7 +89,32 @@ static void test_real_long_path(void) {
     gptx_context_destroy(ctx);
 }
 
+/* A message starts with the function's name only when it is a public one
+ * (the call the user made): an internal name is no part of it (issue 26). */
+static void test_names_only_public(void) {
+    gptx_fail(GPTX_ERR_IO, "gptx_model_load", "cannot open '%s'", "x.safetensors");
+    CHECK(strcmp(gptx_last_error(), "gptx_model_load: cannot open 'x.safetensors'") == 0);
+    gptx_fail(GPTX_ERR_FORMAT, "gptx_safetensors_parse", "'%s': header cut short", "y");
+    CHECK(strcmp(gptx_last_error(), "'y': header cut short") == 0);
+    GPTX_FAIL(GPTX_ERR_INVALID, "B is %d; must be > 0", 0); /* __func__ is this test's */
+    CHECK(strcmp(gptx_last_error(), "B is 0; must be > 0") == 0);
+    CHECK(gptx_error_names_public("gptx_model_forward"));
+    CHECK(gptx_error_names_public("gptx_version"));
+    CHECK(gptx_error_names_public("gptx_context_options_init_sized"));
+    CHECK(gptx_error_names_public("gptx_comm_create (NCCL engine)"));
+    CHECK(!gptx_error_names_public("gptx_fail"));
+    CHECK(!gptx_error_names_public("gptx_fail (gptx_model_load)"));
+    CHECK(!gptx_error_names_public("gptx_model_load2"));
+    CHECK(!gptx_error_names_public("gptx_model_forwar"));
+    CHECK(!gptx_error_names_public(NULL));
+    /* through the library: a public call's own check keeps its name */
+    CHECK_STATUS(gptx_model_forward(NULL, NULL, NULL, 1, 1, NULL), GPTX_ERR_NULL);
+    CHECK(strncmp(gptx_last_error(), "gptx_model_forward: ", 20) == 0);
+    printf("  %s\n", gptx_last_error());
+}
+
 int main(void) {
+    test_names_only_public();
     test_two_long_paths_whole();
     test_longer_cut_in_the_middle();
     test_cut_keeps_utf8_whole();

@@ -495,10 +495,38 @@ static void test_thread_counts(void) {
     pair_free(&inp), pair_free(&w), pair_free(&qkv), pair_free(&x), pair_free(&lw);
 }
 
+/* bf16_native is 0 or 1 (issue 26: it was 16, __builtin_cpu_supports's bit
+ * for AVX512_BF16, on such CPUs). The decision is checked with that raw value
+ * on any CPU; the context's info must be 0/1 and agree with it. */
+static void test_bf16_native_flag(void) {
+    CHECK(gptx_cpu_bf16_decide(16, NULL) == 1);
+    CHECK(gptx_cpu_bf16_decide(1, NULL) == 1);
+    CHECK(gptx_cpu_bf16_decide(0, NULL) == 0);
+    CHECK(gptx_cpu_bf16_decide(16, "0") == 0);
+    CHECK(gptx_cpu_bf16_decide(16, "1") == 1);
+    CHECK(gptx_cpu_bf16_decide(0, "1") == 0);
+    int hw = gptx_cpu_bf16_hardware();
+    CHECK(hw == 0 || hw == 1);
+    gptx_context_options co;
+    gptx_context_options_init(&co);
+    co.backend = GPTX_BACKEND_CPU;
+    co.num_threads = 1;
+    gptx_context *ctx = NULL;
+    CHECK_OK(gptx_context_create(&ctx, &co));
+    gptx_context_info info;
+    gptx_context_info_init(&info);
+    CHECK_OK(gptx_context_get_info(ctx, &info));
+    printf("  bf16_native %d (decide(16, NULL) = %d, this CPU: %d)\n", info.bf16_native,
+           gptx_cpu_bf16_decide(16, NULL), hw);
+    CHECK(info.bf16_native == hw);
+    gptx_context_destroy(ctx);
+}
+
 int main(int argc, char **argv) {
     ops = gptx_cpu_backend_ops();
     int exhaustive = argc > 1 && strcmp(argv[1], "--exhaustive") == 0;
     test_conversion(exhaustive);
+    test_bf16_native_flag();
     if (exhaustive) return check_exit("test_cpu_bf16 --exhaustive");
     if (!(gptx_features() & GPTX_FEATURE_DNNL)) {
         printf("test_cpu_bf16: this build has no oneDNN: the bf16 policies are unavailable\n");

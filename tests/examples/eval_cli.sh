@@ -92,5 +92,5 @@ expect_fail "give the file itself" "$eval" --model run --tokens ids.bin
 expect_fail "not a regular file" "$eval" --model "$model" --text "$data"
 expect_fail "outside the model's vocabulary of 8" "$eval" --model "$corpus/seed_llmc_v3.bin" --text prompt.txt
 expect_fail "no model at" "$generate" --model nothing.safetensors
-expect_fail "one of --text or --tokens" "$eval" --model "$model"
+expect_fail "give one of --text, --tokens or --multiple-choice" "$eval" --model "$model"
 expect_fail "above the model's context length" "$eval" --model "$model" --text prompt.txt --seq 100000

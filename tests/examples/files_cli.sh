@@ -63,9 +63,9 @@ grep -qF -- "--out-dir $long is 4077 bytes long" "$work/err" || { echo "path cut
 [ -z "$(ls -A "$long")" ] || { echo "the run wrote into the long --out-dir"; ls -A "$long"; exit 1; }
 
 # an unknown flag given last; a known one without its value
-expect 2 "unknown option --bogus" "$generate" --model "$model" --bogus
-expect 2 "--seed needs a value" "$generate" --model "$model" --seed
-expect 2 "--special-tokens needs a value" "$generate" --model "$model" --special-tokens
+expect 2 "--bogus: unknown option" "$generate" --model "$model" --bogus
+expect 2 "--seed: needs a value" "$generate" --model "$model" --seed
+expect 2 "--special-tokens: needs a value" "$generate" --model "$model" --special-tokens
 
 # a prompt far longer than the window (64): the rate is of the positions run
 for i in $(seq 20000); do printf 'hello world '; done > "$work/prompt.txt"

@@ -4,13 +4,16 @@
 # Installs the gptx build in <build dir> into <work dir>/prefix, then builds
 # and runs tests/packaging/downstream/main.c against the installed copy:
 #   1. cc + pkg-config (gptx.pc), shared library, run with LD_LIBRARY_PATH;
-#   2. CMake package, find_package(gptx 0.5 REQUIRED CONFIG) -> gptx::gptx;
+#   2. CMake package, find_package(gptx 0.6 REQUIRED CONFIG) -> gptx::gptx;
 #   3. CMake package -> gptx::gptx_static;
 #   4. cc + pkg-config --libs gptx-static (the README's static recipe): no
 #      libgptx.so dependency;
 #   5. the installed programs, copied to another prefix, run with the source
 #      and build trees hidden (unshare + tmpfs where allowed) and no
-#      LD_LIBRARY_PATH: gptx-train, then gptx-generate on its model.
+#      LD_LIBRARY_PATH: gptx-train, then gptx-generate on its model;
+#   6. the prefix moved (mv): pkg-config --cflags --libs gptx and gptx-static
+#      from the moved .pc files (prefix=${pcfiledir}/../..) build main.c
+#      against the moved copy, and both programs run.
 # <work dir> is deleted first.
 #
 # Environment (set by tests/packaging/CMakeLists.txt; defaults in brackets):
@@ -72,7 +75,9 @@ export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 pc_version=$("$PKG_CONFIG" --modversion gptx) || fail "pkg-config cannot read gptx.pc"
 pc_prefix=$("$PKG_CONFIG" --variable=prefix gptx)
 echo "gptx.pc: version $pc_version, prefix $pc_prefix"
-[ "$pc_prefix" = "$prefix" ] || fail "gptx.pc has prefix=$pc_prefix, expected $prefix"
+[[ "$pc_prefix" == '${pcfiledir}'* ]] || [[ "$pc_prefix" == "$pcdir"* ]] ||
+    fail "gptx.pc has prefix=$pc_prefix: not relative to the .pc file's folder"
+same_file "$pc_prefix" "$prefix" || fail "gptx.pc's prefix=$pc_prefix is not $prefix"
 if [ -n "${GPTX_VERSION:-}" ] && [ "$pc_version" != "$GPTX_VERSION" ]; then
     fail "gptx.pc has Version $pc_version, expected $GPTX_VERSION"
 fi
@@ -198,5 +203,35 @@ WALK
     echo "generated: $(head -c 200 "$moved/run/gen.txt")"
     echo "installed programs ran from $moved, without LD_LIBRARY_PATH; trees hidden: $hidden"
 fi
+
+# ---- 6. pkg-config from a moved prefix -----------------------------------------
+step "pkg-config from a moved prefix"
+moved_pc="$work/moved-pc/deeper"
+mkdir -p "$(dirname "$moved_pc")"
+mv "$prefix" "$moved_pc"
+[ ! -e "$prefix" ] || fail "$prefix is still there after the move"
+mpcdir="$moved_pc${pcdir#"$prefix"}"
+mlibdir="$moved_pc${libdir#"$prefix"}"
+for mod in gptx gptx-static; do
+    got=$(PKG_CONFIG_PATH="$mpcdir" "$PKG_CONFIG" --variable=prefix "$mod")
+    same_file "$got" "$moved_pc" || fail "$mod.pc in the moved prefix says prefix=$got"
+    flags=$(PKG_CONFIG_PATH="$mpcdir" "$PKG_CONFIG" --cflags --libs "$mod")
+    echo "$mod from the moved prefix: $flags"
+    [[ "$flags" != *"$prefix/"* ]] || fail "$mod.pc still names the old prefix: $flags"
+done
+read -r -a mv_flags <<<"$(PKG_CONFIG_PATH="$mpcdir" "$PKG_CONFIG" --cflags --libs gptx)"
+"$CC" -std=c11 -Wall -Wextra -Werror "${extra_flags[@]}" "$src/main.c" -o "$work/app_moved" \
+    "${mv_flags[@]}" || fail "building with pkg-config --cflags --libs gptx from the moved prefix failed"
+resolved=$(LD_LIBRARY_PATH="$mlibdir" ldd "$work/app_moved" | awk '$1 == "libgptx.so.1" { print $3 }')
+same_file "$resolved" "$mlibdir/libgptx.so.1" ||
+    fail "app_moved loads libgptx.so.1 from '$resolved', not from $mlibdir"
+LD_LIBRARY_PATH="$mlibdir" "$work/app_moved" > /dev/null || fail "app_moved failed"
+read -r -a mv_flags <<<"$(PKG_CONFIG_PATH="$mpcdir" "$PKG_CONFIG" --cflags --libs gptx-static)"
+"$CC" -std=c11 -Wall -Wextra -Werror "${extra_flags[@]}" "$src/main.c" -o "$work/app_moved_static" \
+    "${mv_flags[@]}" -lstdc++ ||
+    fail "building with pkg-config --cflags --libs gptx-static from the moved prefix failed"
+"$work/app_moved_static" > /dev/null || fail "app_moved_static failed"
+mv "$moved_pc" "$prefix"
+echo "pkg-config from the moved prefix $moved_pc: gptx and gptx-static build and run"
 
 step "install_downstream: all passed"
