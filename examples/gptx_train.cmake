@@ -14,6 +14,7 @@ add_executable(gptx-train
   ${_gptx_train}/train_options.c # the flag table
   ${_gptx_train}/train_report.c  # progress lines, metrics.jsonl, loss.svg
   ${_gptx_train}/train_outdir.c  # --out-dir: its lock, whose files it holds
+  ${_gptx_train}/train_ckpts.c   # numbered checkpoints, latest, retention, --resume DIR
   ${_gptx_train}/train_dp.c)     # data parallel: validation over ranks, agreement
 target_link_libraries(gptx-train PRIVATE gptx gptx_prog_common m)
 target_compile_definitions(gptx-train PRIVATE _POSIX_C_SOURCE=200809L _DEFAULT_SOURCE)

@@ -31,7 +31,8 @@ set(GPTX_FUZZ_hf_config_INCLUDES examples/common)
 set(GPTX_FUZZ_hf_config_SEED_MIN 2) # parsed and imported
 
 set(GPTX_FUZZ_train_options_SOURCES fuzz/fuzz_train_options.c examples/train/train_options.c
-                                    examples/common/prog_data.c examples/common/prog_presets.c)
+                                    examples/common/prog_data.c examples/common/prog_presets.c
+                                    examples/common/prog_flags.c)
 set(GPTX_FUZZ_train_options_CORPUS tests/examples/corpus_train_options)
 set(GPTX_FUZZ_train_options_DEFS _POSIX_C_SOURCE=200809L)
 set(GPTX_FUZZ_train_options_INCLUDES examples examples/common)

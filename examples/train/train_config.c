@@ -1,8 +1,10 @@
 /* gptx-train's run configuration: the flags, the launcher, the record each
  * checkpoint stores, and what a resumed run checks against that record. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "train_outdir.h"
 #include "train_run.h"
@@ -11,31 +13,86 @@
  * checkpoints (user metadata): its format, in case it ever changes. */
 #define SAVED_MAGIC "gptx-train run configuration 1"
 
+/* The record (user metadata) of checkpoint path into *saved (malloc'ed);
+ * a library status (the message set), GPTX_ERR_NO_MEMORY without one. */
+static int read_record(const char *path, char **saved, size_t *n) {
+    *saved = NULL;
+    int rc = gptx_checkpoint_user_metadata(path, NULL, 0, n);
+    if (rc == GPTX_ERR_SHAPE) {
+        *saved = malloc(*n + 1);
+        rc = *saved ? gptx_checkpoint_user_metadata(path, *saved, *n + 1, n) : GPTX_ERR_NO_MEMORY;
+    }
+    if (rc != GPTX_OK) {
+        free(*saved);
+        *saved = NULL;
+    }
+    return rc;
+}
+
+/* --resume DIR: the checkpoint o.resume names could not be used (status
+ * rc, its message set): moves to the next one of the folder, saying so on
+ * stderr, naming both. 0 when there is one, -1 (nothing printed) when rc
+ * is not a damaged or missing file or none is left. */
+int run_resume_fallback(train_run *run, int rc) {
+    if (rc == GPTX_ERR_NO_MEMORY || run->resume_at + 1 >= run->resume_list.n) return -1;
+    const char *bad = run->resume_list.paths[run->resume_at];
+    const char *next = run->resume_list.paths[run->resume_at + 1];
+    fprintf(stderr, "gptx-train: --resume %s: %s%s cannot be used (%s: %s); resuming from the "
+                    "previous checkpoint, %s\n", run->resume_arg, bad,
+            run->resume_at == 0 && run->resume_list.from_latest ? ", the one `latest` names," : "",
+            gptx_status_name(rc), prog_error_text(), next);
+    gptx_clear_error();
+    run->resume_at++;
+    run->o.resume = next;
+    return 0;
+}
+
+/* --resume: a folder becomes its best checkpoint (train_ckpts.h), a file
+ * stays itself. 0, or -1 after a message (status 1: a missing input). */
+static int resolve_resume(train_run *run) {
+    const char *arg = run->resume_arg = run->o.resume;
+    struct stat st;
+    if (stat(arg, &st) != 0) {
+        fprintf(stderr, "gptx-train: --resume %s: %s\n", arg, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) return 0;
+    if (ckpt_candidates_list(arg, &run->resume_list) != 0) return -1;
+    if (run->resume_list.n == 0) {
+        fprintf(stderr, "gptx-train: --resume %s: the folder holds no checkpoint (no `latest`, "
+                        "checkpoint-N.safetensors or checkpoint.safetensors)\n", arg);
+        return -1;
+    }
+    run->o.resume = run->resume_list.paths[0];
+    return 0;
+}
+
 /* --resume: o becomes the configuration saved in the checkpoint, with the
- * flags of the command line a resumed run may change. *saved gets the whole
- * record (for data_hash, world_size, best_val_loss), *flags the copy o's
- * strings point into; both stay allocated until the end. 0, or -1 after a
- * message. */
-static int resume_config(train_options *o, char **saved, char **flags) {
-    const train_options cli = *o;
+ * flags of the command line a resumed run may change. run->saved gets the
+ * whole record (for data_hash, world_size, best_val_loss), run->saved_flags
+ * the copy o's strings point into; both stay allocated until the end. With
+ * --resume DIR, a checkpoint whose record cannot be read gives way to the
+ * previous one. 0, or -1 after a message (run->status 1 for a file that
+ * cannot be used, 2 for flags that do not fit the run). */
+static int resume_config(train_run *run) {
+    train_options *o = &run->o;
     if (o->init_from) {
         fprintf(stderr, "gptx-train: --resume and --init-from exclude each other (--resume "
                         "continues a run, --init-from starts a new one from a model)\n");
         return -1;
     }
+    run->status = 1; /* from here to the flags' check: the file */
+    if (resolve_resume(run) != 0) return -1;
     size_t n = 0;
-    int rc = gptx_checkpoint_user_metadata(o->resume, NULL, 0, &n);
-    if (rc == GPTX_ERR_SHAPE) {
-        *saved = malloc(n + 1);
-        *flags = malloc(n + 1);
-        rc = *saved && *flags ? gptx_checkpoint_user_metadata(o->resume, *saved, n + 1, &n)
-                              : GPTX_ERR_NO_MEMORY;
+    int rc;
+    while ((rc = read_record(o->resume, &run->saved, &n)) != GPTX_OK &&
+           run_resume_fallback(run, rc) == 0) {
     }
     if (rc == GPTX_ERR_NOT_FOUND) {
-        fprintf(stderr, "gptx-train: --resume %s: %s; --resume takes the checkpoint.safetensors "
-                        "of a gptx-train 0.3 (or later) run, which holds its configuration "
-                        "(--init-from starts a new run from any model's weights)\n", o->resume,
-                prog_error_text());
+        fprintf(stderr, "gptx-train: --resume %s: %s; --resume takes a checkpoint of a "
+                        "gptx-train 0.3 (or later) run, which holds its configuration, or the "
+                        "run's --out-dir (--init-from starts a new run from any model's "
+                        "weights)\n", o->resume, prog_error_text());
         return -1;
     }
     if (rc != GPTX_OK) {
@@ -44,18 +101,45 @@ static int resume_config(train_options *o, char **saved, char **flags) {
                 gptx_status_name(rc));
         return -1;
     }
-    if (strncmp(*saved, SAVED_MAGIC "\n", strlen(SAVED_MAGIC) + 1) != 0) {
+    if (strncmp(run->saved, SAVED_MAGIC "\n", strlen(SAVED_MAGIC) + 1) != 0) {
         fprintf(stderr, "gptx-train: --resume %s: its metadata is not a gptx-train run "
                         "configuration (no \"" SAVED_MAGIC "\" line)\n", o->resume);
         return -1;
     }
-    memcpy(*flags, *saved, n + 1);
-    return train_options_resume(o, &cli, *flags, cli.resume);
+    if (!(run->saved_flags = strdup(run->saved))) {
+        fprintf(stderr, "gptx-train: out of memory\n");
+        return -1;
+    }
+    run->status = 2; /* the flags against the run's */
+    const train_options cli = *o;
+    return train_options_resume(o, &cli, run->saved_flags, cli.resume);
+}
+
+/* --resume DIR fell back at load (a damaged tensor): the record of the
+ * checkpoint now tried replaces run->saved (its best validation loss), and
+ * it must be the same run's. 0, or -1 after a message. */
+int run_resume_reread(train_run *run) {
+    char *saved = NULL, a[64] = "", b[64] = "";
+    size_t n;
+    int rc = read_record(run->o.resume, &saved, &n);
+    if (rc != GPTX_OK) return run_fail(run, rc);
+    train_saved_get(run->saved, "run_id", a, sizeof a);
+    train_saved_get(saved, "run_id", b, sizeof b);
+    if (strcmp(a, b) != 0) {
+        fprintf(stderr, "gptx-train: --resume %s: %s is another run's (run id %s, not %s)\n",
+                run->resume_arg, run->o.resume, b[0] ? b : "none", a[0] ? a : "none");
+        free(saved);
+        return -1;
+    }
+    free(run->saved);
+    run->saved = saved;
+    return 0;
 }
 
 /* The options (--help and --version end the run with status 0, a bad flag
- * with 2), --resume's saved configuration, and what the launcher (if any)
- * decides: rank, device and the default thread count. */
+ * with 2, a --resume file that cannot be used with 1), --resume's saved
+ * configuration, and what the launcher (if any) decides: rank, device and
+ * the default thread count. */
 int run_parse(train_run *run, int argc, char **argv) {
     run->status = 2;
     int prc = train_options_parse(&run->o, argc, argv);
@@ -63,8 +147,7 @@ int run_parse(train_run *run, int argc, char **argv) {
         if (prc > 0) run->status = 0;
         return -1;
     }
-    if (run->o.resume && resume_config(&run->o, &run->saved, &run->saved_flags) != 0)
-        return -1;
+    if (run->o.resume && resume_config(run) != 0) return -1;
     gptx_comm_launch_info_init(&run->launch);
     if (gptx_comm_detect_launch(&run->launch) != GPTX_OK) {
         fprintf(stderr, "gptx-train: %s\n", gptx_last_error());

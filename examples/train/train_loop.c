@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "prog_error.h"
+#include "train_ckpts.h"
 #include "train_dp.h"
 #include "train_run.h"
 
@@ -118,16 +119,27 @@ static int evaluate(train_run *run, int last) {
     return 0;
 }
 
+/* GPTX_TRAIN_TEST_KILL_BEFORE_LATEST=N (tests only): the process kills
+ * itself once the checkpoint of step N is durable, before `latest` names it
+ * (a crash at the worst moment). */
+static void test_kill_before_latest(const train_run *run) {
+    const char *at = getenv("GPTX_TRAIN_TEST_KILL_BEFORE_LATEST");
+    if (at && atoll(at) == run->step) raise(SIGKILL);
+}
+
 /* The checkpoint: every --checkpoint-every steps and at the end (when the
  * flag was given, or the run stops early), never at the step a resumed run
- * started from (that checkpoint is on disk already). */
+ * started from (that checkpoint is on disk already). Each is a new file
+ * DIR/checkpoint-<step>.safetensors; once it is durable, DIR/latest names
+ * it, and only then --keep-checkpoints removes this run's oldest ones. */
 static int checkpoint(train_run *run, int stop, int last) {
     const train_options *o = &run->o;
     if (!((o->checkpoint_every >= 0 || stop) && run->step > run->start_step &&
           ((o->checkpoint_every > 0 && run->step % o->checkpoint_every == 0) || last)))
         return 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/checkpoint.safetensors", o->out_dir);
+    char name[CKPT_NAME_MAX + 8], path[4200];
+    ckpt_name(name, sizeof name, run->step);
+    snprintf(path, sizeof path, "%s/%s", o->out_dir, name);
     run->ts.lr_schedule_step = run->step;
     run->ts.tokens_seen = run->tokens_seen;
     free(run->record);
@@ -141,8 +153,14 @@ static int checkpoint(train_run *run, int stop, int last) {
     } else {
         ON_RANK0(run, gptx_checkpoint_save(run->model, &run->ts, path), "writing the checkpoint");
     }
+    if (run->rank == 0) test_kill_before_latest(run);
+    if (run_out_dir_held(run) != 0) return -1;
+    int ok = run->rank != 0 || (ckpt_write_latest(o->out_dir, run->step) == 0 &&
+                                ckpt_retain(o->out_dir, run->run_id, run->step,
+                                            o->keep_checkpoints) == 0);
+    if (run_agree(run, ok, "recording the checkpoint") != 0) return -1;
     train_report_line(&run->rep, "step %lld | checkpoint %s (gptx-train --resume %s continues "
-                      "the run)\n", (long long)run->step, path, path);
+                      "the run)\n", (long long)run->step, path, o->out_dir);
     return 0;
 }
 

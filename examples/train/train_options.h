@@ -30,8 +30,9 @@ typedef struct train_options {
     const char *prompt;
     const char *out_dir;
     int checkpoint_every;
+    int keep_checkpoints;      /* > 0: this run's newest K numbered checkpoints stay; 0 = all */
     int save_best;             /* 1: DIR/best.safetensors at each new best validation loss */
-    const char *resume;        /* checkpoint path to resume from */
+    const char *resume;        /* checkpoint file (or, on the command line, folder) to resume */
     int overwrite;             /* --overwrite: another run's files in out_dir are replaced */
     /* machine */
     const char *backend, *precision;
@@ -42,13 +43,15 @@ typedef struct train_options {
     int zero1;                 /* 1: optimizer state sharded over the ranks (ZeRO-1) */
     float overlap_mib;         /* > 0: backward overlapped with buckets of this many MiB */
     /* which flags the command line gave (directly or through --preset),
-     * by their index in the table of train_options.c */
-    unsigned char given[64];
+     * by their row in the table of train_options.c (sections included) */
+    unsigned char given[96];
 } train_options;
 
-/* Parses argv into opts, then fills what was not given from the preset
- * (default tiny). Returns 0 on success, 1 after --help or --version (exit 0),
- * -1 after printing one clear message about a bad flag (exit 2). */
+/* Parses argv into opts (the table of train_options.c on the programs' one
+ * parser, examples/common/prog_flags.h), then fills what was not given from
+ * the preset (default tiny). Returns 0 on success, 1 after --help or
+ * --version (exit 0), -1 after printing one clear message about a bad flag
+ * (exit 2). */
 int train_options_parse(train_options *opts, int argc, char **argv);
 
 /* 1 when "<|endoftext|>" in --text and --prompt is the end-of-text token

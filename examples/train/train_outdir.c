@@ -1,6 +1,7 @@
 /* train_outdir.h */
 #include "train_outdir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "gptx/gptx.h"
+#include "train_ckpts.h"
 #include "train_options.h"
 
 /* The pid that holds an flock on (dev, ino), from /proc/locks (Linux:
@@ -133,9 +135,11 @@ void outdir_new_run_id(char out[17]) {
 
 /* ---- whose files ------------------------------------------------------------ */
 
-static const char *const run_files[] = {"metrics.jsonl", "checkpoint.safetensors",
-                                        "model.safetensors", "best.safetensors", "loss.svg"};
-enum { N_RUN_FILES = sizeof run_files / sizeof run_files[0] };
+/* The run's files: these names, `latest` and every numbered checkpoint
+ * (checkpoint-N.safetensors, train_ckpts.h) found in the folder. */
+static const char *const run_files[] = {"metrics.jsonl", CKPT_OLD_NAME, "model.safetensors",
+                                        "best.safetensors", "loss.svg", CKPT_LATEST};
+enum { N_RUN_FILES = sizeof run_files / sizeof run_files[0], METRICS = 0, LATEST = 5 };
 
 /* The run id in metrics.jsonl's first record ("" if none: a file from
  * before run ids, or no file). */
@@ -149,32 +153,83 @@ static void metrics_run_id(const char *path, char *out, size_t cap) {
     if (p) snprintf(out, cap, "%.*s", (int)strcspn(p + 11, "\""), p + 11);
 }
 
-/* The run id a checkpoint's record names ("" if none or unreadable). */
-static void checkpoint_run_id(const char *path, char *out, size_t cap) {
-    size_t n = 0;
+/* The run id of the checkpoint `latest` names ("" if none). */
+static void latest_run_id(const train_outdir *d, const char *path, char *out, size_t cap) {
+    char name[CKPT_NAME_MAX + 8] = "", target[4300];
+    int64_t step;
+    FILE *f = fopen(path, "r");
+    if (f && !fgets(name, sizeof name, f)) name[0] = '\0';
+    if (f) fclose(f);
+    name[strcspn(name, "\r\n")] = '\0';
     out[0] = '\0';
-    if (gptx_checkpoint_user_metadata(path, NULL, 0, &n) != GPTX_ERR_SHAPE) {
-        gptx_clear_error();
-        return;
-    }
-    char *saved = malloc(n + 1);
-    if (saved && gptx_checkpoint_user_metadata(path, saved, n + 1, &n) == GPTX_OK &&
-        train_saved_get(saved, "run_id", out, cap) != 0)
-        out[0] = '\0';
-    gptx_clear_error();
-    free(saved);
+    if (!ckpt_parse_name(name, &step)) return;
+    snprintf(target, sizeof target, "%s/%s", d->dir, name);
+    ckpt_run_id(target, out, cap);
 }
 
-/* Whether run file i in dir belongs to another run than run_id. */
-static int others(const train_outdir *d, int i, const char *run_id, int resuming) {
+/* The names of the run's files present in the folder (fixed ones first,
+ * then numbered checkpoints), malloc'ed; NULL with *n = -1 after a message. */
+static char **list_run_files(const train_outdir *d, int *n) {
+    DIR *dir = opendir(d->dir);
+    if (!dir) {
+        fprintf(stderr, "gptx-train: cannot read --out-dir %s: %s\n", d->dir, strerror(errno));
+        *n = -1;
+        return NULL;
+    }
+    char **names = NULL;
+    int count = 0, cap = 0, fail = 0;
+    for (int i = 0; i < N_RUN_FILES + 1 && !fail;) {
+        const char *name = NULL;
+        struct dirent *e = NULL;
+        if (i < N_RUN_FILES) {
+            name = run_files[i++];
+        } else if ((e = readdir(dir))) {
+            int64_t step;
+            if (!ckpt_parse_name(e->d_name, &step)) continue;
+            name = e->d_name;
+        } else {
+            break;
+        }
+        if (count == cap) {
+            char **grown = realloc(names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *names);
+            if (!grown) { fail = 1; break; }
+            names = grown;
+        }
+        if (!(names[count] = strdup(name))) fail = 1;
+        else count++;
+    }
+    closedir(dir);
+    if (fail) {
+        fprintf(stderr, "gptx-train: out of memory listing --out-dir %s\n", d->dir);
+        for (int i = 0; i < count; i++) free(names[i]);
+        free(names);
+        *n = -1;
+        return NULL;
+    }
+    *n = count;
+    return names;
+}
+
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* Whether run file `name` in dir belongs to another run than run_id. */
+static int others(const train_outdir *d, const char *name, const char *run_id, int resuming) {
     char path[4300], id[64];
-    snprintf(path, sizeof path, "%s/%s", d->dir, run_files[i]);
+    snprintf(path, sizeof path, "%s/%s", d->dir, name);
     struct stat st; /* a run's files are regular ones (or links to them), not /dev/full */
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
     if (!resuming) return 1; /* a new run: any run file is another run's */
-    if (!run_id[0] || i > 1) return 0; /* only metrics and the checkpoint name their run */
-    if (i == 0) metrics_run_id(path, id, sizeof id);
-    else checkpoint_run_id(path, id, sizeof id);
+    if (!run_id[0]) return 0;
+    int64_t step;
+    /* only metrics, the checkpoints and latest (by its checkpoint) name their run */
+    if (!strcmp(name, run_files[METRICS])) metrics_run_id(path, id, sizeof id);
+    else if (!strcmp(name, CKPT_LATEST)) latest_run_id(d, path, id, sizeof id);
+    else if (!strcmp(name, CKPT_OLD_NAME) || ckpt_parse_name(name, &step))
+        ckpt_run_id(path, id, sizeof id);
+    else return 0;
     return id[0] && strcmp(id, run_id) != 0;
 }
 
@@ -196,41 +251,73 @@ static int run_files_writable(const train_outdir *d) {
     return 0;
 }
 
+/* Appends name to the list of another run's files (the first few named,
+ * then a count). */
+static void note(char *names, size_t cap, int n, const char *name, int *more) {
+    if (n >= 8) {
+        (*more)++;
+        return;
+    }
+    snprintf(names + strlen(names), cap - strlen(names), "%s%s", n ? ", " : "", name);
+}
+
 int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int overwrite,
                  int *fresh) {
     const int resuming = resume != NULL;
     struct stat rs;
     int keep = resume && stat(resume, &rs) == 0; /* the checkpoint being resumed stays */
-    char names[256] = "";
-    int n = 0, has_checkpoint = 0;
+    char names[1024] = "";
+    int n = 0, more = 0, has_checkpoint = 0, count = 0;
     *fresh = 0;
-    for (int i = 0; i < N_RUN_FILES; i++) {
-        if (!others(d, i, run_id, resuming)) continue;
-        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", n++ ? ", " : "",
-                 run_files[i]);
-        has_checkpoint |= i == 1;
+    char **files = list_run_files(d, &count);
+    if (count < 0) return -1;
+    unsigned char *theirs = calloc((size_t)count + 1, 1);
+    if (!theirs) {
+        free_names(files, count);
+        fprintf(stderr, "gptx-train: out of memory listing --out-dir %s\n", d->dir);
+        return -1;
     }
-    if (n == 0) return run_files_writable(d);
-    if (!overwrite) {
+    for (int i = 0; i < count; i++) {
+        if (!(theirs[i] = (unsigned char)others(d, files[i], run_id, resuming))) continue;
+        int64_t step;
+        note(names, sizeof names, n++, files[i], &more);
+        has_checkpoint |= !strcmp(files[i], CKPT_OLD_NAME) || ckpt_parse_name(files[i], &step);
+    }
+    if (more)
+        snprintf(names + strlen(names), sizeof names - strlen(names), " and %d more", more);
+    int rc = 0;
+    if (n == 0) {
+        rc = run_files_writable(d);
+    } else if (!overwrite) {
         fprintf(stderr, "gptx-train: --out-dir %s holds another run's files (%s): this run would "
                         "%s them; give --overwrite to replace them%s%s%s, or another --out-dir\n",
                 d->dir, names, resuming ? "mix its records with" : "replace",
                 has_checkpoint && !resuming ? ", --resume " : "",
                 has_checkpoint && !resuming ? d->dir : "",
-                has_checkpoint && !resuming ? "/checkpoint.safetensors to continue that run" : "");
-        return -1;
-    }
-    for (int i = 0; i < N_RUN_FILES; i++) { /* all of them: no file of the other run stays */
-        char path[4300];
-        snprintf(path, sizeof path, "%s/%s", d->dir, run_files[i]);
-        if (keep && same(path, rs.st_dev, rs.st_ino)) continue;
-        if (unlink(path) != 0 && errno != ENOENT) {
-            fprintf(stderr, "gptx-train: --overwrite: cannot remove %s: %s\n", path,
-                    strerror(errno));
-            return -1;
+                has_checkpoint && !resuming ? " to continue that run" : "");
+        rc = -1;
+    } else {
+        /* the fixed files all go (no file of the other run stays); numbered
+         * checkpoints only when they are another run's: this run's stay */
+        for (int i = 0; i < count && rc == 0; i++) {
+            int64_t step;
+            if (i >= N_RUN_FILES && !theirs[i] && ckpt_parse_name(files[i], &step)) continue;
+            char path[4300];
+            snprintf(path, sizeof path, "%s/%s", d->dir, files[i]);
+            if (keep && same(path, rs.st_dev, rs.st_ino)) continue;
+            if (unlink(path) != 0 && errno != ENOENT) {
+                fprintf(stderr, "gptx-train: --overwrite: cannot remove %s: %s\n", path,
+                        strerror(errno));
+                rc = -1;
+            }
+        }
+        if (rc == 0) {
+            printf("--overwrite: removed the other run's files from %s (%s)\n", d->dir, names);
+            *fresh = 1;
+            rc = run_files_writable(d);
         }
     }
-    printf("--overwrite: removed the other run's files from %s (%s)\n", d->dir, names);
-    *fresh = 1;
-    return run_files_writable(d);
+    free(theirs);
+    free_names(files, count);
+    return rc;
 }

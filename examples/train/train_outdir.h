@@ -37,14 +37,17 @@ void outdir_release(train_outdir *d);
 
 /* Whose files out_dir holds, before the run writes any. run_id names this
  * run (a resumed run the checkpoint's; "" for one saved before run ids).
- *   - a new run (resume NULL): any of the run files (metrics.jsonl,
- *     checkpoint.safetensors, model.safetensors, best.safetensors,
- *     loss.svg) is another run's;
- *   - a resumed run: metrics.jsonl and checkpoint.safetensors are another
- *     run's when they name another run id.
- * Without overwrite that is refused, naming the files; with it they are
- * removed (never the --resume file itself) and *fresh is set: a resumed run
- * then starts its records anew. Then each of the run's files must be a
+ * The run files are metrics.jsonl, checkpoint.safetensors (the layout
+ * before 0.6.0), model.safetensors, best.safetensors, loss.svg, latest and
+ * every numbered checkpoint-N.safetensors.
+ *   - a new run (resume NULL): any of them is another run's;
+ *   - a resumed run: metrics.jsonl and the checkpoints are another run's
+ *     when they name another run id, latest when the checkpoint it names
+ *     does.
+ * Without overwrite that is refused, naming the files (and suggesting
+ * --resume DIR); with it they are removed (never the --resume file itself,
+ * nor a numbered checkpoint of this run) and *fresh is set: a resumed run
+ * then starts its records anew. Then each of the fixed run files must be a
  * regular file, a link to one, or absent (a folder, FIFO or device there is
  * refused before the first step). 0, or -1 after a message. */
 int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int overwrite,

@@ -47,6 +47,7 @@ int run_close(train_run *run) {
     free(run->saved);
     free(run->saved_flags);
     free(run->record);
+    ckpt_candidates_free(&run->resume_list);
     return status;
 }
 

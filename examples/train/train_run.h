@@ -9,6 +9,7 @@
 
 #include "gptx/gptx.h"
 #include "prog_error.h"
+#include "train_ckpts.h"
 #include "train_options.h"
 #include "train_report.h"
 
@@ -18,6 +19,9 @@ typedef struct train_run {
     train_options o;
     char *saved, *saved_flags; /* --resume: the whole record, and the copy o points into */
     char *record;              /* the run configuration in the last checkpoint written */
+    const char *resume_arg;    /* --resume as given: a checkpoint file or a run's folder */
+    ckpt_candidates resume_list; /* --resume DIR: the checkpoints to try, best first */
+    int resume_at;             /* the one o.resume names now */
     char run_id[17];           /* names the run in its records and checkpoints */
     int run_id_unknown;        /* resumed from a checkpoint saved before run ids */
     /* the machine */
@@ -97,6 +101,8 @@ int run_settle(const train_run *run, int rc, const char *what);
 /* Shared by the stages. */
 char *run_record(const train_run *run);   /* train_config.c: what a checkpoint stores */
 int run_check_saved(train_run *run);      /* train_config.c: --resume, same data and ranks */
+int run_resume_fallback(train_run *run, int rc); /* train_config.c: --resume DIR, the previous */
+int run_resume_reread(train_run *run);    /* train_config.c: the record of the one now tried */
 const char *schedule_name(lr_schedule s); /* train_config.c: "cosine", "linear", "constant" */
 void free_paths(char **paths, int n);     /* train_data.c */
 int run_sample(train_run *run);           /* train_loop.c: a continuation of --prompt */

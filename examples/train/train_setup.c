@@ -132,7 +132,13 @@ static int open_optimizer_and_sampler(train_run *run) {
 static int load_resume(train_run *run) {
     if (run->saved && run_check_saved(run) != 0) return -1;
     if (!run->o.resume) return 0;
-    TRY(run, gptx_checkpoint_load(run->model, &run->ts, run->o.resume));
+    int rc;
+    while ((rc = gptx_checkpoint_load(run->model, &run->ts, run->o.resume)) != GPTX_OK) {
+        /* --resume DIR: a damaged checkpoint gives way to the previous one
+         * (nothing was restored: a load checks everything before it applies) */
+        if (run_resume_fallback(run, rc) != 0) return run_fail(run, rc);
+        if (run_resume_reread(run) != 0 || run_check_saved(run) != 0) return -1;
+    }
     run->step = run->ts.lr_schedule_step;
     run->tokens_seen = run->ts.tokens_seen;
     if (run->step >= run->total_steps) {
@@ -242,7 +248,7 @@ static void print_header(const train_run *run) {
 /* Every file the run writes in --out-dir must have a path the system
  * takes: checked before the first step, not found at the first save. */
 static int out_dir_fits(const train_run *run, const char *out_dir) {
-    const char *longest = "/checkpoint.safetensors"; /* of the run's files (docs/programs.md) */
+    const char *longest = "/checkpoint-00000000.safetensors"; /* of the run's files */
     size_t n = strlen(out_dir) + strlen(longest);
     if (n < PATH_MAX) return 0;
     if (run->rank == 0)

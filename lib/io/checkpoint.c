@@ -744,16 +744,6 @@ static int load_weights_host(const gptx_st_file *f, const gptx_layout *L, float 
     return rc;
 }
 
-/* The model's weights become host[]; its gradients and saved activations are stale. */
-static int apply_weights(gptx_model *m, const float *host) {
-    GPTX_HOLD(m, GPTX_KIND_MODEL); /* a new model's first upload: the context's lock */
-    gptx_context *ctx = m->ctx;
-    m->phase = GPTX_PHASE_NONE;
-    gptx_model_params_changed(m);
-    GPTX_TRY(gptx_param_upload(ctx, m->params, host, m->layout.nparams));
-    return ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
-}
-
 static int file_has_moments(const gptx_st_file *f, int is_training) {
     return is_training && gptx_st_meta(f, "optimizer") != NULL;
 }
@@ -765,7 +755,7 @@ int gptx_ckpt_load_weights_st(gptx_model *m, const gptx_st_file *f) {
     GPTX_TRY(check_tensor_set(f, &m->layout, file_has_moments(f, training)));
     float *host = NULL;
     GPTX_TRY(load_weights_host(f, &m->layout, &host));
-    int rc = apply_weights(m, host);
+    int rc = gptx_model_restore_weights(m, host);
     free(host);
     return rc;
 }
@@ -786,7 +776,7 @@ int gptx_ckpt_model_load_st(gptx_model **out, gptx_context *ctx, const gptx_st_f
     GPTX_TRY(gptx_model_create(&m, ctx, &cfg));
     float *host = NULL;
     rc = load_weights_host(f, &m->layout, &host);
-    if (rc == GPTX_OK) rc = apply_weights(m, host);
+    if (rc == GPTX_OK) rc = gptx_model_restore_weights(m, host);
     free(host);
     if (rc != GPTX_OK) {
         gptx_model_destroy(m);
@@ -873,20 +863,9 @@ int gptx_ckpt_load_st(gptx_model *m, gptx_train_state *st_io, const gptx_st_file
     }
     if (rc == GPTX_OK) rc = apply_positions(&s, &tm);
     /* from here on only backend copies can fail */
-    if (rc == GPTX_OK) rc = apply_weights(m, params);
-    if (rc == GPTX_OK && s.optimizer) {
-        gptx_optimizer *o = s.optimizer;
-        gptx_context *ctx = m->ctx;
-        /* a sharded optimizer takes its own slice of the full moments */
-        size_t off = o->shard_offset, cnt = o->shard_count;
-        if (cnt > 0) rc = gptx_param_upload(ctx, o->m, mom[0] + off, cnt);
-        if (rc == GPTX_OK && cnt > 0) rc = gptx_param_upload(ctx, o->v, mom[1] + off, cnt);
-        if (rc == GPTX_OK) {
-            o->step = tm.opt_step;
-            o->opts = tm.opts;
-            gptx_optimizer_set_decay(o);
-        }
-    }
+    if (rc == GPTX_OK) rc = gptx_model_restore_weights(m, params);
+    if (rc == GPTX_OK && s.optimizer) /* a sharded one takes its slice of the moments */
+        rc = gptx_optimizer_restore(s.optimizer, mom[0], mom[1], tm.opt_step, &tm.opts);
     if (rc == GPTX_OK && st_io && tm.has_schedule) {
         /* only the fields the caller's struct has (read_train_state checked its size) */
         size_t n = st_io->struct_size;

@@ -44,14 +44,6 @@ static int check_finite(const char *label, const char *name, const float *x, siz
     return GPTX_OK;
 }
 
-static int upload_new_model(gptx_model *m, const float *host) {
-    GPTX_HOLD(m, GPTX_KIND_MODEL); /* the context's lock */
-    gptx_context *ctx = m->ctx;
-    gptx_model_params_changed(m);
-    GPTX_TRY(gptx_param_upload(ctx, m->params, host, m->layout.nparams));
-    return ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
-}
-
 /* ---- Hugging Face ------------------------------------------------------------ */
 
 typedef struct hf_plan {
@@ -234,7 +226,7 @@ int gptx_import_hf_st(gptx_model **out, gptx_context *ctx, const gptx_st_file *f
         if (!host) rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu floats)", m->layout.nparams);
     }
     if (rc == GPTX_OK) rc = hf_read(f, m, &plan, host);
-    if (rc == GPTX_OK) rc = upload_new_model(m, host);
+    if (rc == GPTX_OK) rc = gptx_model_restore_weights(m, host);
     free(host);
     free(plan.names);
     free(plan.src);
@@ -377,7 +369,7 @@ int gptx_import_llmc_src(gptx_model **out, gptx_context *ctx, const gptx_src *sr
     float *host = malloc((m->layout.nparams ? m->layout.nparams : 1) * sizeof *host);
     rc = host ? llmc_walk(src, &m->layout, c.n_layer, dtype, host)
               : GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu floats)", m->layout.nparams);
-    if (rc == GPTX_OK) rc = upload_new_model(m, host);
+    if (rc == GPTX_OK) rc = gptx_model_restore_weights(m, host);
     free(host);
     if (rc != GPTX_OK) {
         gptx_model_destroy(m);

@@ -352,6 +352,15 @@ float *gptx_model_copy_at(const gptx_model *m, size_t elems) {
     return (float *)((char *)m->wcopy + elems * m->wcopy_bytes);
 }
 
+int gptx_model_restore_weights(gptx_model *m, const float *host) {
+    GPTX_HOLD(m, GPTX_KIND_MODEL); /* a new model's first upload: the context's lock */
+    gptx_context *ctx = m->ctx;
+    m->phase = GPTX_PHASE_NONE;
+    gptx_model_params_changed(m);
+    GPTX_TRY(gptx_param_upload(ctx, m->params, host, m->layout.nparams));
+    return ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
+}
+
 /* Brings the compute copy of the weights up to date with the parameters. */
 static int refresh_weights(gptx_model *m) {
     if (!m->wcopy || !m->wcopy_stale) return GPTX_OK;

@@ -117,6 +117,13 @@ void gptx_model_params_changed(gptx_model *m);
 void gptx_model_params_and_copy_changed(gptx_model *m);
 /* The compute copy at parameter element `elems`; NULL when there is none. */
 float *gptx_model_copy_at(const gptx_model *m, size_t elems);
+/* The model's weights become host[] (layout.nparams floats, in the layout's
+ * order), as a load or an import restores them: uploaded, the compute copy
+ * marked stale, the gradients zeroed and no pass in progress (the saved
+ * activations are stale). Takes the context's lock (GPTX_HOLD): callable on
+ * a model its caller has not entered. lib/io's checkpoint and import code
+ * calls it instead of writing the model's buffers itself. */
+int gptx_model_restore_weights(gptx_model *m, const float *host);
 
 /* For generation: runs the model on one row of T tokens (B = 1, T in
  * [1, context_length], ids checked) and writes the padded_vocab_size logits of

@@ -80,6 +80,18 @@ void gptx_optimizer_set_decay(gptx_optimizer *opt) {
     }
 }
 
+int gptx_optimizer_restore(gptx_optimizer *opt, const float *m_host, const float *v_host,
+                           int64_t step, const gptx_adamw_options *opts) {
+    gptx_context *ctx = opt->model->ctx;
+    size_t off = opt->shard_offset, cnt = opt->shard_count;
+    if (cnt > 0) GPTX_TRY(gptx_param_upload(ctx, opt->m, m_host + off, cnt));
+    if (cnt > 0) GPTX_TRY(gptx_param_upload(ctx, opt->v, v_host + off, cnt));
+    opt->step = step;
+    opt->opts = *opts;
+    gptx_optimizer_set_decay(opt);
+    return GPTX_OK;
+}
+
 int gptx_optimizer_create_part(gptx_optimizer **out, gptx_model *model,
                                const gptx_adamw_options *in, size_t offset, size_t count,
                                const char *func) {

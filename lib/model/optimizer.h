@@ -56,5 +56,12 @@ void gptx_optimizer_set_decay(gptx_optimizer *opt);
  * gradient norm (clipped by opts.grad_clip); fails with GPTX_ERR_NON_FINITE
  * (nothing updated) when the norm is not finite. Reported as func. */
 int gptx_optimizer_update(gptx_optimizer *opt, float norm, const char *func);
+/* A checkpoint's optimizer state: the moments m_host and v_host hold the
+ * model's whole parameter count (a sharded optimizer takes its own slice),
+ * step and opts are as saved; the weight decay per range follows opts. The
+ * counters change only after both moments were uploaded. lib/io's
+ * checkpoint code calls it instead of writing the optimizer's fields. */
+int gptx_optimizer_restore(gptx_optimizer *opt, const float *m_host, const float *v_host,
+                           int64_t step, const gptx_adamw_options *opts);
 
 #endif

@@ -210,8 +210,8 @@ pkill -9 -f "$P-h" 2> /dev/null
 for i in 0 1 2; do pids=$(ip netns pids "$(ns $i)"); [ -n "$pids" ] && kill -9 $pids; done
 wait
 
-ckpt=$run/checkpoint.safetensors
 step=$(grep '| checkpoint ' "$work/cut/rank0.out" | tail -n 1 | sed 's/^step \([0-9]*\) .*/\1/')
+ckpt=$run/checkpoint-$(printf %08d "$step").safetensors
 "$evaluate" --model "$ckpt" --text "$(dirname "$train")/../share/gptx/the-verdict.txt" --threads 1 \
     --max-tokens 2000 > "$work/eval.log" 2>&1 || fail "the last checkpoint does not load: $(cat "$work/eval.log")"
 echo "ok: checkpoint of step $step loads: $(grep -m1 -i 'loss' "$work/eval.log")"

@@ -12,18 +12,18 @@ train=$1 work=$2
 shift 2
 mpirun=("$@")
 rm -rf "$work" && mkdir -p "$work"
-# a small model; the global batch is 6 rows
-common=(--steps 4 --eval-every 2 --eval-batches 3 --sample-tokens 4 --layers 2 --heads 2
+# a small model; the global batch is 6 rows (--steps given per run: a flag given twice is refused)
+common=(--eval-every 2 --eval-batches 3 --sample-tokens 4 --layers 2 --heads 2
         --width 64 --context 32 --threads 1)
 
-"$train" "${common[@]}" --batch 6 --out-dir "$work/single" > "$work/single.log"
-"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --out-dir "$work/np2" > "$work/np2.log"
-"${mpirun[@]}" -np 3 "$train" "${common[@]}" --batch 2 --out-dir "$work/np3" > "$work/np3.log"
+"$train" "${common[@]}" --steps 4 --batch 6 --out-dir "$work/single" > "$work/single.log"
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --steps 4 --batch 3 --out-dir "$work/np2" > "$work/np2.log"
+"${mpirun[@]}" -np 3 "$train" "${common[@]}" --steps 4 --batch 2 --out-dir "$work/np3" > "$work/np3.log"
 # ZeRO-1 (2 ranks) and overlapped buckets (3 ranks, 64 KiB: several buckets) on the same
 # global batch (test_mpi_zero covers both at 2 and 3 ranks)
-"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --zero1 1 --out-dir "$work/zero2" \
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --steps 4 --batch 3 --zero1 1 --out-dir "$work/zero2" \
   > "$work/zero2.log"
-"${mpirun[@]}" -np 3 "$train" "${common[@]}" --batch 2 --overlap 0.0625 --out-dir "$work/ovl3" \
+"${mpirun[@]}" -np 3 "$train" "${common[@]}" --steps 4 --batch 2 --overlap 0.0625 --out-dir "$work/ovl3" \
   > "$work/ovl3.log"
 
 losses() { grep -o '"\(train\|val\)_loss": [0-9.]*' "$1/metrics.jsonl" | sed 's/.*: //'; }
@@ -55,8 +55,8 @@ paste <(losses "$work/single") <(losses "$work/np2") <(losses "$work/np3") \
 "${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --steps 2 --checkpoint-every 2 \
   --out-dir "$work/part" > "$work/part1.log"
 [ "$(grep -c '| checkpoint ' "$work/part1.log")" -eq 1 ]
-"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 \
-  --resume "$work/part/checkpoint.safetensors" --out-dir "$work/part2" > "$work/part2.log"
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --steps 4 --batch 3 \
+  --resume "$work/part" --out-dir "$work/part2" > "$work/part2.log"
 want=$(grep -o '"train_loss": [0-9.]*' "$work/np2/metrics.jsonl" | tail -n 2)
 got=$(grep -o '"train_loss": [0-9.]*' "$work/part2/metrics.jsonl")
 if [ "$want" != "$got" ]; then
@@ -67,8 +67,8 @@ echo "ok: resume under mpirun"
 # ZeRO-1: the checkpoint (moments gathered, rank 0 writes) resumes to the same losses
 "${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --steps 2 --checkpoint-every 2 --zero1 1 \
   --out-dir "$work/zpart" > "$work/zpart1.log"
-"${mpirun[@]}" -np 2 "$train" "${common[@]}" --batch 3 --zero1 1 \
-  --resume "$work/zpart/checkpoint.safetensors" --out-dir "$work/zpart2" > "$work/zpart2.log"
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --steps 4 --batch 3 --zero1 1 \
+  --resume "$work/zpart" --out-dir "$work/zpart2" > "$work/zpart2.log"
 want=$(grep -o '"train_loss": [0-9.]*' "$work/zero2/metrics.jsonl" | tail -n 2)
 got=$(grep -o '"train_loss": [0-9.]*' "$work/zpart2/metrics.jsonl")
 if [ "$want" != "$got" ]; then
@@ -84,7 +84,7 @@ for mode in plain overlap zero1; do # the step's collectives differ in each
   start=$(date +%s)
   set +e
   GPTX_TRAIN_TEST_POISON_STEP=3 GPTX_TRAIN_TEST_POISON_RANK=1 "${mpirun[@]}" -np 2 "$train" \
-    "${common[@]}" --batch 3 --checkpoint-every 2 --comm-timeout 60 "${extra[@]}" \
+    "${common[@]}" --steps 4 --batch 3 --checkpoint-every 2 --comm-timeout 60 "${extra[@]}" \
     --out-dir "$work/nan_$mode" > "$work/nan_$mode.log" 2> "$work/nan_$mode.err"
   rc=$?
   set -e
@@ -102,7 +102,7 @@ done
 # torchrun-style variables with a CPU context: a clear error, no hang
 set +e
 msg=$(WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 timeout 60 "$train" \
-      "${common[@]}" --out-dir "$work/torchrun" 2>&1 >/dev/null)
+      "${common[@]}" --steps 4 --out-dir "$work/torchrun" 2>&1 >/dev/null)
 rc=$?
 set -e
 if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || ! grep -q 'mpirun -np 2' <<<"$msg"; then

@@ -86,7 +86,7 @@ mkdir "$work/kept"
 for f in metrics.jsonl loss.svg; do
   mv "$work/linked/$f" "$work/kept/$f" && ln -s "../kept/$f" "$work/linked/$f"
 done
-"$train" --resume "$work/linked/checkpoint.safetensors" --steps 4 --out-dir "$work/linked" \
+"$train" --resume "$work/linked" --steps 4 --out-dir "$work/linked" \
   > /dev/null
 for f in metrics.jsonl loss.svg; do
   [ -L "$work/linked/$f" ] || { echo "the link $f was replaced by a file"; exit 1; }
@@ -98,8 +98,8 @@ grep -q '"step": 4' "$work/kept/metrics.jsonl" || { echo "metrics not in the lin
 echo "ok: metrics.jsonl and loss.svg through links: links kept, 4 rows in the target"
 rm "$work/linked/loss.svg" && mkfifo "$work/linked/loss.svg"
 expect 1 "its loss.svg is a FIFO (named pipe), not a regular file" "$train" \
-  --resume "$work/linked/checkpoint.safetensors" --steps 6 --out-dir "$work/linked"
+  --resume "$work/linked" --steps 6 --out-dir "$work/linked"
 [ -p "$work/linked/loss.svg" ] || { echo "the FIFO loss.svg was replaced"; exit 1; }
 rm "$work/linked/metrics.jsonl" && mkfifo "$work/linked/metrics.jsonl"
 expect 1 "its metrics.jsonl is a FIFO (named pipe), not a regular file" "$train" \
-  --resume "$work/linked/checkpoint.safetensors" --steps 6 --out-dir "$work/linked"
+  --resume "$work/linked" --steps 6 --out-dir "$work/linked"

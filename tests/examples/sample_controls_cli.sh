@@ -11,7 +11,7 @@ train=$1 generate=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 "$train" --steps 20 --eval-every 20 --sample-tokens 0 --checkpoint-every 0 --threads 2 --batch 4 \
   --out-dir "$work/run" > "$work/train.log"
-model="$work/run/checkpoint.safetensors"
+model="$work/run/checkpoint-00000020.safetensors"
 [ -s "$model" ] || { echo "no checkpoint written"; exit 1; }
 common=(--model "$model" --threads 2 --max-tokens 40 --ignore-eot)
 

@@ -15,13 +15,13 @@ kill -INT "$pid"
 set +e; wait "$pid"; rc=$?; set -e
 [ "$rc" -eq 130 ] || { echo "exit status $rc after SIGINT, expected 130"; cat run.log; exit 1; }
 grep -q 'interrupted: validating, writing the checkpoint' run.log
-for f in run/checkpoint.safetensors run/model.safetensors run/loss.svg; do
+for f in run/latest run/model.safetensors run/loss.svg; do
   [ -s "$f" ] || { echo "no $f after the interrupt"; cat run.log; exit 1; }
 done
 if grep -q 'sample:' run.log; then echo "sampled after the interrupt"; exit 1; fi
 at=$(sed -n 's/^step \([0-9]*\) | checkpoint .*/\1/p' run.log | tail -n 1)
 [ -n "$at" ] && [ "$at" -ge 3 ] || { echo "checkpoint step '$at'"; exit 1; }
-"$train" --resume run/checkpoint.safetensors --steps $((at + 2)) --eval-every 0 --sample-tokens 0 \
+"$train" --resume run --steps $((at + 2)) --eval-every 0 --sample-tokens 0 \
   --threads 2 --out-dir resumed > resumed.log
-grep -q "resumed from run/checkpoint.safetensors at step $at" resumed.log
+grep -q "resumed from run/checkpoint-$(printf %08d "$at").safetensors at step $at" resumed.log
 echo "ok: SIGINT at step $at -> exit 130, checkpoint, model and plot written; resumed at step $at"

@@ -27,8 +27,8 @@ micro=(--preset micro --threads 2 --sample-tokens 0)
 # (warm-up past the last step: the lr of a step does not depend on --steps)
 w=(--warmup 20 --eval-every 4)
 "$train" "${micro[@]}" "${w[@]}" --steps 6 --checkpoint-every 6 --out-dir run > a.log
-cp run/checkpoint.safetensors ckpt6.safetensors
-"$train" --resume run/checkpoint.safetensors --steps 12 > b.log # on to 12, appending
+cp run/checkpoint-00000006.safetensors ckpt6.safetensors
+"$train" --resume run --steps 12 > b.log # on to 12, appending
 "$train" "${micro[@]}" "${w[@]}" --steps 12 --out-dir ref > /dev/null
 # the run then "lost" its last 6 steps (only the step-6 checkpoint is left): resuming it again in
 # the same folder must drop the rows past step 6 before appending the new ones
@@ -88,7 +88,7 @@ fi
 # refused before the first step, not after the training
 "$train" "${micro[@]}" --steps 2 --checkpoint-every 2 --out-dir plot > /dev/null
 rm plot/loss.svg && mkdir plot/loss.svg
-set +e; "$train" --resume plot/checkpoint.safetensors --steps 3 > plot.log 2> plot.err; rc=$?; set -e
+set +e; "$train" --resume plot --steps 3 > plot.log 2> plot.err; rc=$?; set -e
 [ "$rc" -eq 1 ] && grep -q "its loss.svg is a directory, not a regular file" plot.err ||
   { echo "plot: rc $rc"; cat plot.err; exit 1; }
 [ -d plot/loss.svg ] || { echo "the folder loss.svg was replaced"; exit 1; }
@@ -108,7 +108,7 @@ whole() { # metrics file
   [ "$steps" = "$want " ] || { echo "$f: train steps '$steps'"; return 1; }
 }
 start_slow() { # dir: a long run in the background (pid in $pid), once it wrote 2 rows
-  "$train" "${micro[@]}" --threads 1 --steps 100000 --eval-every 0 --log-every 1 --out-dir "$1" \
+  "$train" --preset micro --sample-tokens 0 --threads 1 --steps 100000 --eval-every 0 --log-every 1 --out-dir "$1" \
     > "$1.log" 2>&1 &
   pid=$!
   for _ in $(seq 600); do [ "$(rows train "$1/metrics.jsonl" 2> /dev/null)" -ge 2 ] && break; sleep 0.1; done
@@ -160,11 +160,11 @@ echo "ok: lock file: second trainer refused; lock file deleted -> the run stops,
 
 # ---- a new run does not take over another run's folder -----------------------------------
 "$train" "${micro[@]}" "${w[@]}" --steps 10 --checkpoint-every 10 --out-dir used > /dev/null
-cp used/checkpoint.safetensors ck10.safetensors
+cp used/checkpoint-00000010.safetensors ck10.safetensors
 cp used/metrics.jsonl used10.jsonl
 set +e; msg=$("$train" "${micro[@]}" --steps 3 --out-dir used 2>&1 >/dev/null); rc=$?; set -e
-want="used holds another run's files (metrics.jsonl, checkpoint.safetensors, model.safetensors, loss.svg)"
-[ "$rc" -ne 0 ] && [[ "$msg" == *"$want"*"--overwrite"*"--resume used/checkpoint.safetensors"* ]] ||
+want="used holds another run's files (metrics.jsonl, model.safetensors, loss.svg, latest, checkpoint-00000010.safetensors)"
+[ "$rc" -ne 0 ] && [[ "$msg" == *"$want"*"--overwrite"*"--resume used to continue that run"* ]] ||
   { echo "new run in used/: rc $rc: $msg"; exit 1; }
 cmp -s used/metrics.jsonl used10.jsonl || { echo "the refused run changed used/metrics.jsonl"; exit 1; }
 echo "ok: a new run in a used folder is refused: ${msg:0:150}"
@@ -179,7 +179,7 @@ echo "ok: after the refusal, --resume of the old checkpoint: steps 1..12 once, t
 "$train" "${micro[@]}" --steps 3 --eval-every 0 --out-dir used --overwrite > ow.log
 grep -q "^--overwrite: removed the other run's files from used" ow.log &&
   [ "$(rows train used/metrics.jsonl)" -eq 3 ] && [ "$(rows config used/metrics.jsonl)" -eq 1 ] &&
-  [ ! -e used/checkpoint.safetensors ] || { echo "--overwrite"; cat ow.log; ls used; exit 1; }
+  [ ! -e used/checkpoint-00000010.safetensors ] && [ ! -e used/latest ] || { echo "--overwrite"; cat ow.log; ls used; exit 1; }
 # and the old checkpoint no longer resumes into that folder: the records would mix two runs
 set +e; msg=$("$train" --resume ck10.safetensors --steps 12 --out-dir used 2>&1 >/dev/null); rc=$?; set -e
 [ "$rc" -ne 0 ] && [[ "$msg" == *"used holds another run's files (metrics.jsonl): this run would mix its records with them"* ]] ||
@@ -198,9 +198,9 @@ echo "ok: --overwrite replaces another run's files; resuming into another run's 
 hot=("${micro[@]}" --lr 10 --eval-every 0 --log-every 1)
 warnings() { grep '"type": "warning"' "$1" | sed 's/.*"step": \([0-9]*\),.*/\1/' | tr '\n' ' '; }
 "$train" "${hot[@]}" --steps 1 --checkpoint-every 1 --out-dir hot > /dev/null
-cp hot/checkpoint.safetensors hot1.safetensors
+cp hot/checkpoint-00000001.safetensors hot1.safetensors
 "$train" --resume hot1.safetensors --steps 4 --checkpoint-every 4 --out-dir hot > hot4.log
-cp hot/checkpoint.safetensors hot4.safetensors
+cp hot/checkpoint-00000004.safetensors hot4.safetensors
 "$train" --resume hot4.safetensors --steps 8 --out-dir hot > hot8.log
 climb='^step 2 | warning: the loss [0-9.]* is more than twice the [0-9.]* the run started from'
 [ "$(warnings hot/metrics.jsonl)" = "2 " ] && grep -q "$climb" hot4.log &&
@@ -235,8 +235,8 @@ rc=$?; set -e
   whole nan/metrics.jsonl && [ "$(rows train nan/metrics.jsonl)" -eq 4 ] ||
   { echo "non-finite loss: metrics"; cat nan/metrics.jsonl; exit 1; }
 [ ! -e nan/model.safetensors ] && [ ! -e nan/loss.svg ] || { echo "non-finite loss: wrote $(ls nan)"; exit 1; }
-"$train" --resume nan/checkpoint.safetensors --steps 4 --out-dir nan > nan4.log
-grep -q 'resumed from nan/checkpoint.safetensors at step 3' nan4.log ||
+"$train" --resume nan --steps 4 --out-dir nan > nan4.log
+grep -q 'resumed from nan/checkpoint-00000003.safetensors at step 3' nan4.log ||
   { echo "the checkpoint after the non-finite loss is not step 3's"; cat nan4.log; exit 1; }
 echo "ok: non-finite loss at step 5 -> exit 1, warned, nothing written; the step-3 checkpoint resumes"
 # a finite loss whose gradient norm overflows (the gradients scaled by 3e38 at step 5)
@@ -249,7 +249,7 @@ rc=$?; set -e
   [ "$(warnings gnan/metrics.jsonl)" = "5 " ] && [ "$(rows train gnan/metrics.jsonl)" -eq 4 ] &&
   [ ! -e gnan/model.safetensors ] ||
   { echo "non-finite gradient norm: rc $rc"; cat gnan.err; cat gnan/metrics.jsonl; ls gnan; exit 1; }
-"$train" --resume gnan/checkpoint.safetensors --steps 4 --out-dir gnan > gnan4.log
+"$train" --resume gnan --steps 4 --out-dir gnan > gnan4.log
 grep -q 'at step 3' gnan4.log || { echo "the checkpoint after the overflow is not step 3's"; exit 1; }
 echo "ok: gradient norm inf at step 5 (loss finite) -> exit 1, warned, the step-3 checkpoint kept"
 
@@ -266,13 +266,32 @@ fails "the folder holds no regular file" --text adir # a folder is its files; an
 fails "not a regular file" --text /dev/zero
 fails "expected an integer from 1 to 1000000000" --batch 2000000000
 fails "unknown option" --steps 3 --nope
+# the exit code says whose fault it is: 2 a command line the table refuses, 1 an input
+# that cannot be used (also a missing file, for --resume as for --init-from)
+code() { # want-rc expected-message args...
+  local want_rc=$1 want=$2; shift 2
+  set +e; msg=$("$train" "$@" --out-dir bad 2>&1 >/dev/null); rc=$?; set -e
+  [ "$rc" -eq "$want_rc" ] && [[ "$msg" == *"$want"* ]] ||
+    { echo "'$*': rc $rc (want $want_rc), expected '$want' in: $msg"; exit 1; }
+  echo "ok: '$*' -> rc $rc: ${msg:0:110}"
+}
+code 2 "--lr 0: expected a number in (0, 10]" --lr 0
+code 2 "--top-p 0: expected a number in (0, 1]" --top-p 0
+code 2 "--keep-checkpoints -1: expected an integer from 0 to 1000000000" --keep-checkpoints -1
+code 2 "--stpes: unknown option; did you mean --steps?" --stpes 3
+code 1 "--resume nosuch: No such file or directory" --resume nosuch
+code 1 "nosuch" --init-from nosuch --steps 1
+mkdir -p empty
+code 1 "--resume empty: the folder holds no checkpoint" --resume empty
+"$train" --help | grep -q "bf16_pure (bf16 weights, moments and activations, fp32 gradients" ||
+  { echo "--help: bf16_pure"; exit 1; }
 # one data source: a --text given with --train-shards would be ignored (the
 # validation loss then nan, exit 0); the preset's own text is not "given"
 fails "--text ids.txt: not with --train-shards" --text ids.txt --train-shards ids.bin
 fails "--text ids.txt: not with --train-shards" "${micro[@]}" --train-shards ids.bin --text ids.txt
 "$train" "${micro[@]}" --train-shards ids.bin --steps 1 --checkpoint-every 1 --out-dir shards > /dev/null
 fails "the run trains on --train-shards ids.bin, not on a text" \
-  --resume shards/checkpoint.safetensors --steps 2 --text ids.txt
+  --resume shards/checkpoint-00000001.safetensors --steps 2 --text ids.txt
 out=$(timeout 20 "$train" "${micro[@]}" --grad-accum 50000000 --steps 1 --eval-every 0 --out-dir big 2>&1 | head -n 8 || true)
 echo "$out" | grep -q "= 6400000000 tokens/step" || { echo "tokens/step: $out"; exit 1; }
 echo "ok: --grad-accum 50000000 -> 6400000000 tokens/step"
