@@ -1,17 +1,52 @@
 #!/usr/bin/env bash
-# Runs the walkthrough of docs/programs.md exactly as written (the sh block
-# between its walkthrough markers), in an empty folder with the programs on
-# PATH and GPTX_DATA_DIR set, then checks what it should have produced.
+# Runs a walkthrough of docs/programs.md exactly as written (the sh block
+# between its markers: "walkthrough" by default, "corpus walkthrough" with
+# the fifth argument corpus), in an empty folder with the programs on PATH
+# and GPTX_DATA_DIR set, then checks what it should have produced.
 set -euo pipefail
-doc=$1 bindir=$2 data=$3 work=$4
+doc=$1 bindir=$2 data=$3 work=$4 which=${5:-story}
+marker="walkthrough"
+[ "$which" = corpus ] && marker="corpus walkthrough"
 rm -rf "$work" && mkdir -p "$work"
-sed -n '/<!-- walkthrough: begin -->/,/<!-- walkthrough: end -->/p' "$doc" |
+sed -n "/<!-- $marker: begin -->/,/<!-- $marker: end -->/p" "$doc" |
   sed -n '/^```sh$/,/^```$/p' | sed '1d;$d' > "$work/walkthrough.sh"
-[ "$(grep -c '^gptx-' "$work/walkthrough.sh")" -ge 5 ] || { echo "no walkthrough found in $doc"; exit 1; }
+[ "$(grep -c '^gptx-' "$work/walkthrough.sh")" -ge 5 ] || { echo "no $marker found in $doc"; exit 1; }
 cd "$work"
 export PATH="$bindir:$PATH" GPTX_DATA_DIR="$data"
-echo "== running the walkthrough of $doc:"; cat walkthrough.sh
+echo "== running the $marker of $doc:"; cat walkthrough.sh
 bash -euxo pipefail walkthrough.sh > walkthrough.log 2>&1 || { cat walkthrough.log; exit 1; }
+
+if [ "$which" = corpus ]; then
+  fail() { echo "FAIL: $*"; exit 1; }
+  # 1. shards: the validation shard first, train shards after it, the manifest last
+  [ -s shards/corpus_val_000000.bin ] && [ -s shards/corpus_train_000001.bin ] &&
+    [ -s shards/corpus.manifest ] || fail "the shards or their manifest are missing: $(ls shards)"
+  # 2-3. retention: exactly the newest two numbered checkpoints, latest naming the newest
+  ckpts=$(cd crun && ls checkpoint-*.safetensors | tr '\n' ' ')
+  [ "$ckpts" = "checkpoint-00000120.safetensors checkpoint-00000160.safetensors " ] ||
+    fail "the run kept '$ckpts', expected the checkpoints of steps 120 and 160"
+  grep -q 'checkpoint-00000160.safetensors' crun/latest || fail "latest is '$(cat crun/latest)'"
+  # every step from 1 to 160 once, across the run and its continuation
+  steps=$(sed -n 's/^{"type": "train", "step": \([0-9]*\),.*/\1/p' crun/metrics.jsonl)
+  [ "$(echo "$steps" | sort -n | uniq | wc -l)" = 160 ] && [ "$(echo "$steps" | wc -l)" = 160 ] &&
+    [ "$(echo "$steps" | sort -n | tail -1)" = 160 ] ||
+    fail "metrics.jsonl does not hold steps 1..160 once each"
+  # 4. the exports, whole
+  for f in crun/hf/model.safetensors crun/hf/config.json crun/hf/vocab.json crun/hf/merges.txt \
+           crun/model.bin; do
+    [ -s "$f" ] || fail "the walkthrough did not write $f"
+  done
+  # 5. the model and its Hugging Face export score the same (the export is exact)
+  acc() { sed -n "s/.*\"$2\": \([0-9.]*\).*/\1/p" "$1"; }
+  for k in acc acc_norm; do
+    [ -n "$(acc mc.json $k)" ] && [ "$(acc mc.json $k)" = "$(acc mc_hf.json $k)" ] ||
+      fail "$k: the model $(acc mc.json $k), its export $(acc mc_hf.json $k)"
+  done
+  grep -v '^+' walkthrough.log | grep -E '^(acc|final)' || true
+  echo "ok: shards, checkpoints 120 and 160 kept, steps 1..160, exports, acc $(acc mc.json acc)"
+  exit 0
+fi
+
 grep -v '^+' walkthrough.log | grep -E '^(fine-tuning|final|loss|I had always)' || true
 
 for f in run/model.safetensors run/metrics.jsonl run/loss.svg tuned/model.safetensors \
