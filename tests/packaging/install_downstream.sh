@@ -157,7 +157,7 @@ else
     for f in gpt2/encoder.json gpt2/vocab.bpe the-verdict.txt; do
         [ -s "$prefix/share/gptx/$f" ] || fail "data file share/gptx/$f was not installed"
     done
-    for p in gptx-train gptx-generate gptx-eval gptx-tokenize gptx-compare numerics_check; do
+    for p in gptx-train gptx-generate gptx-eval gptx-tokenize gptx-export gptx-compare numerics_check; do
         rp=$(readelf -d "$prefix/bin/$p" | grep -E 'R(UN)?PATH' || true)
         [[ "$rp" == *'$ORIGIN'* ]] || fail "$p has no \$ORIGIN RUNPATH ($rp)"
         if [[ "$rp" == *"$build_dir"* ]]; then fail "$p has a RUNPATH into the build tree"; fi
@@ -178,7 +178,9 @@ grep -q 'model: out/model.safetensors' train.log
 grep -q '^Every effort moves you' gen.txt
 ../bin/gptx-eval --model out/model.safetensors --text ../share/gptx/the-verdict.txt > eval.txt
 grep -q '^loss ' eval.txt
-for p in gptx-train gptx-generate gptx-eval gptx-tokenize gptx-compare numerics_check; do
+../bin/gptx-export --model out/model.safetensors --format hf --out out/hf > export.txt
+[ -s out/hf/model.safetensors ] && [ -s out/hf/vocab.json ] && [ -s out/hf/merges.txt ]
+for p in gptx-train gptx-generate gptx-eval gptx-tokenize gptx-export gptx-compare numerics_check; do
     ../bin/$p --version | grep -q "^$p [0-9]"
 done
 ../bin/gptx-tokenize --help > /dev/null
