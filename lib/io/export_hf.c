@@ -32,21 +32,11 @@
 #include "handle.h"
 #include "model.h"
 #include "param_storage.h"
+#include "foreign_layout.h"
 #include "safetensors.h"
 
 /* Every message starts with the public call's name, whichever helper found it. */
 #define HF_FAIL(status, ...) gptx_fail((status), "gptx_model_export_hf", __VA_ARGS__)
-
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* Conv1D weights: stored (in, out) by Hugging Face. */
-static int is_conv1d(const char *name) {
-    return ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_proj.weight") ||
-           ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight");
-}
 
 int gptx_export_check_common(const gptx_model_config *c, const char *format, const char *func) {
     if (!c->mask_padded_logits && c->padded_vocab_size > c->vocab_size)
@@ -74,7 +64,7 @@ static int hf_fetch(void *ud, const gptx_st_entry *e, float *dst) {
     }
     gptx_context *ctx = s->m->ctx;
     const float *at = gptx_param_at(ctx, s->m->params, d->offset);
-    if (!is_conv1d(d->name)) /* wte / lm_head: the first V rows, contiguous */
+    if (!gptx_hf_is_conv1d(d->name)) /* wte / lm_head: the first V rows, contiguous */
         return gptx_param_download(ctx, dst, at, e->numel);
     GPTX_TRY(gptx_param_download(ctx, s->scratch, at, d->numel));
     /* (out, in) -> (in, out): dst[i][o] = src[o][i] */
@@ -189,7 +179,7 @@ static int export_hf(const gptx_model *m, const char *dir) {
     }
     size_t maxn = 1;
     for (int i = 0; i < L->ntensors; i++)
-        if (is_conv1d(L->tensors[i].name) && L->tensors[i].numel > maxn) maxn = L->tensors[i].numel;
+        if (gptx_hf_is_conv1d(L->tensors[i].name) && L->tensors[i].numel > maxn) maxn = L->tensors[i].numel;
     s.scratch = malloc(maxn * sizeof *s.scratch);
     if (!s.scratch) {
         rc = HF_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu floats)", maxn);
@@ -206,14 +196,14 @@ static int export_hf(const gptx_model *m, const char *dir) {
         e[k].shape[0] = d->shape[0];
         e[k].shape[1] = d->shape[1];
         if (i == L->wte || is_head) e[k].shape[0] = c->vocab_size; /* padded rows dropped */
-        if (is_conv1d(d->name)) {
+        if (gptx_hf_is_conv1d(d->name)) {
             e[k].shape[0] = d->shape[1];
             e[k].shape[1] = d->shape[0];
         }
         e[k].numel = (size_t)e[k].shape[0] * (size_t)(d->ndim == 2 ? e[k].shape[1] : 1);
         e[k].src = d;
         k++;
-        if (!c->qkv_bias && ends_with(d->name, ".attn.c_attn.weight")) {
+        if (!c->qkv_bias && gptx_name_ends_with(d->name, ".attn.c_attn.weight")) {
             /* HF's Conv1D always has a bias: zeros compute what gptx computes */
             snprintf(names[k], sizeof names[k], "transformer.%.*s.bias",
                      (int)(strlen(d->name) - strlen(".weight")), d->name);

@@ -22,39 +22,11 @@
 #include "handle.h"
 #include "model.h"
 #include "param_storage.h"
+#include "foreign_layout.h"
 #include "safetensors.h"
 
 /* Every message starts with the public call's name, whichever helper found it. */
 #define LLMC_FAIL(status, ...) gptx_fail((status), "gptx_model_export_llmc", __VA_ARGS__)
-
-#define LLMC_MAGIC 20240326
-#define LLMC_HEADER_INTS 256
-enum { LLMC_NTENSORS = 16 };
-
-static int llmc_per_layer(int k) { return k >= 2 && k <= 13; }
-
-/* The layout index of llm.c array k for layer l (-1: a bias gptx leaves out). */
-static int llmc_index(const gptx_layout *L, int k, int l) {
-    const gptx_layer_params *p = &L->layers[l];
-    switch (k) {
-    case 0: return L->wte;
-    case 1: return L->wpe;
-    case 2: return p->ln1_w;
-    case 3: return p->ln1_b;
-    case 4: return p->qkv_w;
-    case 5: return p->qkv_b;
-    case 6: return p->attn_proj_w;
-    case 7: return p->attn_proj_b;
-    case 8: return p->ln2_w;
-    case 9: return p->ln2_b;
-    case 10: return p->fc_w;
-    case 11: return p->fc_b;
-    case 12: return p->fc_proj_w;
-    case 13: return p->fc_proj_b;
-    case 14: return L->lnf_w;
-    default: return L->lnf_b;
-    }
-}
 
 static void put_u32(unsigned char *b, uint32_t v) {
     b[0] = (unsigned char)v;
@@ -94,8 +66,8 @@ static int export_llmc(const gptx_model *m, const char *path, int bf16) {
     GPTX_TRY(gptx_export_check_common(c, "llm.c's format", "gptx_model_export_llmc"));
     if (!path[0]) return LLMC_FAIL(GPTX_ERR_INVALID, "argument 'path' is empty");
 
-    unsigned char header[LLMC_HEADER_INTS * 4] = {0};
-    int32_t h[8] = {LLMC_MAGIC, bf16 ? 5 : 3, c->context_length, c->vocab_size, c->n_layer,
+    unsigned char header[GPTX_LLMC_HEADER_INTS * 4] = {0};
+    int32_t h[8] = {GPTX_LLMC_MAGIC, bf16 ? 5 : 3, c->context_length, c->vocab_size, c->n_layer,
                     c->n_head, c->n_embd, c->padded_vocab_size};
     for (int i = 0; i < 8; i++) put_u32(header + 4 * i, (uint32_t)h[i]);
 
@@ -112,10 +84,10 @@ static int export_llmc(const gptx_model *m, const char *path, int bf16) {
     gptx_afile f;
     int rc = gptx_afile_open(&f, path);
     if (rc == GPTX_OK) rc = gptx_afile_write(&f, header, sizeof header);
-    for (int k = 0; k < LLMC_NTENSORS && rc == GPTX_OK; k++) {
-        int nl = llmc_per_layer(k) ? c->n_layer : 1;
+    for (int k = 0; k < GPTX_LLMC_NTENSORS && rc == GPTX_OK; k++) {
+        int nl = gptx_llmc_per_layer(k) ? c->n_layer : 1;
         for (int l = 0; l < nl && rc == GPTX_OK; l++) {
-            int idx = llmc_index(L, k, l);
+            int idx = gptx_llmc_index(L, k, l);
             size_t n;
             if (idx < 0) { /* qkvb of a model without qkv bias */
                 n = 3 * (size_t)c->n_embd;

@@ -23,18 +23,8 @@
 #include "model.h"
 #include "param_storage.h"
 #include "abi_struct.h"
+#include "foreign_layout.h"
 #include "safetensors.h"
-
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* Conv1D weights: stored (in, out) by Hugging Face. */
-static int is_conv1d(const char *name) {
-    return ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_proj.weight") ||
-           ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight");
-}
 
 static int check_finite(const char *label, const char *name, const float *x, size_t n) {
     for (size_t k = 0; k < n; k++)
@@ -62,7 +52,7 @@ static void hf_expect(const gptx_layout *L, const gptx_model_config *c, int i, c
     shape[0] = d->shape[0];
     shape[1] = d->shape[1];
     if (i == L->wte || is_head) shape[0] = c->vocab_size; /* unpadded in the file */
-    if (is_conv1d(d->name)) {
+    if (gptx_hf_is_conv1d(d->name)) {
         shape[0] = d->shape[1];
         shape[1] = d->shape[0];
     }
@@ -71,7 +61,7 @@ static void hf_expect(const gptx_layout *L, const gptx_model_config *c, int i, c
 static int hf_is_ignored(const char *name, const char *prefix) {
     size_t p = strlen(prefix);
     if (strncmp(name, prefix, p) != 0 || strncmp(name + p, "h.", 2) != 0) return 0;
-    return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+    return gptx_name_ends_with(name, ".attn.bias") || gptx_name_ends_with(name, ".attn.masked_bias");
 }
 
 static int hf_check(const gptx_st_file *f, const gptx_layout *L, const gptx_model_config *c,
@@ -98,7 +88,7 @@ static int hf_check(const gptx_st_file *f, const gptx_layout *L, const gptx_mode
             gptx_st_shape_str(t->shape, t->ndim, got, sizeof got);
             gptx_st_shape_str(shape, nd, want, sizeof want);
             return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': tensor '%s' has shape %s; expected %s%s", lab,
-                             t->name, got, want, is_conv1d(t->name) ? " (Conv1D: in, out)" : "");
+                             t->name, got, want, gptx_hf_is_conv1d(t->name) ? " (Conv1D: in, out)" : "");
         }
     }
     if (plan->lm_head && c->tied_head) {
@@ -141,7 +131,7 @@ static int hf_read(const gptx_st_file *f, const gptx_model *m, const hf_plan *pl
             memcpy(dst, host + L->tensors[L->wte].offset, d->numel * sizeof *dst);
             continue;
         }
-        if (is_conv1d(d->name)) {
+        if (gptx_hf_is_conv1d(d->name)) {
             rc = gptx_st_read_f32(f, t, scratch, d->numel);
             if (rc != GPTX_OK) break;
             /* (in, out) -> (out, in): dst[o][i] = src[i][o] */
@@ -253,52 +243,19 @@ int gptx_model_import_hf(gptx_model **out, gptx_context *ctx, const char *path,
 
 /* ---- llm.c ---------------------------------------------------------------------- */
 
-#define LLMC_MAGIC 20240326
-#define LLMC_HEADER_BYTES 1024
-enum { LLMC_NTENSORS = 16 };
-
-static const char *const llmc_names[LLMC_NTENSORS] = {
-    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
-
-static int llmc_per_layer(int k) { return k >= 2 && k <= 13; }
-
-/* Our layout index of llm.c array k (layer l for the stacked ones). */
-static int llmc_index(const gptx_layout *L, int k, int l) {
-    const gptx_layer_params *p = &L->layers[l];
-    switch (k) {
-    case 0: return L->wte;
-    case 1: return L->wpe;
-    case 2: return p->ln1_w;
-    case 3: return p->ln1_b;
-    case 4: return p->qkv_w;
-    case 5: return p->qkv_b;
-    case 6: return p->attn_proj_w;
-    case 7: return p->attn_proj_b;
-    case 8: return p->ln2_w;
-    case 9: return p->ln2_b;
-    case 10: return p->fc_w;
-    case 11: return p->fc_b;
-    case 12: return p->fc_proj_w;
-    case 13: return p->fc_proj_b;
-    case 14: return L->lnf_w;
-    default: return L->lnf_b;
-    }
-}
-
 /* Walks the file's arrays in order. With host == NULL only checks the sizes:
  * names the first array that does not fit, or rejects trailing bytes. */
 static int llmc_walk(const gptx_src *src, const gptx_layout *L, int n_layer, int dtype, float *host) {
-    uint64_t off = LLMC_HEADER_BYTES, es = dtype == GPTX_ST_F32 ? 4 : 2;
-    for (int k = 0; k < LLMC_NTENSORS; k++) {
-        int nl = llmc_per_layer(k) ? n_layer : 1;
+    uint64_t off = GPTX_LLMC_HEADER_BYTES, es = dtype == GPTX_ST_F32 ? 4 : 2;
+    for (int k = 0; k < GPTX_LLMC_NTENSORS; k++) {
+        int nl = gptx_llmc_per_layer(k) ? n_layer : 1;
         for (int l = 0; l < nl; l++) {
-            const gptx_param_desc *d = &L->tensors[llmc_index(L, k, l)];
+            const gptx_param_desc *d = &L->tensors[gptx_llmc_index(L, k, l)];
             char what[128];
-            if (llmc_per_layer(k))
-                snprintf(what, sizeof what, "llm.c array %s, layer %d (%s)", llmc_names[k], l, d->name);
+            if (gptx_llmc_per_layer(k))
+                snprintf(what, sizeof what, "llm.c array %s, layer %d (%s)", gptx_llmc_names[k], l, d->name);
             else
-                snprintf(what, sizeof what, "llm.c array %s (%s)", llmc_names[k], d->name);
+                snprintf(what, sizeof what, "llm.c array %s (%s)", gptx_llmc_names[k], d->name);
             uint64_t bytes = (uint64_t)d->numel * es;
             if (!host) {
                 if (off + bytes > src->size)
@@ -324,18 +281,18 @@ static int llmc_walk(const gptx_src *src, const gptx_layout *L, int n_layer, int
 
 int gptx_import_llmc_src(gptx_model **out, gptx_context *ctx, const gptx_src *src) {
     const char *lab = src->label;
-    if (src->size < LLMC_HEADER_BYTES)
+    if (src->size < GPTX_LLMC_HEADER_BYTES)
         return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s' is %llu bytes; an llm.c model file starts with a "
                          "1024-byte header", lab, (unsigned long long)src->size);
-    unsigned char b[LLMC_HEADER_BYTES];
+    unsigned char b[GPTX_LLMC_HEADER_BYTES];
     GPTX_TRY(gptx_src_read(src, 0, b, sizeof b, "the header"));
     int32_t h[8];
     for (int i = 0; i < 8; i++)
         h[i] = (int32_t)((uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
                          (uint32_t)b[4 * i + 2] << 16 | (uint32_t)b[4 * i + 3] << 24);
-    if (h[0] != LLMC_MAGIC)
+    if (h[0] != GPTX_LLMC_MAGIC)
         return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': magic is %d; an llm.c model file has %d%s", lab,
-                         (int)h[0], LLMC_MAGIC,
+                         (int)h[0], GPTX_LLMC_MAGIC,
                          h[0] == 20240520 ? " (this is a token shard)" :
                          h[0] == 20240327 ? " (this is an llm.c optimizer state file)" : "");
     int dtype;

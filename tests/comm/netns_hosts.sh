@@ -187,7 +187,7 @@ for r in 0 1 2; do
     [ -f "$work/cut/rank$r.rc" ] || fail "rank $r still runs $((timeout_s + 20)) s after the cut"
     read -r code t_end < "$work/cut/rank$r.rc"
     took=$(secs "$t_cut" "$t_end")
-    msg=$(grep -m1 'gptx_comm' "$work/cut/rank$r.err")
+    msg=$(grep -m1 'GPTX_ERR_' "$work/cut/rank$r.err")
     echo "rank $r: exit $code $took s after the cut: $msg"
     [ "$code" -ne 0 ] || fail "rank $r exited 0"
     le "$took" "$bound" || fail "rank $r ended $took s after the cut (bound $bound s)"

@@ -52,16 +52,17 @@ split)
 compat)
   GPTX_TRAIN_TEST_LAYOUT_0_5=1 run full --text "$data/the-verdict.txt" --steps 4 --checkpoint-every 2 > /dev/null
   GPTX_TRAIN_TEST_LAYOUT_0_5=1 run old --text "$data/the-verdict.txt" --steps 2 --checkpoint-every 2 > /dev/null
-  grep -aq 'text_documents' old/checkpoint.safetensors && fail "the hook's checkpoint records text_documents"
-  r=$(run resumed --resume old/checkpoint.safetensors --steps 4)
+  grep -aq 'text_documents' old/checkpoint-00000002.safetensors && fail "the hook's checkpoint records text_documents"
+  r=$(run resumed --resume old --steps 4)
   grep -q 'as one text, no <|endoftext|> added' <<< "$r" || fail "the old run resumed on the new layout: $(head -4 resumed.log)"
   losses() { grep -o '"train_loss": [0-9.]*' "$1"; }
   [ "$(losses full/metrics.jsonl | tail -n 2)" = "$(losses resumed/metrics.jsonl)" ] ||
     fail "the resumed old run's losses differ from its uninterrupted run's: $(losses resumed/metrics.jsonl | tr '\n' ' ')"
-  grep -aq 'text_documents' resumed/checkpoint.safetensors 2>/dev/null && fail "the resumed old run now records the new layout"
+  [ -f resumed/checkpoint-00000004.safetensors ] || fail "the resumed run wrote no checkpoint"
+  grep -aq 'text_documents' resumed/checkpoint-00000004.safetensors && fail "the resumed old run now records the new layout"
   n=$(run new --text "$data/the-verdict.txt" --steps 2 --checkpoint-every 2)
-  grep -aq 'text_documents 1' new/checkpoint.safetensors || fail "a new run does not record text_documents 1"
-  run new2 --resume new/checkpoint.safetensors --steps 3 > /dev/null
+  grep -aq 'text_documents 1' new/checkpoint-00000002.safetensors || fail "a new run does not record text_documents 1"
+  run new2 --resume new --steps 3 > /dev/null
   echo "ok: a 0.5-layout checkpoint resumes on its layout; a new one on the new"
   ;;
 *) fail "unknown part" ;;
