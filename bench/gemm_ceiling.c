@@ -155,13 +155,8 @@ int main(int argc, char **argv) {
                           rows, sizeof rows / sizeof rows[0], NULL};
     int prc = prog_flags_parse(&cli, &a, NULL, argc, argv, &defaults);
     if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
-    const prog_preset *preset = prog_preset_find(a.config);
-    if (!preset) {
-        char why[256];
-        snprintf(why, sizeof why, "expected %s", prog_preset_names());
-        prog_usage_error(cli.name, "--config", a.config, why);
-        return PROG_EXIT_USAGE;
-    }
+    const prog_preset *preset = prog_preset_lookup(cli.name, "--config", a.config);
+    if (!preset) return PROG_EXIT_USAGE;
     model_shape chosen = shape_of(preset);
     const model_shape *s = &chosen;
     int threads = a.threads, warmup = a.warmup, reps = a.reps;

@@ -53,13 +53,8 @@ int main(int argc, char **argv) {
                           rows, sizeof rows / sizeof rows[0], NULL};
     int prc = prog_flags_parse(&cli, &a, NULL, argc, argv, &defaults);
     if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
-    const prog_preset *p = prog_preset_find(a.config);
-    if (!p) {
-        char why[256];
-        snprintf(why, sizeof why, "expected %s", prog_preset_names());
-        prog_usage_error(cli.name, "--config", a.config, why);
-        return PROG_EXIT_USAGE;
-    }
+    const prog_preset *p = prog_preset_lookup(cli.name, "--config", a.config);
+    if (!p) return PROG_EXIT_USAGE;
     const char *dir = a.dir;
     int reps = a.reps, threads = a.threads;
     gptx_context_options co;

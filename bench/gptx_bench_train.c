@@ -54,12 +54,8 @@ typedef struct {
 
 /* A preset of examples/common/prog_presets.c: the model and its batch. */
 static int apply_config(bench_args *a, const char *name) {
-    const prog_preset *p = prog_preset_find(name);
-    if (!p) {
-        char why[256];
-        snprintf(why, sizeof why, "expected %s", prog_preset_names());
-        return prog_usage_error("gptx-bench-train", "--config", name, why);
-    }
+    const prog_preset *p = prog_preset_lookup("gptx-bench-train", "--config", name);
+    if (!p) return -1;
     a->vocab = 50257, a->padded_vocab = 50304, a->seq = p->context;
     a->layers = p->n_layer, a->heads = p->n_head, a->width = p->n_embd, a->batch = p->batch;
     a->config = p->name;

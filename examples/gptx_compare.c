@@ -101,12 +101,8 @@ typedef struct cli {
 
 /* A preset of every gptx program (examples/common/prog_presets.c). */
 static int apply_preset(gptx_model_config *c, const char *name) {
-    const prog_preset *p = prog_preset_find(name);
-    if (!p) {
-        char why[160];
-        snprintf(why, sizeof why, "expected %s", prog_preset_names());
-        return bad("--preset", name, why);
-    }
+    const prog_preset *p = prog_preset_lookup(PROG, "--preset", name);
+    if (!p) return -1;
     c->n_layer = p->n_layer, c->n_head = p->n_head, c->n_embd = p->n_embd;
     c->context_length = p->context;
     return 0;

@@ -193,13 +193,8 @@ int main(int argc, char **argv) {
     args a;
     int prc = parse_args(&a, argc, argv);
     if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
-    const prog_preset *p = prog_preset_find(a.config);
-    if (!p) {
-        char why[256];
-        snprintf(why, sizeof why, "expected %s", prog_preset_names());
-        prog_usage_error("gptx-op-profile", "--config", a.config, why);
-        return PROG_EXIT_USAGE;
-    }
+    const prog_preset *p = prog_preset_lookup("gptx-op-profile", "--config", a.config);
+    if (!p) return PROG_EXIT_USAGE;
     gptx_context *ctx = NULL;
     int rc = open_context(&ctx, &a);
     if (rc == 0) rc = profile(ctx, &a, p);

@@ -1,5 +1,6 @@
 #include "prog_presets.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Times: `gptx-train --preset NAME --threads 2` with its recipe, whole run
@@ -49,4 +50,12 @@ void prog_presets_print(FILE *out, const char *indent) {
                 p->steps, p->batch, p->context, (double)p->lr, p->text);
         fprintf(out, "%s%-16s %s\n", indent, "", p->time);
     }
+}
+
+const prog_preset *prog_preset_lookup(const char *prog, const char *flag, const char *name) {
+    const prog_preset *p = prog_preset_find(name);
+    if (!p)
+        fprintf(stderr, "%s: %s %s: expected %s (see --help)\n", prog, flag, name ? name : "",
+                prog_preset_names());
+    return p;
 }

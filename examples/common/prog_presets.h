@@ -24,6 +24,10 @@ const prog_preset *prog_preset_find(const char *name);
 
 /* "tiny, shakespeare, ..." for messages. */
 const char *prog_preset_names(void);
+/* prog_preset_find, or NULL after "<prog>: <flag> <name>: expected <the
+ * names> (see --help)" on stderr: the programs' usage wording
+ * (prog_flags.h), for a --config/--preset flag. */
+const prog_preset *prog_preset_lookup(const char *prog, const char *flag, const char *name);
 
 /* Parameters of the preset's model with the GPT-2 vocabulary padded to
  * padded_vocab (tied head: wte, wpe, the blocks, the final LayerNorm). */

@@ -170,12 +170,8 @@ static int bad(const char *flag, const char *value, const char *why) {
 /* Fills what the command line did not give from the preset; with an
  * explicit --preset its values count as given. */
 static int apply_preset(train_options *o) {
-    const prog_preset *p = prog_preset_find(o->preset);
-    if (!p) {
-        char why[160];
-        snprintf(why, sizeof why, "expected %s", prog_preset_names());
-        return bad("--preset", o->preset, why);
-    }
+    const prog_preset *p = prog_preset_lookup("gptx-train", "--preset", o->preset);
+    if (!p) return -1;
     int explicit_preset = train_options_given(o, "--preset");
     struct { const char *name; int value; } ints[] = {
         {"--layers", p->n_layer}, {"--heads", p->n_head}, {"--width", p->n_embd},

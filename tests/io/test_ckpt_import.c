@@ -26,18 +26,6 @@ static gptx_model_config config_of(const gptx_model *m) {
     return c;
 }
 
-static float *param(const gptx_model *m, const char *name, size_t *n) {
-    int idx;
-    gptx_tensor_info info;
-    gptx_tensor_info_init(&info);
-    if (gptx_model_find_tensor(m, name, &idx) != GPTX_OK ||
-        gptx_model_tensor_info(m, idx, &info) != GPTX_OK)
-        return NULL;
-    float *p = malloc(info.numel * sizeof *p);
-    gptx_model_get_parameter(m, name, p, info.numel);
-    if (n) *n = info.numel;
-    return p;
-}
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -56,7 +44,7 @@ static void round_params(gptx_model *m, int dtype) {
         gptx_tensor_info info;
         gptx_tensor_info_init(&info);
         gptx_model_tensor_info(m, i, &info);
-        float *p = param(m, info.name, NULL);
+        float *p = param_copy(m, info.name, NULL);
         for (size_t k = 0; k < info.numel; k++)
             p[k] = dtype == GPTX_ST_F16 ? gptx_f16_to_f32(gptx_f32_to_f16(p[k]))
                                         : gptx_bf16_to_f32(gptx_f32_to_bf16(p[k]));
@@ -72,7 +60,7 @@ static void zero_padded_rows(gptx_model *m) {
     const char *names[2] = {"wte.weight", "lm_head.weight"};
     for (int i = 0; i < 2; i++) {
         size_t n = 0;
-        float *p = param(m, names[i], &n);
+        float *p = param_copy(m, names[i], &n);
         if (!p) continue;
         memset(p + (size_t)c.vocab_size * c.n_embd, 0,
                (n - (size_t)c.vocab_size * c.n_embd) * sizeof *p);
@@ -109,7 +97,7 @@ static int write_hf(const gptx_model *m, const char *path, hf_opts o) {
         gptx_tensor_info info;
         gptx_tensor_info_init(&info);
         gptx_model_tensor_info(m, i, &info);
-        float *p = param(m, info.name, NULL);
+        float *p = param_copy(m, info.name, NULL);
         int is_head = strcmp(info.name, "lm_head.weight") == 0;
         snprintf(names[n], sizeof names[n], "%s%s", is_head ? "" : o.prefix, info.name);
         e[n].name = names[n];
@@ -188,7 +176,7 @@ static int write_llmc(const gptx_model *m, const char *path, int version) {
             else if (k == 15) snprintf(name, sizeof name, "ln_f.bias");
             else snprintf(name, sizeof name, "h.%d.%s", l, per_layer[k - 2]);
             size_t n = 0;
-            float *p = param(m, name, &n);
+            float *p = param_copy(m, name, &n);
             if (!p) {
                 fclose(f);
                 return -1;
@@ -298,7 +286,7 @@ static void test_hf(void) {
     CHECK_OK(gptx_model_import_hf(&got, ctx, path, &c));
     if (got) {
         size_t n1, n2;
-        float *w = param(got, "wte.weight", &n1), *h = param(got, "lm_head.weight", &n2);
+        float *w = param_copy(got, "wte.weight", &n1), *h = param_copy(got, "lm_head.weight", &n2);
         CHECK(w && h && n1 == n2 && memcmp(w, h, n1 * sizeof *w) == 0);
         free(w);
         free(h);

@@ -21,18 +21,6 @@
 static gptx_context *ctx;
 static scratch_dir dir;
 
-static float *param(const gptx_model *m, const char *name, size_t *n) {
-    int idx;
-    gptx_tensor_info info;
-    gptx_tensor_info_init(&info);
-    if (gptx_model_find_tensor(m, name, &idx) != GPTX_OK ||
-        gptx_model_tensor_info(m, idx, &info) != GPTX_OK)
-        return NULL;
-    float *p = malloc(info.numel * sizeof *p);
-    gptx_model_get_parameter(m, name, p, info.numel);
-    if (n) *n = info.numel;
-    return p;
-}
 
 /* Every parameter random in [-1, 1) (biases, LayerNorms included), the
  * padded rows of wte / lm_head zero (as training with masked logits keeps
@@ -88,7 +76,7 @@ static int same_values(const gptx_model *a, const gptx_model *b, int bf16) {
         gptx_tensor_info_init(&info);
         gptx_model_tensor_info(b, i, &info);
         size_t nb = 0, na = 0;
-        float *pb = param(b, info.name, &nb), *pa = param(a, info.name, &na);
+        float *pb = param_copy(b, info.name, &nb), *pa = param_copy(a, info.name, &na);
         if (!pa) { /* only the zero biases an export adds */
             int zero = strstr(info.name, "attn.c_attn.bias") != NULL;
             for (size_t k = 0; zero && k < nb; k++) zero = pb[k] == 0.0f;

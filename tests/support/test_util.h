@@ -105,6 +105,21 @@ static inline float *model_values(gptx_model *m, int gradients) {
 }
 
 /* FNV-1a of n bytes, folded to a non-negative int64 (for MAX/MIN collectives). */
+/* A malloc'd copy of the named parameter (fp32), its element count in *n;
+ * NULL when the model has no such tensor. */
+static inline float *param_copy(const gptx_model *m, const char *name, size_t *n) {
+    int idx;
+    gptx_tensor_info info;
+    gptx_tensor_info_init(&info);
+    if (gptx_model_find_tensor(m, name, &idx) != GPTX_OK ||
+        gptx_model_tensor_info(m, idx, &info) != GPTX_OK)
+        return NULL;
+    float *p = malloc(info.numel * sizeof *p);
+    if (p) gptx_model_get_parameter(m, name, p, info.numel);
+    if (n) *n = info.numel;
+    return p;
+}
+
 static inline int64_t fnv1a(const void *p, size_t n) {
     const unsigned char *b = p;
     uint64_t h = 1469598103934665603ull;
