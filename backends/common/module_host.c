@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "comm_internal.h"
 #include "errors.h"
 #include "module.h"
 #include "module_host.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_backend.h"
+#include "cpu_kernels.h"
 #include "cpu_bf16.h"
 #include "cpu_math.h"
 #include "errors.h"

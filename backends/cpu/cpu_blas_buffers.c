@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "cpu_backend.h"
+#include "cpu_runtime.h"
 #include "errors.h"
 
 /* OpenBLAS's allocator of work buffers: exported by every OpenBLAS, declared

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_backend.h"
+#include "cpu_runtime.h"
 #include "cpu_bf16.h"
 #include "errors.h"
 

@@ -16,7 +16,7 @@
  * bits for every thread count. */
 #include <cblas.h>
 
-#include "cpu_backend.h"
+#include "cpu_kernels.h"
 #include "errors.h"
 
 typedef struct {

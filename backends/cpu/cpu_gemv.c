@@ -14,7 +14,7 @@
 #include <cblas.h>
 #include <string.h>
 
-#include "cpu_backend.h"
+#include "cpu_kernels.h"
 #include "cpu_bf16.h"
 #include "cpu_math.h"
 #include "errors.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_backend.h"
+#include "cpu_kernels.h"
 #include "cpu_math.h"
 #include "errors.h"
 

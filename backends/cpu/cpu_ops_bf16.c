@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "bf16_round.h"
-#include "cpu_backend.h"
+#include "cpu_kernels.h"
 #include "cpu_bf16.h"
 #include "cpu_math.h"
 #include "errors.h"

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "comm_internal.h" /* gptx_comm_poll_until_done, lent to modules */
 #include "errors.h"
 
 #ifndef GPTX_INSTALL_LIBDIR

@@ -13,7 +13,11 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "comm_internal.h"
+
+/* The communicator's engine types (lib/comm/comm_internal.h), by name only:
+ * the core's table of what a module offers needs no more of lib/comm. */
+typedef struct comm_engine comm_engine;
+typedef struct comm_setup comm_setup;
 
 /* Changes whenever this file, lib/core/backend.h or lib/comm/comm_internal.h changes
  * what crosses between core and module. */
@@ -43,9 +47,9 @@ typedef struct gptx_module_exports {
     /* communicator engines (mpi; nccl in the cuda module) */
     int (*mpi_create)(comm_engine **out, const comm_setup *s);
     int (*nccl_check)(const comm_setup *s);
-    int (*nccl_unique_id)(unsigned char id[COMM_NCCL_ID_BYTES]);
-    int (*nccl_create)(comm_engine **out, const comm_setup *s,
-                       const unsigned char id[COMM_NCCL_ID_BYTES]);
+    /* id: COMM_NCCL_ID_BYTES bytes (lib/comm/comm_internal.h) */
+    int (*nccl_unique_id)(unsigned char *id);
+    int (*nccl_create)(comm_engine **out, const comm_setup *s, const unsigned char *id);
 } gptx_module_exports;
 
 typedef const gptx_module_exports *(*gptx_module_entry_fn)(const gptx_module_host *host);

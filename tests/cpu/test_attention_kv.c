@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "cpu_backend.h"
+#include "cpu_kernels.h"
 #include "cpu_backend_util.h"
 
 /* One shape through the cache in three steps, against attention_forward;

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../cpu_backend.h"
+#include "../cpu_kernels.h"
 #include "errors.h"
 
 typedef struct {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cpu_backend.h"
+#include "../cpu_kernels.h"
 #include "errors.h"
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */

@@ -8,7 +8,7 @@
  * only. */
 #include <math.h>
 
-#include "../cpu_backend.h"
+#include "../cpu_kernels.h"
 #include "errors.h"
 #include "variant_ops.h"
 

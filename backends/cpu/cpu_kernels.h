@@ -1,55 +1,16 @@
-/* CPU reference backend: fp32, OpenBLAS for matrix products, a pthread pool
- * for everything else. Private to backends/cpu. */
-#ifndef GPTX_CPU_BACKEND_H
-#define GPTX_CPU_BACKEND_H
+/* The CPU backend's kernels: what cpu_table.c dispatches to, implemented by
+ * cpu_ops.c, cpu_ops_bf16.c, cpu_attention*.c, cpu_gemm.c, cpu_gemv.c and
+ * variants/. They run on the runtime below them (cpu_runtime.h) and never
+ * call back up into the table. Private to backends/cpu. */
+#ifndef GPTX_CPU_KERNELS_H
+#define GPTX_CPU_KERNELS_H
 
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
-#include "cpu_threadpool.h"
-
-struct gptx_cpu_dnnl;
-
-struct gptx_backend {
-    gptx_threadpool *pool;
-    int nthreads;
-    uint64_t allocated, reserved, peak;
-    /* precision policy (docs/precision.md): fp32, or bf16 storage */
-    int precision;           /* resolved gptx_precision */
-    int act_bf16;            /* activations and the weights ops read are bf16 */
-    int param_bf16;          /* parameters and AdamW moments are bf16 (BF16_PURE) */
-    int stochastic_rounding; /* BF16_PURE's AdamW rounds stochastically */
-    int res_f32;             /* the residual stream stays fp32 (bf16 mixed, as autocast) */
-    struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), NULL under fp32 */
-    void *scratch;              /* bf16 kernels' conversion buffers (gptx_cpu_scratch) */
-    size_t scratch_bytes;
-};
-
-/* A buffer of at least `bytes` for the op being run (caller thread; valid
- * until the next call), counted in the memory report; NULL when out of
- * memory (the message is set). */
-void *gptx_cpu_scratch(gptx_backend *be, size_t bytes);
-
-/* fn(arg, worker, item) for every item in [0, nitems), on at most
- * be->nthreads workers that take items in turn; worker in [0, nthreads)
- * names per-worker scratch. Each item's result depends on the item alone. */
-typedef void (*gptx_cpu_item_fn)(void *arg, int worker, size_t item);
-void gptx_cpu_run_items(gptx_backend *be, size_t nitems, gptx_cpu_item_fn fn, void *arg);
-
-/* Splits [0, n) into ntasks nearly equal parts; part i is [*lo, *hi). */
-static inline void gptx_cpu_split(size_t n, int ntasks, int i, size_t *lo, size_t *hi) {
-    *lo = n * (size_t)i / (size_t)ntasks;
-    *hi = n * (size_t)(i + 1) / (size_t)ntasks;
-}
-
-/* Number of tasks for n independent items: a few per thread, never more than n. */
-static inline int gptx_cpu_ntasks(const struct gptx_backend *be, size_t n) {
-    size_t t = (size_t)be->nthreads * 4;
-    if (t > n) t = n;
-    return t < 1 ? 1 : (int)t;
-}
+#include "cpu_runtime.h"
 
 /* AdamW's one pass over every parameter range, for both storage types
  * (cpu_ops.c, cpu_ops_bf16.c): the span [start, start + total) the ranges
@@ -178,13 +139,6 @@ void gptx_cpu_gemv_bf16_reference(float *out, const float *x, const uint16_t *w,
 int gptx_cpu_attention_kv_forward(gptx_backend *be, float *out, float *lse, const float *qkv,
                                   float *kcache, float *vcache, int n, int pos0, int cap, int C,
                                   int NH);
-/* OpenBLAS runs single-threaded under gptx (a process-wide setting): the
- * pool supplies the parallelism. Called before every product: it also makes
- * sure the calling thread has OpenBLAS's work buffer, GPTX_ERR_NO_MEMORY
- * where OpenBLAS would retry its allocation forever (cpu_gemm.c). */
-int gptx_cpu_blas_enter(void);
-/* The same for every thread of be's pool, the caller's included (at create). */
-int gptx_cpu_blas_warm_pool(gptx_backend *be);
 /* Kernel variants for ablations (variants/): the instance table and its
  * buffers (cpu_variants.c), and the kernels behind them (cpu_ops_unfused.c,
  * cpu_attention_naive.c). */
@@ -215,7 +169,7 @@ int gptx_cpu_adamw(gptx_backend *be, float *params, const float *grads, float *m
 
 /* bf16 storage (cpu_ops_bf16.c, cpu_attention.c): the same entries with every
  * [act] and [w] argument bf16 (uint16_t behind the float pointers), [p] bf16
- * when be->param_bf16. cpu_backend.c picks them when be->act_bf16. */
+ * when be->param_bf16. cpu_table.c picks them when be->act_bf16. */
 int gptx_cpu_embedding_forward_bf16(gptx_backend *be, float *out, const int32_t *inp,
                                     const float *wte, const float *wpe, int B, int T, int C);
 int gptx_cpu_embedding_backward_bf16(gptx_backend *be, float *dwte, float *dwpe,

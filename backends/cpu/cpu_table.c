@@ -1,13 +1,13 @@
-/* CPU backend: lifetime, memory accounting, copies and the ops table. */
-#define _GNU_SOURCE /* madvise */
-#include "cpu_backend.h"
+/* CPU backend: its ops table, the dispatch of each op to the fp32 kernel or
+ * its bf16 form, lifetime, copies and description. Calls down into the
+ * kernels (cpu_kernels.h) and the runtime (cpu_runtime.h); nothing calls
+ * back up into it but lib/ through the table. */
+#include "cpu_kernels.h"
 
 #include <cblas.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cpu_bf16.h"
@@ -15,16 +15,6 @@
 #ifdef GPTX_HAVE_DNNL
 #include "cpu_dnnl.h"
 #endif
-
-/* Every buffer starts with a header that remembers its size, so free() can
- * keep the accounting exact; 64 bytes keeps the payload cache-line aligned. */
-#define CPU_ALLOC_ALIGN 64
-/* Buffers from 4 MiB up start on a 2 MiB boundary and ask for transparent
- * huge pages (where the system leaves THP to madvise): the streaming ops and
- * the packing inside sgemm walk hundreds of MB per step, and 4 KiB pages
- * cost them a TLB miss every 4 KiB. */
-#define CPU_HUGE_MIN ((size_t)4 << 20)
-#define CPU_HUGE_ALIGN ((size_t)2 << 20)
 
 /* The policy the options ask for, or why the CPU backend cannot give it. */
 static int cpu_policy(const gptx_context_options *opts, int *precision) {
@@ -106,89 +96,13 @@ static void cpu_destroy(gptx_backend *be) {
     free(be);
 }
 
-void *gptx_cpu_scratch(gptx_backend *be, size_t bytes) {
-    if (bytes <= be->scratch_bytes) return be->scratch;
-    free(be->scratch);
-    be->allocated -= be->scratch_bytes;
-    be->reserved -= be->scratch_bytes;
-    be->scratch_bytes = 0;
-    be->scratch = malloc(bytes);
-    if (!be->scratch) {
-        GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (%zu bytes of conversion scratch)", bytes);
-        return NULL;
-    }
-    be->scratch_bytes = bytes;
-    be->allocated += bytes;
-    be->reserved += bytes;
-    if (be->allocated > be->peak) be->peak = be->allocated;
-    return be->scratch;
-}
-
-typedef struct {
-    gptx_cpu_item_fn fn;
-    void *arg;
-    size_t nitems;
-    atomic_size_t next;
-} items_run;
-
-static void items_worker(void *vp, int worker) {
-    items_run *r = vp;
-    for (size_t i = atomic_fetch_add(&r->next, 1); i < r->nitems; i = atomic_fetch_add(&r->next, 1))
-        r->fn(r->arg, worker, i);
-}
-
-void gptx_cpu_run_items(gptx_backend *be, size_t nitems, gptx_cpu_item_fn fn, void *arg) {
-    if (nitems == 0) return;
-    items_run r = {fn, arg, nitems, 0};
-    int workers = nitems < (size_t)be->nthreads ? (int)nitems : be->nthreads;
-    gptx_threadpool_run(be->pool, workers, items_worker, &r);
-}
-
 static int cpu_num_threads(const gptx_backend *be) { return be->nthreads; }
 
-static int cpu_alloc(gptx_backend *be, size_t bytes, void **ptr) {
-    *ptr = NULL;
-    size_t rounded = (bytes + CPU_ALLOC_ALIGN - 1) / CPU_ALLOC_ALIGN * CPU_ALLOC_ALIGN;
-    if (rounded < bytes || rounded > SIZE_MAX - CPU_ALLOC_ALIGN)
-        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "allocation of %zu bytes is too large", bytes);
-    void *base = NULL;
-    int huge = rounded >= CPU_HUGE_MIN;
-    if (posix_memalign(&base, huge ? CPU_HUGE_ALIGN : CPU_ALLOC_ALIGN, rounded + CPU_ALLOC_ALIGN) !=
-            0 ||
-        !base)
-        return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "cannot allocate %zu bytes of host memory", bytes);
-#ifdef MADV_HUGEPAGE
-    if (huge) (void)madvise(base, rounded + CPU_ALLOC_ALIGN, MADV_HUGEPAGE); /* advice only */
-#endif
-    ((size_t *)base)[0] = bytes;
-    ((size_t *)base)[1] = rounded + CPU_ALLOC_ALIGN;
-    be->allocated += bytes;
-    be->reserved += rounded + CPU_ALLOC_ALIGN;
-    if (be->allocated > be->peak) be->peak = be->allocated;
-    *ptr = (char *)base + CPU_ALLOC_ALIGN;
-    return GPTX_OK;
-}
-
-static void cpu_free(gptx_backend *be, void *ptr) {
-    if (!ptr) return;
-    char *base = (char *)ptr - CPU_ALLOC_ALIGN;
-    be->allocated -= ((size_t *)base)[0];
-    be->reserved -= ((size_t *)base)[1];
-    free(base);
-}
-
 static int cpu_memory_stats(const gptx_backend *be, gptx_memory_stats *stats) {
-    stats->allocated = be->allocated;
-    stats->reserved = be->reserved;
+    GPTX_TRY(gptx_cpu_memory_stats(be, stats));
 #ifdef GPTX_HAVE_DNNL
     stats->reserved += gptx_cpu_dnnl_scratch_bytes(be->dnnl); /* oneDNN's scratchpads */
 #endif
-    stats->peak = be->peak;
-    return GPTX_OK;
-}
-
-static int cpu_reset_peak(gptx_backend *be) {
-    be->peak = be->allocated;
     return GPTX_OK;
 }
 
@@ -206,32 +120,6 @@ static int cpu_download_f32(gptx_backend *be, float *host, const float *src, siz
 
 static int cpu_upload_i32(gptx_backend *be, int32_t *dst, const int32_t *host, size_t n) {
     memcpy(dst, host, n * sizeof *dst);
-    return GPTX_OK;
-}
-
-typedef struct {
-    float *dst;
-    float value;
-    size_t n;
-    int ntasks;
-} fill_args;
-
-static void fill_task(void *vp, int task) {
-    fill_args *a = vp;
-    size_t lo, hi;
-    gptx_cpu_split(a->n, a->ntasks, task, &lo, &hi);
-    if (a->value == 0.0f) {
-        memset(a->dst + lo, 0, (hi - lo) * sizeof *a->dst);
-    } else {
-        for (size_t i = lo; i < hi; i++) a->dst[i] = a->value;
-    }
-}
-
-/* On every thread: one core does not saturate memory bandwidth (zero_grad
- * of GPT-2 124M's 496 MB of gradients took 61 ms on one thread). */
-static int cpu_fill_f32(gptx_backend *be, float *dst, float value, size_t n) {
-    fill_args a = {dst, value, n, gptx_cpu_ntasks(be, (n + 65535) / 65536)};
-    gptx_threadpool_run(be->pool, a.ntasks, fill_task, &a);
     return GPTX_OK;
 }
 
@@ -253,7 +141,7 @@ static int cpu_download_act(gptx_backend *be, float *host, const float *src, siz
 }
 
 static int cpu_fill_act(gptx_backend *be, float *dst, float value, size_t n) {
-    return be->act_bf16 ? gptx_cpu_bf16_buffer_fill(be, dst, value, n) : cpu_fill_f32(be, dst, value, n);
+    return be->act_bf16 ? gptx_cpu_bf16_buffer_fill(be, dst, value, n) : gptx_cpu_fill_f32(be, dst, value, n);
 }
 
 static int cpu_convert_weights(gptx_backend *be, float *copy, const float *params, size_t n) {
@@ -274,7 +162,7 @@ static int cpu_download_param(gptx_backend *be, float *host, const float *src, s
 }
 
 static int cpu_fill_param(gptx_backend *be, float *dst, float value, size_t n) {
-    return be->param_bf16 ? gptx_cpu_bf16_buffer_fill(be, dst, value, n) : cpu_fill_f32(be, dst, value, n);
+    return be->param_bf16 ? gptx_cpu_bf16_buffer_fill(be, dst, value, n) : gptx_cpu_fill_f32(be, dst, value, n);
 }
 
 static void cpu_describe(const gptx_backend *be, gptx_context_info *info) {
@@ -422,15 +310,15 @@ static const gptx_backend_ops cpu_ops = {
     .destroy = cpu_destroy,
     .num_threads = cpu_num_threads,
     .capabilities = cpu_capabilities,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
+    .alloc = gptx_cpu_alloc,
+    .free = gptx_cpu_free,
     .memory_stats = cpu_memory_stats,
-    .reset_peak = cpu_reset_peak,
+    .reset_peak = gptx_cpu_reset_peak,
     .synchronize = cpu_synchronize,
     .upload_f32 = cpu_upload_f32,
     .download_f32 = cpu_download_f32,
     .upload_i32 = cpu_upload_i32,
-    .fill_f32 = cpu_fill_f32,
+    .fill_f32 = gptx_cpu_fill_f32,
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,
     .layernorm_forward = cpu_layernorm_forward,

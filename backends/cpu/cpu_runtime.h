@@ -1,0 +1,71 @@
+/* The CPU backend's runtime: the backend's state, its thread pool, memory
+ * accounting and scratch (cpu_runtime.c). Everything in backends/cpu calls
+ * down into it; it calls nothing above it. Private to backends/cpu. */
+#ifndef GPTX_CPU_RUNTIME_H
+#define GPTX_CPU_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "cpu_threadpool.h"
+
+struct gptx_cpu_dnnl;
+
+struct gptx_backend {
+    gptx_threadpool *pool;
+    int nthreads;
+    uint64_t allocated, reserved, peak;
+    /* precision policy (docs/precision.md): fp32, or bf16 storage */
+    int precision;           /* resolved gptx_precision */
+    int act_bf16;            /* activations and the weights ops read are bf16 */
+    int param_bf16;          /* parameters and AdamW moments are bf16 (BF16_PURE) */
+    int stochastic_rounding; /* BF16_PURE's AdamW rounds stochastically */
+    int res_f32;             /* the residual stream stays fp32 (bf16 mixed, as autocast) */
+    struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), NULL under fp32 */
+    void *scratch;              /* bf16 kernels' conversion buffers (gptx_cpu_scratch) */
+    size_t scratch_bytes;
+};
+
+/* A buffer of at least `bytes` for the op being run (caller thread; valid
+ * until the next call), counted in the memory report; NULL when out of
+ * memory (the message is set). */
+void *gptx_cpu_scratch(gptx_backend *be, size_t bytes);
+
+/* fn(arg, worker, item) for every item in [0, nitems), on at most
+ * be->nthreads workers that take items in turn; worker in [0, nthreads)
+ * names per-worker scratch. Each item's result depends on the item alone. */
+typedef void (*gptx_cpu_item_fn)(void *arg, int worker, size_t item);
+void gptx_cpu_run_items(gptx_backend *be, size_t nitems, gptx_cpu_item_fn fn, void *arg);
+
+/* Splits [0, n) into ntasks nearly equal parts; part i is [*lo, *hi). */
+static inline void gptx_cpu_split(size_t n, int ntasks, int i, size_t *lo, size_t *hi) {
+    *lo = n * (size_t)i / (size_t)ntasks;
+    *hi = n * (size_t)(i + 1) / (size_t)ntasks;
+}
+
+/* Number of tasks for n independent items: a few per thread, never more than n. */
+static inline int gptx_cpu_ntasks(const struct gptx_backend *be, size_t n) {
+    size_t t = (size_t)be->nthreads * 4;
+    if (t > n) t = n;
+    return t < 1 ? 1 : (int)t;
+}
+
+/* Memory: every buffer of the backend, counted in be->allocated/reserved/peak
+ * (backend.h's alloc, free, memory_stats and reset_peak entries). */
+int gptx_cpu_alloc(gptx_backend *be, size_t bytes, void **ptr);
+void gptx_cpu_free(gptx_backend *be, void *ptr);
+int gptx_cpu_memory_stats(const gptx_backend *be, gptx_memory_stats *stats);
+int gptx_cpu_reset_peak(gptx_backend *be);
+/* dst[i] = value for n floats, on every thread (backend.h fill_f32). */
+int gptx_cpu_fill_f32(gptx_backend *be, float *dst, float value, size_t n);
+
+/* OpenBLAS runs single-threaded under gptx (a process-wide setting): the
+ * pool supplies the parallelism. Called before every product: it also makes
+ * sure the calling thread has OpenBLAS's work buffer, GPTX_ERR_NO_MEMORY
+ * where OpenBLAS would retry its allocation forever (cpu_blas_buffers.c). */
+int gptx_cpu_blas_enter(void);
+/* The same for every thread of be's pool, the caller's included (at create). */
+int gptx_cpu_blas_warm_pool(gptx_backend *be);
+
+#endif
