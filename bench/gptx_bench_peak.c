@@ -272,23 +272,31 @@ done:
     return best;
 }
 
-/* /proc/cpuinfo's "model name" (what lscpu prints), or "unknown". */
-static void cpu_model(char *out, size_t cap) {
+/* /proc/cpuinfo's first "model name" (what lscpu prints; "unknown" without
+ * one) and whether its first "flags" line has amx_bf16: 1, 0, or -1 when
+ * there is no flags line (not x86, or no /proc). */
+static int cpu_model(char *out, size_t cap) {
     snprintf(out, cap, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0) continue;
+    if (!f) return -1;
+    static char line[1 << 16]; /* a flags line is ~1.5 kB */
+    int amx = -1, named = 0;
+    while (fgets(line, sizeof line, f) && (amx < 0 || !named)) {
         const char *v = strchr(line, ':');
         if (!v) continue;
         v++;
         while (*v == ' ' || *v == '\t') v++;
-        snprintf(out, cap, "%s", v);
-        out[strcspn(out, "\n")] = '\0';
-        break;
+        if (!named && strncmp(line, "model name", 10) == 0) {
+            snprintf(out, cap, "%s", v);
+            out[strcspn(out, "\n")] = '\0';
+            named = 1;
+        } else if (amx < 0 && strncmp(line, "flags", 5) == 0) {
+            line[strcspn(line, "\n")] = ' ';
+            amx = strstr(line, " amx_bf16 ") != NULL;
+        }
     }
     fclose(f);
+    return amx;
 }
 
 /* A JSON string: model names hold no quotes or backslashes, but be safe. */
@@ -349,11 +357,8 @@ int main(int argc, char **argv) {
     int pin = a.pin && cpus.cpus[0] >= 0;
     int n = a.threads > 0 ? a.threads : cpus.n;
     char model[256];
-    cpu_model(model, sizeof model);
-    int amx = 0;
-#if PEAK_X86 && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
-    amx = __builtin_cpu_supports("amx-bf16");
-#endif
+    int amx = cpu_model(model, sizeof model); /* 1, 0, -1 unknown */
+    const char *amx_text = amx > 0 ? "present, not measured" : amx == 0 ? "not present" : "unknown";
 
     double sum = 0.0;
     int pin_failed = 0;
@@ -386,7 +391,7 @@ int main(int argc, char **argv) {
     } else {
         printf("bf16: not present (no avx512_bf16)\n");
     }
-    printf("amx-bf16    : %s\n", amx ? "present, not measured" : "not present");
+    printf("amx-bf16    : %s\n", amx_text);
     printf("checksum    : %.6g\n", sum);
 
     if (!a.json) return PROG_EXIT_OK;
@@ -409,8 +414,7 @@ int main(int argc, char **argv) {
     print_json_rate(f, b16_all);
     fprintf(f, ", \"bf16_peak_1t_gflops\": ");
     print_json_rate(f, b16_one);
-    fprintf(f, ",\n  \"amx_bf16\": \"%s\", \"checksum\": %.6g\n}\n",
-            amx ? "present, not measured" : "absent", sum);
+    fprintf(f, ",\n  \"amx_bf16\": \"%s\", \"checksum\": %.6g\n}\n", amx_text, sum);
     if (fclose(f) != 0) {
         fprintf(stderr, "gptx-bench-peak: writing %s failed\n", a.json);
         return PROG_EXIT_FAILURE;
