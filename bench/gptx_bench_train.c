@@ -472,10 +472,10 @@ int main(int argc, char **argv) {
                      peak.from_threads);
         printf("of peak     : %.1f %% of the %s peak %.2f GFLOP/s (%s%s)\n", pct_peak, peak.kind,
                peak.gflops, peak.source, scaled);
-    }
-    else if (peak.source)
+    } else if (peak.source) {
         printf("of peak     : - (%s has no %s peak: the CPU has no bf16 instructions)\n",
                peak.source, peak.kind);
+    }
     printf("loss        : %.4f (first step) -> %.4f (last step)\n", (double)loss0, (double)loss);
     /* what the timed steps cost the machine: with nothing spinning beside the
      * pool, CPU time stays below threads x wall time and system time small */
