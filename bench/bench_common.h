@@ -53,4 +53,28 @@ static inline int bench_parse_int(const char *prog, const char *flag, const char
     return 0;
 }
 
+/* The value of "key" in a small flat JSON text (a benchmark's own output):
+ * 1 and *out for a number, 0 for null, -1 when the key is absent or holds
+ * anything else. Enough for the figures one benchmark reads from another
+ * (gptx-bench-train --peak reads gptx-bench-peak's file). */
+static inline int bench_json_number(const char *text, const char *key, double *out) {
+    size_t klen = strlen(key);
+    for (const char *p = strchr(text, '"'); p; p = strchr(p + 1, '"')) {
+        if (strncmp(p + 1, key, klen) != 0 || p[1 + klen] != '"') continue;
+        const char *v = p + 2 + klen;
+        while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
+        if (*v != ':') continue; /* the same text as a value, not a key */
+        v++;
+        while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
+        if (strncmp(v, "null", 4) == 0) return 0;
+        char *end = NULL;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (end == v || errno) return -1;
+        *out = x;
+        return 1;
+    }
+    return -1;
+}
+
 #endif

@@ -23,6 +23,10 @@
  * neither are biases, LayerNorm, GELU, softmax or the optimizer.
  * The attention term 6*L*T*C is causal QK^T and AV (2*2*T*C per token
  * forward when not masked, halved by the causal mask, times 3 for fwd+bwd).
+ *
+ * With --peak FILE (gptx-bench-peak's JSON) or --peak-gflops X the model
+ * GFLOP/s is also reported as % of the machine's peak: the fp32 FMA peak
+ * under fp32, the AVX512_BF16 one under the bf16 policies.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -50,6 +54,8 @@ typedef struct {
     int separate; /* 1: gptx_model_forward + gptx_model_backward instead of forward_backward */
     const char *precision;   /* gptx_precision_name */
     int stochastic_rounding; /* bf16_pure's AdamW rounding */
+    double peak_gflops;      /* --peak-gflops: the run's peak, 0 = none */
+    const char *peak;        /* --peak: gptx-bench-peak's JSON file */
 } bench_args;
 
 /* A preset of examples/common/prog_presets.c: the model and its batch. */
@@ -115,6 +121,13 @@ static const prog_flag rows[] = {
         "docs/precision.md", 0),
     ROW(stochastic_rounding, "--stochastic-rounding", PROG_FLAG_INT, 0, 1, NULL, "0|1",
         "1 = bf16_pure's AdamW rounds stochastically", 0),
+    ROW(peak_gflops, "--peak-gflops", PROG_FLAG_DOUBLE, 0, 1e9, NULL, "X",
+        "the machine's peak for this run's precision and threads, GFLOP/s:\n"
+        "model GFLOP/s is also reported as % of it (0 = none)", 0),
+    ROW(peak, "--peak", PROG_FLAG_STR, 0, 0, NULL, "FILE",
+        "the same from gptx-bench-peak --json FILE: its fp32 figure under fp32, its\n"
+        "bf16 one under the bf16 policies (none without AVX512_BF16), scaled per\n"
+        "thread when its thread count differs", 0),
 };
 #undef ROW
 enum { N_ROWS = sizeof rows / sizeof rows[0] };
@@ -139,6 +152,45 @@ static int parse_args(bench_args *a, int argc, char **argv) {
         if (given[i] && rows[i].kind == PROG_FLAG_INT)
             *(int *)((char *)a + rows[i].offset) = *(const int *)((const char *)&flags + rows[i].offset);
     if (a->padded_vocab == 0) a->padded_vocab = a->vocab;
+    if (a->peak && a->peak_gflops > 0)
+        return prog_usage_error("gptx-bench-train", "--peak-gflops", NULL,
+                                "give --peak FILE or --peak-gflops X, not both");
+    return 0;
+}
+
+/* The peak a run is set against (see --peak). */
+typedef struct {
+    double gflops;      /* for this run's precision and threads; 0 = none */
+    const char *kind;   /* "fp32", "bf16" */
+    const char *source; /* the file, "--peak-gflops" or NULL */
+    int from_threads;   /* the file's thread count when scaled, else 0 */
+} run_peak;
+
+/* Reads gptx-bench-peak's JSON file into the per-thread figures of kind
+ * (all threads, one thread) and its thread count. 0, or 1 after a message. */
+static int read_peak_file(const char *path, const char *kind, double *all, double *one,
+                          int *threads) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "gptx-bench-train: --peak %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char k_all[64], k_one[64];
+    snprintf(k_all, sizeof k_all, "%s_peak_gflops", kind);
+    snprintf(k_one, sizeof k_one, "%s_peak_1t_gflops", kind);
+    double t = 0;
+    int ra = bench_json_number(text, k_all, all), ro = bench_json_number(text, k_one, one);
+    if (ra < 0 || ro < 0 || bench_json_number(text, "threads", &t) != 1 || t < 1) {
+        fprintf(stderr, "gptx-bench-train: --peak %s: not a gptx-bench-peak JSON file (no %s, "
+                "%s and threads)\n", path, k_all, k_one);
+        return 1;
+    }
+    if (ra == 0 || ro == 0) *all = *one = 0; /* null: this CPU has none */
+    *threads = (int)t;
     return 0;
 }
 
@@ -269,6 +321,18 @@ int main(int argc, char **argv) {
     gptx_context_info info;
     gptx_context_info_init(&info);
     CHECK(gptx_context_get_info(ctx, &info));
+    run_peak peak = {a.peak_gflops, info.precision == GPTX_PRECISION_FP32 ? "fp32" : "bf16",
+                     a.peak_gflops > 0 ? "--peak-gflops" : NULL, 0};
+    if (a.peak) {
+        double all = 0, one = 0;
+        int pthreads = 0, nt = gptx_context_num_threads(ctx);
+        if (read_peak_file(a.peak, peak.kind, &all, &one, &pthreads)) goto fail;
+        peak.source = a.peak;
+        /* the file's figure for this thread count; another count scales it per
+         * thread (FMA throughput is per core) */
+        peak.gflops = nt == pthreads ? all : nt == 1 ? one : all / pthreads * nt;
+        peak.from_threads = nt == pthreads || nt == 1 ? 0 : pthreads;
+    }
 
     gptx_model_config cfg;
     gptx_model_config_init(&cfg);
@@ -400,6 +464,18 @@ int main(int argc, char **argv) {
         }
     printf("\n");
     printf("throughput  : %.1f tokens/s, %.2f model GFLOP/s\n", tok_s, gflops);
+    double pct_peak = peak.gflops > 0 ? 100.0 * gflops / peak.gflops : -1.0;
+    if (pct_peak >= 0) {
+        char scaled[64] = "";
+        if (peak.from_threads)
+            snprintf(scaled, sizeof scaled, ", scaled per thread from %d threads",
+                     peak.from_threads);
+        printf("of peak     : %.1f %% of the %s peak %.2f GFLOP/s (%s%s)\n", pct_peak, peak.kind,
+               peak.gflops, peak.source, scaled);
+    } else if (peak.source) {
+        printf("of peak     : - (%s has no %s peak: the CPU has no bf16 instructions)\n",
+               peak.source, peak.kind);
+    }
     printf("loss        : %.4f (first step) -> %.4f (last step)\n", (double)loss0, (double)loss);
     /* what the timed steps cost the machine: with nothing spinning beside the
      * pool, CPU time stays below threads x wall time and system time small */
@@ -447,6 +523,21 @@ int main(int argc, char **argv) {
             }
         fprintf(f, "},\n");
         fprintf(f, "  \"tokens_per_s\": %.3f, \"gflops\": %.4f,\n", tok_s, gflops);
+        if (pct_peak >= 0)
+            fprintf(f, "  \"peak_gflops\": %.4f, \"pct_of_peak\": %.3f, ", peak.gflops, pct_peak);
+        else
+            fprintf(f, "  \"peak_gflops\": null, \"pct_of_peak\": null, ");
+        fprintf(f, "\"peak_kind\": \"%s\", \"peak_scaled_from_threads\": %d, \"peak_source\": ",
+                peak.kind, peak.from_threads);
+        if (peak.source) {
+            fputc('"', f);
+            for (const char *c = peak.source; *c; c++)
+                if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+                else fputc(*c, f);
+            fprintf(f, "\",\n");
+        } else {
+            fprintf(f, "null,\n");
+        }
         fprintf(f, "  \"cpu_user_s\": %.3f, \"cpu_system_s\": %.3f, \"timed_wall_s\": %.3f, "
                 "\"process_threads\": %d,\n",
                 user_s, sys_s, wall, os_threads);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# CPU benchmark suite: the machine's own product rates (OpenBLAS sgemm for fp32,
-# oneDNN bf16 matmul for bf16), then gptx training steps under each precision
+# CPU benchmark suite: the machine's FMA peak (gptx-bench-peak), its own product
+# rates (OpenBLAS sgemm for fp32, with OPENBLAS_CORETYPE/L2_SIZE as given and
+# unset, oneDNN's fp32 matmul where gptx-bench-sgemm has --lib onednn, oneDNN
+# bf16 matmul for bf16), then gptx training steps under each precision
 # policy and PyTorch's CPU variants on the small and gpt2-124M-short configs,
 # same thread count for all. Prints each tool's output and a Markdown summary
 # at the end. About 7 minutes on 2 cores (torch.compile included). See
@@ -11,14 +13,17 @@
 #   PYTHON=/tmp/torch2/bin/python bench/run_cpu_bench.sh   # PyTorch 2.x variants
 #
 # Environment: BUILD_DIR (default <repo>/build-bench; must contain
-# bench/gptx-bench-train, bench/gptx-bench-sgemm and bench/gptx-bench-gemm-ceiling;
+# bench/gptx-bench-peak, bench/gptx-bench-train, bench/gptx-bench-sgemm and
+# bench/gptx-bench-gemm-ceiling;
 # bench/gptx-bench-bf16gemm when built with oneDNN), THREADS (default 2),
 # PYTHON (default /usr/bin/python3, needs torch), OUT_DIR (default a temp dir;
 # the JSON results are kept there), SKIP_TORCH=1 to run gptx only,
 # PRECISIONS (default "fp32 bf16 bf16_pure"; the bf16 ones need oneDNN),
 # TORCH_VARIANTS (default "eager fused-adamw+compile autocast autocast+compile"
 # with PyTorch 2.x, "eager" with 1.x), SMALL_WARMUP/SMALL_STEPS (2/10),
-# BIG_WARMUP/BIG_STEPS (1/5), ROUNDS (3).
+# BIG_WARMUP/BIG_STEPS (1/5), ROUNDS (3), PEAK_SECONDS (1: each peak figure's time).
+# Every figure of the summary is also "% of peak": fp32 ones against the fp32
+# FMA peak, bf16 ones against the AVX512_BF16 peak ("—" without it).
 #
 # The machine's speed drifts (a shared VM: the sgemm reference itself moved
 # 245-300 GFLOP/s within one session), so each gptx run is bracketed: its
@@ -38,7 +43,8 @@ train="$BUILD_DIR/bench/gptx-bench-train"
 sgemm="$BUILD_DIR/bench/gptx-bench-sgemm"
 bf16gemm="$BUILD_DIR/bench/gptx-bench-bf16gemm"
 ceiling="$BUILD_DIR/bench/gptx-bench-gemm-ceiling"
-for exe in "$train" "$sgemm" "$ceiling"; do
+peak="$BUILD_DIR/bench/gptx-bench-peak"
+for exe in "$peak" "$train" "$sgemm" "$ceiling"; do
   if [[ ! -x "$exe" ]]; then
     echo "run_cpu_bench.sh: $exe not found; build first:" >&2
     echo "  cmake -S $root -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release -DGPTX_BUILD_TESTS=OFF" >&2
@@ -61,8 +67,13 @@ model="$(lscpu | sed -n 's/^Model name: *//p')"
 echo "== machine: $model, $(nproc) online CPUs; ISA:${isa:- none of avx2 avx512f avx512_bf16 amx_bf16}"
 echo "== load: $(uptime | sed 's/.*load average: //')"
 echo "== threads: $THREADS; policies: $PRECISIONS; results in $OUT_DIR"
-printf '{"model": "%s", "isa": "%s", "nproc": %d}\n' "$model" "${isa# }" "$(nproc)" \
-  >"$OUT_DIR/machine.json"
+openblas_env=""
+for v in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do
+  [[ -n "${!v+x}" ]] && openblas_env="$openblas_env $v=${!v}"
+done
+echo "== OpenBLAS environment:${openblas_env:- no OPENBLAS_CORETYPE, no OPENBLAS_L2_SIZE}"
+printf '{"model": "%s", "isa": "%s", "nproc": %d, "openblas_env": "%s"}\n' "$model" "${isa# }" \
+  "$(nproc)" "${openblas_env# }" >"$OUT_DIR/machine.json"
 echo
 
 run() { # name, command...
@@ -80,6 +91,30 @@ ref_run() { # fp32|bf16, json tag
       --json "$OUT_DIR/ref-$2.json"
   fi
 }
+
+# the peak first, with the same threads: every figure below is also "% of peak"
+run "peak" "$peak" --threads "$THREADS" --seconds "${PEAK_SECONDS:-1}" --json "$OUT_DIR/peak.json"
+# the fp32 references against the peak: OpenBLAS as the environment configures it
+# and with its own choice of kernel (a benchmark may unset these; tests never do),
+# oneDNN's fp32 matmul where gptx-bench-sgemm has --lib onednn
+ref_args=(--threads "$THREADS" --n 2048 --warmup 3 --reps 10)
+run "sgemm, OpenBLAS as configured" "$sgemm" "${ref_args[@]}" \
+  --json "$OUT_DIR/ref-openblas-configured.json"
+run "sgemm, OpenBLAS without OPENBLAS_CORETYPE/L2_SIZE" \
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$sgemm" "${ref_args[@]}" \
+  --json "$OUT_DIR/ref-openblas-native.json"
+if "$sgemm" --help 2>/dev/null | grep -q -- '--lib'; then
+  echo "== fp32 matmul, oneDNN: $sgemm --lib onednn ${ref_args[*]}"
+  "$sgemm" --lib onednn "${ref_args[@]}" --json "$OUT_DIR/ref-onednn-fp32.json" ||
+    echo "run_cpu_bench.sh: gptx-bench-sgemm --lib onednn failed: no oneDNN fp32 figure" >&2
+  echo
+else
+  echo "== oneDNN fp32 matmul: skipped (gptx-bench-sgemm --help lists no --lib)"
+  echo
+fi
+if [[ -x "$bf16gemm" ]]; then
+  run "bf16 matmul, oneDNN" "$bf16gemm" "${ref_args[@]}" --json "$OUT_DIR/ref-bf16-matmul.json"
+fi
 
 for cfg in small gpt2-124M-short; do
   run "products alone ($cfg)" "$ceiling" --config "$cfg" --threads "$THREADS" --reps 5 \
