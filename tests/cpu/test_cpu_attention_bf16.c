@@ -238,9 +238,11 @@ static void test_shape(shape sh) {
            "  out  %6zu: %6zu decided, %zu of them differ, %zu outside the span; lse worst %.2f of "
            "its bound\n"
            "  dqkv %6zu: %6zu decided, %zu of them differ, %zu outside the span\n"
-           "  unrounded P, dS (the old numerics): out %zu and dqkv %zu decided elements differ\n",
+           "  unrounded P, dS (the old numerics): out %zu of %zu and dqkv %zu of %zu decided elements "
+           "differ\n",
            sh.B, sh.T, sh.C, sh.NH, sh.C / sh.NH, fo.n, fo.decided, fo.wrong_decided, fo.outside,
-           lw, fb.n, fb.decided, fb.wrong_decided, fb.outside, oo.wrong_decided, ob.wrong_decided);
+           lw, fb.n, fb.decided, fb.wrong_decided, fb.outside, oo.wrong_decided, oo.decided,
+           ob.wrong_decided, ob.decided);
     CHECK(fo.wrong_decided == 0 && fo.outside == 0);
     CHECK(fb.wrong_decided == 0 && fb.outside == 0);
     CHECK(lw <= 1.0);
