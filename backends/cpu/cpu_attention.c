@@ -4,10 +4,12 @@
  * (BLOCK, T) tiles, so activation memory grows linearly with T.
  *
  * Tasks are (batch, head) pairs run on the thread pool; inside a task the
- * tile products are single-threaded OpenBLAS sgemm calls, so each output has
- * one writer and the result does not depend on the thread count. */
+ * tile products are single-threaded OpenBLAS sgemm calls (bf16: oneDNN bf16
+ * products on the task's worker, below), so each output has one writer and
+ * the result does not depend on the thread count. */
 #include <cblas.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,9 @@
 #include "cpu_bf16.h"
 #include "cpu_math.h"
 #include "errors.h"
+#ifdef GPTX_HAVE_DNNL
+#include "cpu_dnnl.h"
+#endif
 
 #define BLOCK 64 /* query rows per tile */
 
@@ -27,8 +32,7 @@ typedef struct {
 
 /* One (batch, head): its q, k, v rows (and dq, dk, dv) ld_qkv floats apart,
  * its out, dout and saved-out rows ld_o apart, and its T log-sum-exps. The
- * fp32 tasks point into the (B, T, 3C) and (B, T, C) buffers; the bf16 ones
- * into widened copies (cpu_attention_bf16 below). */
+ * fp32 tasks point into the (B, T, 3C) and (B, T, C) buffers. */
 typedef struct {
     const float *q, *k, *v, *dout, *outc;
     float *out, *dq, *dk, *dv;
@@ -184,58 +188,157 @@ int gptx_cpu_attention_backward(gptx_backend *be, float *dqkv, const float *dout
 
 /* ---- bf16 storage ----------------------------------------------------------------- */
 
-/* A head's q, k, v (and out, dout) are widened into the worker's scratch as
- * (T, hs) blocks, the fp32 head code runs on them, and its out (or dq, dk,
- * dv) is rounded into the bf16 buffer once: the result is the fp32
- * attention of the widened inputs. Per worker: 2 * BLOCK * T + 8 * T * hs
- * floats. */
+#ifdef GPTX_HAVE_DNNL
+/* Flash attention as on a GPU's tensor cores (FlashAttention-2, PyTorch's
+ * SDPA): every tile product takes bf16 operands and accumulates in fp32 on
+ * oneDNN's bf16 matmul, run on the task's own worker
+ * (gptx_cpu_dnnl_matmul_worker: fixed tiles, so the bits do not depend on
+ * the thread count). q, k, v, dout and out are read in place from the bf16
+ * buffers. The scores, the softmax and its statistics (row max and sum, lse),
+ * D = dO . O and the dK, dV accumulators stay fp32; the probabilities P are
+ * rounded to bf16 before P V and P^T dO, dS before dS K and dS^T Q; out and
+ * dq are rounded once from their products, dk and dv once from their fp32
+ * accumulators. */
 typedef struct {
     uint16_t *out, *dqkv;
     const uint16_t *qkv, *dout, *outc;
     float *lse;
     const float *lsec;
     int T, C, NH;
+    gptx_backend *be;
     float *scratch;
     size_t per_worker;
+    atomic_int status; /* first failing product's status, 0 = none */
 } attn_bf16_args;
 
-/* rows t of a (T, hs) block to or from a strided bf16 buffer */
-static void gather(float *dst, const uint16_t *src, size_t ld, int T, int hs) {
-    for (int t = 0; t < T; t++) gptx_cpu_bf16_widen(dst + (size_t)t * hs, src + (size_t)t * ld, hs);
+/* Per worker, in floats: S and dP (BLOCK, T), P and dS in bf16 (BLOCK, T
+ * each), the fp32 dK and dV (T, hs), a row of dO and of O (hs each). */
+static size_t bf16_per_worker(int T, int hs) {
+    return 3 * (size_t)BLOCK * T + 2 * (size_t)T * hs + 2 * (size_t)hs;
 }
 
-static void scatter(uint16_t *dst, size_t ld, const float *src, int T, int hs) {
-    for (int t = 0; t < T; t++) gptx_cpu_bf16_narrow(dst + (size_t)t * ld, src + (size_t)t * hs, hs);
+/* C (M, N) [+]= A (M, K) B (K, N): element (i, j) of A at a[i * ar + j * ac],
+ * of B at b[i * br + j * bc]; C fp32 or (c_f32 = 0) rounded once to bf16. */
+static int tile_product(attn_bf16_args *a, int worker, int M, int N, int K, const uint16_t *A,
+                        size_t ar, size_t ac, const uint16_t *B, size_t br, size_t bc, void *C,
+                        size_t ldc, int c_f32, int accumulate) {
+    gptx_cpu_matmul mm = {.M = M, .N = N, .K = K, .A = A, .a_row = ar, .a_col = ac, .B = B,
+                          .b_row = br, .b_col = bc, .C = C, .ldc = ldc, .c_f32 = c_f32,
+                          .accumulate = accumulate};
+    int rc = gptx_cpu_dnnl_matmul_worker(a->be, worker, &mm);
+    if (rc != GPTX_OK) {
+        int none = 0;
+        atomic_compare_exchange_strong(&a->status, &none, rc);
+    }
+    return rc;
+}
+
+/* rows (BLOCK rows of n) of p rounded to bf16 */
+static void round_rows(uint16_t *dst, const float *p, int rows, int n) {
+    gptx_cpu_bf16_narrow(dst, p, (size_t)rows * n);
+}
+
+static void attn_fwd_head_bf16(attn_bf16_args *a, int worker, const uint16_t *q, uint16_t *out,
+                               float *lse, int hs, float *S, uint16_t *P) {
+    int T = a->T;
+    size_t ldq = 3 * (size_t)a->C, ldo = (size_t)a->C;
+    const uint16_t *k = q + a->C, *v = q + 2 * (size_t)a->C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int t0 = 0; t0 < T; t0 += BLOCK) {
+        int nq = T - t0 < BLOCK ? T - t0 : BLOCK, nk = t0 + nq;
+        // S (nq, nk) = Q_blk @ K^T (fp32), then * scale
+        if (tile_product(a, worker, nq, nk, hs, q + (size_t)t0 * ldq, ldq, 1, k, 1, ldq, S,
+                         (size_t)nk, 1, 0) != GPTX_OK)
+            return;
+        for (int i = 0; i < nq; i++) {
+            float *p = S + (size_t)i * nk;
+            int t = t0 + i;
+            for (int s = 0; s <= t; s++) p[s] *= scale;
+            float mx = gptx_cpu_attn_row_max(p, t + 1);
+            float sum = gptx_cpu_exp_row_causal(p, nk, t, mx), inv = 1.0f / sum;
+            for (int s = 0; s <= t; s++) p[s] *= inv;
+            lse[t] = mx + logf(sum);
+        }
+        round_rows(P, S, nq, nk);
+        // O_blk (nq, hs) = bf16(P) @ V, rounded once into out
+        if (tile_product(a, worker, nq, hs, nk, P, (size_t)nk, 1, v, ldq, 1,
+                         out + (size_t)t0 * ldo, ldo, 0, 0) != GPTX_OK)
+            return;
+    }
+}
+
+static void attn_bwd_head_bf16(attn_bf16_args *a, int worker, const uint16_t *q, uint16_t *dq,
+                               const uint16_t *dout, const uint16_t *outc, const float *lse,
+                               int hs, float *S) {
+    int T = a->T;
+    size_t ldq = 3 * (size_t)a->C, ldo = (size_t)a->C, th = (size_t)T * hs;
+    const uint16_t *k = q + a->C, *v = q + 2 * (size_t)a->C;
+    float *dP = S + (size_t)BLOCK * T;
+    uint16_t *P = (uint16_t *)(dP + (size_t)BLOCK * T), *dS = P + (size_t)BLOCK * T;
+    float *dK = (float *)(dS + (size_t)BLOCK * T), *dV = dK + th, *gr = dV + th, *orow = gr + hs;
+    float scale = 1.0f / sqrtf((float)hs);
+    memset(dK, 0, 2 * th * sizeof(float));
+    for (int t0 = 0; t0 < T; t0 += BLOCK) {
+        int nq = T - t0 < BLOCK ? T - t0 : BLOCK, nk = t0 + nq;
+        const uint16_t *dO = dout + (size_t)t0 * ldo;
+        // P (nq, nk) = exp(Q_blk @ K^T * scale - lse), causal; fp32, and rounded
+        if (tile_product(a, worker, nq, nk, hs, q + (size_t)t0 * ldq, ldq, 1, k, 1, ldq, S,
+                         (size_t)nk, 1, 0) != GPTX_OK)
+            return;
+        for (int i = 0; i < nq; i++) {
+            float *p = S + (size_t)i * nk;
+            for (int s = 0; s <= t0 + i; s++) p[s] *= scale;
+            gptx_cpu_exp_row_causal(p, nk, t0 + i, lse[t0 + i]);
+        }
+        round_rows(P, S, nq, nk);
+        // dV (nk, hs) += bf16(P)^T @ dO_blk
+        if (tile_product(a, worker, nk, hs, nq, P, 1, (size_t)nk, dO, ldo, 1, dV, (size_t)hs, 1,
+                         1) != GPTX_OK)
+            return;
+        // dP (nq, nk) = dO_blk @ V^T
+        if (tile_product(a, worker, nq, nk, hs, dO, ldo, 1, v, 1, ldq, dP, (size_t)nk, 1, 0) !=
+            GPTX_OK)
+            return;
+        // dS = P * (dP - D) * scale with the fp32 P, D = dO . O per row; then rounded
+        for (int i = 0; i < nq; i++) {
+            gptx_cpu_bf16_widen(gr, dO + (size_t)i * ldo, (size_t)hs);
+            gptx_cpu_bf16_widen(orow, outc + (size_t)(t0 + i) * ldo, (size_t)hs);
+            float D = gptx_cpu_attn_dot(gr, orow, hs);
+            float *ds = dP + (size_t)i * nk;
+            const float *p = S + (size_t)i * nk;
+            for (int s = 0; s < nk; s++) ds[s] = p[s] * (ds[s] - D) * scale;
+        }
+        round_rows(dS, dP, nq, nk);
+        // dQ_blk (nq, hs) = bf16(dS) @ K, rounded once into dq
+        if (tile_product(a, worker, nq, hs, nk, dS, (size_t)nk, 1, k, ldq, 1,
+                         dq + (size_t)t0 * ldq, ldq, 0, 0) != GPTX_OK)
+            return;
+        // dK (nk, hs) += bf16(dS)^T @ Q_blk
+        if (tile_product(a, worker, nk, hs, nq, dS, 1, (size_t)nk, q + (size_t)t0 * ldq, ldq, 1,
+                         dK, (size_t)hs, 1, 1) != GPTX_OK)
+            return;
+    }
+    for (int t = 0; t < T; t++) {
+        gptx_cpu_bf16_narrow(dq + a->C + (size_t)t * ldq, dK + (size_t)t * hs, (size_t)hs);
+        gptx_cpu_bf16_narrow(dq + 2 * (size_t)a->C + (size_t)t * ldq, dV + (size_t)t * hs,
+                             (size_t)hs);
+    }
 }
 
 static void attn_bf16_item(void *vp, int worker, size_t item, int backward) {
     attn_bf16_args *a = vp;
+    if (atomic_load(&a->status) != 0) return; /* a product failed: the op fails */
     int C = a->C, T = a->T, NH = a->NH, hs = C / NH;
     int b = (int)item / NH, h = (int)item % NH;
     size_t qoff = (size_t)b * T * 3 * C + (size_t)h * hs, ooff = (size_t)b * T * C + (size_t)h * hs;
-    size_t loff = ((size_t)b * NH + h) * T, th = (size_t)T * hs;
-    float *S = a->scratch + (size_t)worker * a->per_worker, *blk = S + 2 * (size_t)BLOCK * T;
-    head_view v = {.q = blk, .k = blk + th, .v = blk + 2 * th, .ld_qkv = (size_t)hs,
-                   .ld_o = (size_t)hs};
-    gather(blk, a->qkv + qoff, 3 * (size_t)C, T, hs);
-    gather(blk + th, a->qkv + qoff + C, 3 * (size_t)C, T, hs);
-    gather(blk + 2 * th, a->qkv + qoff + 2 * (size_t)C, 3 * (size_t)C, T, hs);
-    if (!backward) {
-        v.out = blk + 3 * th;
-        v.lse = a->lse + loff;
-        attn_fwd_head(&v, T, hs, S);
-        scatter(a->out + ooff, (size_t)C, v.out, T, hs);
-        return;
-    }
-    float *dO = blk + 3 * th, *O = blk + 4 * th, *dq = blk + 5 * th;
-    gather(dO, a->dout + ooff, (size_t)C, T, hs);
-    gather(O, a->outc + ooff, (size_t)C, T, hs);
-    v.dout = dO, v.outc = O, v.lsec = a->lsec + loff;
-    v.dq = dq, v.dk = dq + th, v.dv = dq + 2 * th;
-    attn_bwd_head(&v, T, hs, S);
-    scatter(a->dqkv + qoff, 3 * (size_t)C, v.dq, T, hs);
-    scatter(a->dqkv + qoff + C, 3 * (size_t)C, v.dk, T, hs);
-    scatter(a->dqkv + qoff + 2 * (size_t)C, 3 * (size_t)C, v.dv, T, hs);
+    size_t loff = ((size_t)b * NH + h) * T;
+    float *S = a->scratch + (size_t)worker * a->per_worker;
+    if (!backward)
+        attn_fwd_head_bf16(a, worker, a->qkv + qoff, a->out + ooff, a->lse + loff, hs, S,
+                           (uint16_t *)(S + 2 * (size_t)BLOCK * T));
+    else
+        attn_bwd_head_bf16(a, worker, a->qkv + qoff, a->dqkv + qoff, a->dout + ooff,
+                           a->outc + ooff, a->lsec + loff, hs, S);
 }
 
 static void attn_fwd_bf16_item(void *vp, int worker, size_t item) {
@@ -247,11 +350,16 @@ static void attn_bwd_bf16_item(void *vp, int worker, size_t item) {
 }
 
 static int run_heads_bf16(gptx_backend *be, attn_bf16_args *a, int B, gptx_cpu_item_fn fn) {
-    a->per_worker = 2 * (size_t)BLOCK * a->T + 8 * (size_t)a->T * (a->C / a->NH);
+    a->be = be;
+    a->per_worker = bf16_per_worker(a->T, a->C / a->NH);
     a->scratch = gptx_cpu_scratch(be, (size_t)be->nthreads * a->per_worker * sizeof(float));
     if (!a->scratch) return GPTX_ERR_NO_MEMORY;
+    atomic_init(&a->status, 0);
     GPTX_TRY(gptx_cpu_blas_enter());
     gptx_cpu_run_items(be, (size_t)B * a->NH, fn, a);
+    int st = atomic_load(&a->status);
+    if (st != 0) /* the worker's message stays on its thread */
+        return GPTX_FAIL(st, "attention: a bf16 tile product failed (status %d)", st);
     return GPTX_OK;
 }
 
@@ -270,3 +378,18 @@ int gptx_cpu_attention_backward_bf16(gptx_backend *be, float *dqkv, const float 
                         .lsec = lse, .T = T, .C = C, .NH = NH};
     return run_heads_bf16(be, &a, B, attn_bwd_bf16_item);
 }
+#else
+int gptx_cpu_attention_forward_bf16(gptx_backend *be, float *out, float *lse, const float *qkv,
+                                    int B, int T, int C, int NH) {
+    (void)be, (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)NH;
+    return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "this build of gptx has no oneDNN (GPTX_DNNL)");
+}
+
+int gptx_cpu_attention_backward_bf16(gptx_backend *be, float *dqkv, const float *dout,
+                                     const float *qkv, const float *out, const float *lse, int B,
+                                     int T, int C, int NH) {
+    (void)be, (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)B, (void)T;
+    (void)C, (void)NH;
+    return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "this build of gptx has no oneDNN (GPTX_DNNL)");
+}
+#endif

@@ -8,7 +8,8 @@
  * cached positions (decoding) run the direct form here: per (row, head), the
  * scores against every cached key, their softmax, the weighted sum of the
  * values; fp32 arithmetic on widened keys and values under the bf16
- * policies, one rounding of the output. Items are (row, head) pairs, each
+ * policies, the probabilities rounded to bf16 before the weighted sum (as
+ * the training kernel's P V), one rounding of the output. Items are (row, head) pairs, each
  * computed by one worker: the result does not depend on the thread count. */
 #include <math.h>
 #include <string.h>
@@ -111,11 +112,14 @@ static void kv_item(void *vp, int worker, size_t item) {
     float mx = s[0];
     for (int j = 1; j < keys; j++) mx = s[j] > mx ? s[j] : mx;
     float inv = 1.0f / gptx_cpu_kv_exp(s, keys, mx);
-    if (a->bf16)
+    if (a->bf16) { /* P normalized and rounded to bf16 before P V, as the training kernel */
+        for (int j = 0; j < keys; j++)
+            s[j] = gptx_cpu_bf16_to_f32(gptx_cpu_f32_to_bf16(s[j] * inv));
         gptx_cpu_kv_weighted_bf16(o, s, (const uint16_t *)a->vc + head, keys, hs);
-    else
+    } else {
         gptx_cpu_kv_weighted(o, s, (const float *)a->vc + head, keys, hs);
-    for (int d = 0; d < hs; d++) o[d] *= inv;
+        for (int d = 0; d < hs; d++) o[d] *= inv;
+    }
     size_t dst = (size_t)i * C + (size_t)h * hs;
     if (a->bf16)
         gptx_cpu_bf16_narrow((uint16_t *)a->out + dst, o, (size_t)hs);

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,10 @@ struct gptx_cpu_dnnl {
      * fp32 and multiplied by OpenBLAS instead (run_tile_widened) */
     int widen;
     char describe[160];
+    /* the cache, scratch and tile buffers for gptx_cpu_dnnl_matmul_worker,
+     * whose callers run concurrently on the pool's workers */
+    pthread_mutex_t lock;
+    int lock_ready;
 };
 
 static int dnnl_failed(dnnl_status_t st, const char *what) {
@@ -328,6 +333,67 @@ int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
     return GPTX_OK;
 }
 
+/* One product on the calling pool worker (cpu_dnnl.h): the tiles of
+ * gptx_cpu_dnnl_matmul, one after the other, so the same bits. Other workers
+ * may be in here at the same time: the shared state is touched under the
+ * lock, a full cache is never evicted (a missing primitive is made for this
+ * call only), and a scratchpad larger than the shared ones is this call's
+ * own, since the others' may be in use. */
+int gptx_cpu_dnnl_matmul_worker(gptx_backend *be, int worker, const gptx_cpu_matmul *mm) {
+    gptx_cpu_dnnl *d = be->dnnl;
+    if (mm->M <= 0 || mm->N <= 0 || mm->K <= 0) return GPTX_OK;
+    matmul_run r = {.d = d, .mm = mm};
+    r.tiles_m = (mm->M + GPTX_DNNL_TILE_M - 1) / GPTX_DNNL_TILE_M;
+    r.tiles_n = (mm->N + GPTX_DNNL_TILE_N - 1) / GPTX_DNNL_TILE_N;
+    r.last_m = mm->M - (r.tiles_m - 1) * GPTX_DNNL_TILE_M;
+    r.last_n = mm->N - (r.tiles_n - 1) * GPTX_DNNL_TILE_N;
+    prim_entry own[2][2];
+    int owned[2][2] = {{0}}, prev = omp_single_enter();
+    size_t scratch = 0;
+    pthread_mutex_lock(&d->lock);
+    int rc = mm->epilogue || d->widen ? tile_buffers(d) : GPTX_OK;
+    if (rc == GPTX_OK && d->widen) /* the same size every time: grows once, before any use */
+        rc = grow_scratch(d, (size_t)(GPTX_DNNL_TILE_M + GPTX_DNNL_TILE_N) * WIDEN_KC *
+                                 sizeof(float));
+    for (int i = 0; i < 2 && rc == GPTX_OK && !d->widen; i++)
+        for (int j = 0; j < 2 && rc == GPTX_OK; j++) {
+            int cols = j ? r.last_n : (mm->N < GPTX_DNNL_TILE_N ? mm->N : GPTX_DNNL_TILE_N);
+            prim_key k = {i ? r.last_m : (mm->M < GPTX_DNNL_TILE_M ? mm->M : GPTX_DNNL_TILE_M),
+                          cols, mm->K, mm->a_row, mm->a_col, mm->b_row, mm->b_col,
+                          mm->epilogue ? (size_t)cols : mm->ldc, mm->epilogue ? 1 : mm->c_f32,
+                          mm->epilogue ? 0 : mm->accumulate, mm->bias != NULL};
+            int cached = d->ncache < CACHE_CAP;
+            for (int c = 0; c < d->ncache && !cached; c++)
+                cached = memcmp(&d->cache[c].key, &k, sizeof k) == 0;
+            if (cached) {
+                rc = lookup(d, &k, &r.prim[i][j]);
+            } else {
+                rc = make_primitive(d, &k, &own[i][j]);
+                if (own[i][j].prim) owned[i][j] = 1, r.prim[i][j] = &own[i][j];
+            }
+            if (rc == GPTX_OK && r.prim[i][j]->scratch_bytes > scratch)
+                scratch = r.prim[i][j]->scratch_bytes;
+        }
+    pthread_mutex_unlock(&d->lock);
+    void *mine = d->scratch[worker], *tmp = NULL; /* as grown above */
+    if (rc == GPTX_OK && scratch > d->scratch_bytes) { /* only grown by the pool form */
+        tmp = malloc(scratch);
+        if (!tmp) rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory (oneDNN scratchpad)");
+        d->scratch[worker] = tmp;
+    }
+    if (rc == GPTX_OK) matmul_worker(&r, worker); /* takes every tile in order */
+    d->scratch[worker] = mine;
+    free(tmp);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (owned[i][j]) dnnl_primitive_destroy(own[i][j].prim);
+    omp_single_leave(prev);
+    int st = atomic_load(&r.status);
+    if (rc == GPTX_OK && st != 0)
+        rc = dnnl_failed((dnnl_status_t)st, "dnnl_primitive_execute (a matrix product tile)");
+    return rc;
+}
+
 /* ---- lifetime ----------------------------------------------------------------- */
 
 /* dnnl_unimplemented where this oneDNN has no bf16 matmul for this CPU. */
@@ -390,6 +456,11 @@ int gptx_cpu_dnnl_create(gptx_cpu_dnnl **out, int nworkers) {
         rc = GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
         goto done;
     }
+    if (pthread_mutex_init(&d->lock, NULL) != 0) {
+        rc = GPTX_FAIL(GPTX_ERR_BACKEND, "cannot create a mutex");
+        goto done;
+    }
+    d->lock_ready = 1;
     DNNL_TRY(dnnl_engine_create(&d->engine, dnnl_cpu, 0));
     for (int w = 0; w < nworkers; w++)
         DNNL_TRY(dnnl_stream_create(&d->streams[w], d->engine, dnnl_stream_default_flags));
@@ -414,6 +485,7 @@ void gptx_cpu_dnnl_destroy(gptx_cpu_dnnl *d) {
     for (int w = 0; d->scratch && w < d->nworkers; w++) free(d->scratch[w]);
     for (int w = 0; d->tile && w < d->nworkers; w++) free(d->tile[w]);
     if (d->engine) dnnl_engine_destroy(d->engine);
+    if (d->lock_ready) pthread_mutex_destroy(&d->lock);
     free(d->streams);
     free(d->scratch);
     free(d->tile);

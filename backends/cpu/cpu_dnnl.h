@@ -64,5 +64,10 @@ const char *gptx_cpu_dnnl_describe(const gptx_cpu_dnnl *d);
 size_t gptx_cpu_dnnl_scratch_bytes(const gptx_cpu_dnnl *d);
 /* Runs the product on the backend's pool (be->dnnl). */
 int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm);
+/* The same product, the same tiles and bits, all on the calling thread: pool
+ * worker `worker` (its stream and scratchpad), inside a task of the pool
+ * (attention's per-head tile products). Safe to call from every worker at
+ * once. */
+int gptx_cpu_dnnl_matmul_worker(gptx_backend *be, int worker, const gptx_cpu_matmul *mm);
 
 #endif

@@ -3,7 +3,8 @@
  * on the same rows, at odd shapes, fp32 and (with oneDNN) bf16:
  *  - the cache holds every row's key and value, bit for bit;
  *  - a prefill from position 0 is the training kernel's result, bit for bit;
- *  - rows after cached ones (a chunk of 5, then one at a time) are within
+ *  - rows after cached ones (a chunk of 5, then one at a time; bf16: P rounded
+ *    as in the training kernel) are within
  *    2e-6 (fp32) or one bf16 rounding plus 2e-6 (bf16) of the rows of the
  *    full causal attention, relative to the row's largest value;
  *  - the same bits on 1, 2 and 3 threads;
