@@ -24,6 +24,8 @@ struct gptx_backend {
     int res_f32;             /* the residual stream stays fp32 (bf16 mixed, as autocast) */
     struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), NULL under fp32 */
     void *scratch;              /* bf16 kernels' conversion buffers (gptx_cpu_scratch) */
+    int grad_overwrite;         /* parameter gradients are overwritten, not accumulated
+                                 * (backend.h grad_overwrite; bf16 policies only) */
     size_t scratch_bytes;
 };
 
@@ -98,6 +100,7 @@ typedef struct {
     const float *dout, *inp, *w, *mean, *rstd;
     int N, C;
     int ntasks;
+    int overwrite; /* dw and db = the sums instead of += (be->grad_overwrite) */
 } gptx_cpu_ln_bwd_args;
 typedef struct {
     float *out;
