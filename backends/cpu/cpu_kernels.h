@@ -59,6 +59,7 @@ typedef struct {
     const float *dout, *inp, *w, *mean, *rstd;
     int N, C;
     int ntasks;
+    int overwrite; /* dw and db = the sums instead of += (be->grad_overwrite) */
 } gptx_cpu_ln_bwd_args;
 typedef struct {
     float *out;

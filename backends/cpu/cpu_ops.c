@@ -161,6 +161,13 @@ GPTX_CPU_HOT static void gptx_cpu_ln_bwd_cols_task_hot(void *vp, int task) {
             db[c - c0] += d[c];
         }
     }
+    if (a->overwrite) { /* zero_grad folded in: the first write of this backward */
+        for (int c = c0; c < c1; c++) {
+            a->dw[c] = dw[c - c0];
+            a->db[c] = db[c - c0];
+        }
+        return;
+    }
     for (int c = c0; c < c1; c++) {
         a->dw[c] += dw[c - c0];
         a->db[c] += db[c - c0];
@@ -173,7 +180,8 @@ void gptx_cpu_ln_bwd_cols_task(void *vp, int task) {
 int gptx_cpu_layernorm_backward(gptx_backend *be, float *dinp, float *dw, float *db,
                                 const float *dout, const float *inp, const float *w,
                                 const float *mean, const float *rstd, int N, int C) {
-    gptx_cpu_ln_bwd_args a = {dinp, dw, db, dout, inp, w, mean, rstd, N, C, gptx_cpu_ntasks(be, (size_t)N)};
+    gptx_cpu_ln_bwd_args a = {dinp, dw, db, dout, inp, w, mean, rstd, N, C,
+                              gptx_cpu_ntasks(be, (size_t)N), be->grad_overwrite};
     gptx_threadpool_run(be->pool, a.ntasks, gptx_cpu_ln_bwd_rows_task, &a);
     gptx_threadpool_run(be->pool, (C + COL_BLOCK - 1) / COL_BLOCK, gptx_cpu_ln_bwd_cols_task, &a);
     return GPTX_OK;

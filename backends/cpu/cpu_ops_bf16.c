@@ -304,6 +304,7 @@ typedef struct {
     float *dbias;
     const bf16 *dout;
     int N, OC;
+    int overwrite; /* dbias = the sums (be->grad_overwrite) */
 } dbias_bf16_args;
 
 /* dbias += column sums of dout, in the order of cpu_ops.c's fp32 task */
@@ -315,7 +316,10 @@ GPTX_CPU_HOT static void gptx_cpu_dbias_bf16_task(void *vp, int task) {
         const bf16 *d = a->dout + n * a->OC;
         for (int c = c0; c < c1; c++) acc[c - c0] += gptx_cpu_bf16_to_f32(d[c]);
     }
-    for (int c = c0; c < c1; c++) a->dbias[c] += acc[c - c0];
+    if (a->overwrite)
+        for (int c = c0; c < c1; c++) a->dbias[c] = acc[c - c0];
+    else
+        for (int c = c0; c < c1; c++) a->dbias[c] += acc[c - c0];
 }
 
 int gptx_cpu_matmul_backward_bf16(gptx_backend *be, float *dinp, float *dw, float *dbias,
@@ -329,14 +333,16 @@ int gptx_cpu_matmul_backward_bf16(gptx_backend *be, float *dinp, float *dw, floa
                               .C = dinp, .ldc = (size_t)C, .c_f32 = 0};
         GPTX_TRY(gptx_cpu_dnnl_matmul(be, &mm));
     }
-    // (N, OC)^T @ (N, C) -> (OC, C), accumulated into the fp32 gradient
+    // (N, OC)^T @ (N, C) -> (OC, C), accumulated into the fp32 gradient, or
+    // stored over it when zero_grad is folded into this first write
     gptx_cpu_matmul mw = {.M = OC, .N = C, .K = N,
                           .A = (const bf16 *)dout, .a_row = 1, .a_col = (size_t)OC,
                           .B = (const bf16 *)inp, .b_row = (size_t)C, .b_col = 1,
-                          .C = dw, .ldc = (size_t)C, .c_f32 = 1, .accumulate = 1};
+                          .C = dw, .ldc = (size_t)C, .c_f32 = 1,
+                          .accumulate = !be->grad_overwrite};
     GPTX_TRY(gptx_cpu_dnnl_matmul(be, &mw));
     if (dbias) {
-        dbias_bf16_args a = {dbias, (const bf16 *)dout, N, OC};
+        dbias_bf16_args a = {dbias, (const bf16 *)dout, N, OC, be->grad_overwrite};
         gptx_threadpool_run(be->pool, (OC + COL_BLOCK - 1) / COL_BLOCK, gptx_cpu_dbias_bf16_task,
                             &a);
     }

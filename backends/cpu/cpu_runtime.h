@@ -24,6 +24,8 @@ struct gptx_backend {
     int res_f32;             /* the residual stream stays fp32 (bf16 mixed, as autocast) */
     struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), NULL under fp32 */
     void *scratch;              /* bf16 kernels' conversion buffers (gptx_cpu_scratch) */
+    int grad_overwrite;         /* parameter gradients are overwritten, not accumulated
+                                 * (backend.h grad_overwrite; bf16 policies only) */
     size_t scratch_bytes;
 };
 

@@ -299,6 +299,17 @@ static int cpu_residual_layernorm_forward(gptx_backend *be, float *residual, flo
     return cpu_layernorm_forward(be, out, mean, rstd, residual, w, bias, N, C, eps);
 }
 
+/* Gradient fusions (backend.h grad_fusion): under the bf16 policies only,
+ * so that fp32 keeps the bits of the separate norm pass and zero fill. */
+static unsigned cpu_grad_fusion(const gptx_backend *be) {
+    return be->act_bf16 ? GPTX_GRAD_FUSE_NORM | GPTX_GRAD_FUSE_ZERO : 0u;
+}
+
+static int cpu_grad_overwrite(gptx_backend *be, int on) {
+    be->grad_overwrite = be->act_bf16 && on;
+    return GPTX_OK;
+}
+
 static unsigned cpu_capabilities(const gptx_backend *be) {
     (void)be;
     return GPTX_BACKEND_CAP_HOST_MEMORY;
@@ -354,6 +365,9 @@ static const gptx_backend_ops cpu_ops = {
     .matmul_backward_dgelu = cpu_matmul_backward_dgelu,
     .instance_ops = gptx_cpu_instance_ops,
     .op_buffers = gptx_cpu_op_buffers,
+    .grad_fusion = cpu_grad_fusion,
+    .grad_sumsq = gptx_cpu_sum_squares_to_host, /* the fixed chunk order of the full pass */
+    .grad_overwrite = cpu_grad_overwrite,
 };
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void) { return &cpu_ops; }

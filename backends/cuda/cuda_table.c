@@ -213,6 +213,11 @@ static const gptx_backend_ops cuda_table = {
     .graph_begin = gptx_cuda_graph_begin,
     .graph_end = gptx_cuda_graph_end,
     .graph_counts = gptx_cuda_graph_counts,
+    /* no gradient fusions: lib/ zeroes with fill_f32 and takes the norm in
+     * one sum_squares_to_host pass (per-tensor host sums would synchronize) */
+    .grad_fusion = NULL,
+    .grad_sumsq = NULL,
+    .grad_overwrite = NULL,
 };
 
 const gptx_backend_ops *gptx_cuda_backend_ops(void) { return &cuda_table; }

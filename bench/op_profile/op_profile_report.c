@@ -62,13 +62,13 @@ static const op_group groups[] = {
     {"cross-entropy and loss sum",
      {"crossentropy_forward", "crossentropy_backward", "crossentropy_fused", "sum_to_host"}},
     {"gradient norm and AdamW (with the weight copy where fused)",
-     {"sum_squares_to_host", "adamw", "adamw_copy"}},
+     {"sum_squares_to_host", "grad_sumsq", "adamw", "adamw_copy"}},
     {"embedding", {"embedding_forward", "embedding_backward"}},
     {"elementwise (GELU, residual, residual to act)",
      {"gelu_forward", "gelu_backward", "residual_forward", "act_from_res"}},
     {"copies and fills (ids, zero_grad, weight copy)",
      {"upload_f32", "download_f32", "upload_i32", "fill_f32", "download_act", "fill_act",
-      "convert_weights", "upload_param", "download_param", "fill_param"}},
+      "convert_weights", "upload_param", "download_param", "fill_param", "grad_overwrite"}},
 };
 enum { NGROUPS = sizeof groups / sizeof groups[0] };
 

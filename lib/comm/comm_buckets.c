@@ -112,6 +112,7 @@ int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_scale,
     GPTX_TRY(gptx_comm_token_scale(comm, local_tokens, __func__, &b.scale, &b.uniform, &total));
     if (total == 0) { /* nobody had a target: the mean is empty, use 0 on every rank */
         GPTX_TRY(gptx_model_backward_hooked(model, loss_scale, NULL, NULL, __func__));
+        gptx_model_grads_changed(model);
         return model->ctx->ops->fill_f32(model->ctx->be, model->grads, 0.0f,
                                          model->layout.nparams);
     }

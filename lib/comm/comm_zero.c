@@ -72,7 +72,9 @@ int gptx_optimizer_step_sharded(gptx_optimizer *opt, gptx_model *model, int64_t 
     size_t n = model->layout.nparams;
     float *grads = model->grads + opt->shard_offset;
     double sumsq = 0.0;
+    GPTX_TRY(gptx_model_grads_materialize(model)); /* a pending zero_grad */
     if (e->world_size > 1) {
+        gptx_model_grads_changed(model);
         float scale = 0.0f;
         int uniform = 0;
         int64_t total = 0;

@@ -58,6 +58,12 @@ enum {
                                                ops run on compute_stream */
 };
 
+/* Gradient fusions a backend instance offers (backend_ops.grad_fusion). */
+enum {
+    GPTX_GRAD_FUSE_NORM = 1u << 0, /* grad_sumsq: per-tensor sums of squares during backward */
+    GPTX_GRAD_FUSE_ZERO = 1u << 1, /* grad_overwrite: zero_grad folded into the first write */
+};
+
 /* Device memory an instance's ops need besides the model's activations
  * (backend_ops.op_buffers), in bytes, each a multiple of 64. */
 typedef struct gptx_op_buffers {
@@ -312,6 +318,30 @@ struct gptx_backend_ops {
     int (*graph_end)(gptx_backend *be, int segment, int status, int *rerun);
     /* counts of graphs captured and replayed so far (both 0 when off) */
     void (*graph_counts)(const gptx_backend *be, int64_t *captures, int64_t *replays);
+
+    /* OPTIONAL gradient fusions (NULL, or grad_fusion returning 0: none;
+     * lib/ then zeroes the gradients with fill_f32 and takes the clip norm
+     * with one sum_squares_to_host pass over all of them before AdamW).
+     * grad_fusion says which the instance offers (GPTX_GRAD_FUSE_*); the
+     * CPU backend offers both under the bf16 policies and none under fp32,
+     * whose bits stay those of the separate passes. */
+    unsigned (*grad_fusion)(const gptx_backend *be);
+    /* GPTX_GRAD_FUSE_NORM: *host_sum = the sum of squares of grad (n fp32),
+     * in a fixed order independent of the thread count, computed now (host
+     * memory, no queue). lib/ calls it on each parameter gradient right
+     * after the op that writes it last in a backward, while it is still in
+     * cache, and adds the sums in the layout's tensor order for the clip
+     * norm: the same norm as sum_squares_to_host over the whole buffer
+     * within double rounding, without a pass of its own. */
+    int (*grad_sumsq)(gptx_backend *be, double *host_sum, const float *grad, size_t n);
+    /* GPTX_GRAD_FUSE_ZERO: while on, the ops that accumulate into parameter
+     * gradients (dw and dbias of matmul_backward, matmul_backward_dgelu and
+     * qkv_backward; dw and db of layernorm_backward and
+     * layernorm_backward_act) overwrite them instead (beta 0, no read):
+     * lib/ turns it on for a backward that follows a zero_grad and off
+     * before embedding_backward, which always accumulates (it touches only
+     * the rows of the batch's tokens). */
+    int (*grad_overwrite)(gptx_backend *be, int on);
 };
 
 /* The CPU backend is part of the core; the CUDA backend is a module

@@ -147,6 +147,10 @@ TIMED(adamw_copy,
       (gptx_backend *be, float *params, float *copy, const float *grads, float *m, float *v,
        const gptx_param_range *ranges, int nranges, const gptx_adamw_hyper *h),
       0, 0, 0.0, params, copy, grads, m, v, ranges, nranges, h)
+/* the clip norm's per-tensor sums inside backward (grad_fusion) */
+TIMED(grad_sumsq, (gptx_backend *be, double *host_sum, const float *grad, size_t n), 0, 0, 0.0,
+      host_sum, grad, n)
+TIMED(grad_overwrite, (gptx_backend *be, int on), 0, 0, 0.0, on)
 TIMED(layernorm_backward_act,
       (gptx_backend *be, float *dinp, float *dinp_act, float *dw, float *db, const float *dout,
        const float *inp, const float *w, const float *mean, const float *rstd, int N, int C),
@@ -184,6 +188,7 @@ PASS(int, memory_stats, (const gptx_backend *be, gptx_memory_stats *stats), stat
 PASS0(int, reset_peak, (gptx_backend *be))
 PASS0(int, synchronize, (gptx_backend *be))
 PASS0(int, precision, (const gptx_backend *be))
+PASS0(unsigned, grad_fusion, (const gptx_backend *be))
 PASS_VOID(storage, (const gptx_backend *be, gptx_backend_storage *out), out)
 PASS_VOID(describe, (const gptx_backend *be, gptx_context_info *info), info)
 PASS(int, host_alloc_pinned, (gptx_backend *be, size_t bytes, void **ptr), bytes, ptr)
@@ -218,7 +223,7 @@ PASS_VOID(graph_counts, (const gptx_backend *be, int64_t *captures, int64_t *rep
     X(alloc) X(free) X(memory_stats) X(reset_peak) X(synchronize) X(precision) X(storage) \
     X(describe) X(host_alloc_pinned) X(host_free_pinned) X(instance_ops) X(op_buffers)    \
     X(compute_stream) X(event_create) X(event_destroy) X(event_record) X(event_elapsed)   \
-    X(graph_counts)
+    X(graph_counts) X(grad_fusion) X(grad_sumsq) X(grad_overwrite)
 #define COUNT_ENTRY(entry) +1
 enum { WRAPPED = 0 WRAPPED_ENTRIES(COUNT_ENTRY), LEFT_NULL = 4 };
 _Static_assert(sizeof(gptx_backend_ops) ==

@@ -90,8 +90,24 @@ static void release_model(gptx_handle *h) {
     if (m->params) OPS(m)->free(BE(m), m->params);
     if (m->grads) OPS(m)->free(BE(m), m->grads);
     if (m->wcopy) OPS(m)->free(BE(m), m->wcopy);
+    free(m->grad_sumsq);
     gptx_op_profile_detach(m->profiled);
     gptx_layout_free(&m->layout);
+}
+
+/* What the ops fuse into backward (backend.h grad_fusion). Both fusions
+ * call the backend between the ops of the backward segment, so a backend
+ * that captures segments into graphs gets neither. */
+static int init_grad_fusion(gptx_model *m) {
+    const gptx_backend_ops *ops = &m->ops;
+    unsigned f = ops->grad_fusion && !ops->graph_begin ? ops->grad_fusion(m->be) : 0u;
+    if (!ops->grad_sumsq) f &= ~(unsigned)GPTX_GRAD_FUSE_NORM;
+    if (!ops->grad_overwrite) f &= ~(unsigned)GPTX_GRAD_FUSE_ZERO;
+    m->grad_fusion = f;
+    if (!(f & GPTX_GRAD_FUSE_NORM)) return GPTX_OK;
+    m->grad_sumsq = calloc((size_t)m->layout.ntensors, sizeof *m->grad_sumsq);
+    if (!m->grad_sumsq) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
+    return GPTX_OK;
 }
 
 int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_config *cfg_in) {
@@ -139,6 +155,7 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     if (rc == GPTX_OK) rc = ctx->ops->alloc(ctx->be, m->layout.nparams * sizeof(float), (void **)&m->grads);
     if (rc == GPTX_OK) rc = gptx_param_fill(ctx, m->params, 0.0f, m->layout.nparams);
     if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
+    if (rc == GPTX_OK) rc = init_grad_fusion(m);
     if (rc != GPTX_OK) {
         gptx_model_destroy(m);
         return rc;
@@ -219,7 +236,31 @@ int gptx_model_init_random(gptx_model *m, uint64_t seed) {
 
 int gptx_model_zero_grad(gptx_model *m) {
     GPTX_ENTER(m, GPTX_KIND_MODEL);
+    gptx_model_grads_changed(m);
+    /* folded into the next backward's first writes: one full write pass
+     * less per step (bf16 on the CPU); any other reader fills first */
+    if (m->grad_fusion & GPTX_GRAD_FUSE_ZERO) {
+        m->grads_zero_pending = 1;
+        return GPTX_OK;
+    }
     return OPS(m)->fill_f32(BE(m), m->grads, 0.0f, m->layout.nparams);
+}
+
+int gptx_model_grads_materialize(gptx_model *m) {
+    if (!m->grads_zero_pending) return GPTX_OK;
+    GPTX_TRY(OPS(m)->fill_f32(BE(m), m->grads, 0.0f, m->layout.nparams));
+    m->grads_zero_pending = 0;
+    return GPTX_OK;
+}
+
+void gptx_model_grads_changed(gptx_model *m) { m->grad_sumsq_valid = 0; }
+
+int gptx_model_grad_sumsq(const gptx_model *m, double *sumsq) {
+    if (!m->grad_sumsq_valid || m->grads_zero_pending) return 0;
+    double s = 0.0;
+    for (int i = 0; i < m->layout.ntensors; i++) s += m->grad_sumsq[i]; /* fixed order */
+    *sumsq = s;
+    return 1;
 }
 
 /* ---- activations ------------------------------------------------------------ */
@@ -357,8 +398,11 @@ int gptx_model_restore_weights(gptx_model *m, const float *host) {
     gptx_context *ctx = m->ctx;
     m->phase = GPTX_PHASE_NONE;
     gptx_model_params_changed(m);
+    gptx_model_grads_changed(m);
     GPTX_TRY(gptx_param_upload(ctx, m->params, host, m->layout.nparams));
-    return ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
+    GPTX_TRY(ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams));
+    m->grads_zero_pending = 0;
+    return GPTX_OK;
 }
 
 /* Brings the compute copy of the weights up to date with the parameters. */
@@ -761,26 +805,71 @@ typedef struct backward_args {
 
 static int backward_segment(gptx_model *m, const void *args);
 
+/* Gradient tensor idx is final for this backward: with the norm fused,
+ * its sum of squares now, while the op's writes are still in cache. */
+static int grad_final(gptx_model *m, int idx) {
+    if (!(m->grad_fusion & GPTX_GRAD_FUSE_NORM) || m->grad_sumsq_count < 0 || idx < 0)
+        return GPTX_OK;
+    const gptx_param_desc *t = &m->layout.tensors[idx];
+    GPTX_TRY(OPS(m)->grad_sumsq(BE(m), &m->grad_sumsq[idx], m->grads + t->offset, t->numel));
+    m->grad_sumsq_count++;
+    return GPTX_OK;
+}
+
+/* The backward segment (graph or not), with a pending zero_grad folded into
+ * its first writes: every gradient it writes is written once, so the
+ * backend overwrites instead of accumulating until it ends. The embedding
+ * backward adds to the rows of the batch's ids only: lib/ fills wpe (and an
+ * untied wte) first; a tied wte was overwritten by the lm_head product and
+ * takes the embedding's rows on top. */
+static int backward_body(gptx_model *m, backward_args *ba) {
+    int overwrite = m->grads_zero_pending;
+    if (overwrite) GPTX_TRY(OPS(m)->grad_overwrite(BE(m), 1));
+    m->grads_zero_pending = 0; /* from here on the buffer is what the ops leave */
+    int rc;
+    /* the hook queues gradient reductions between layers: no graph then */
+    if (ba->ready) rc = backward_segment(m, ba);
+    else {
+        uint64_t key[GPTX_SEGMENT_KEY_MAX];
+        int nkey = segment_key(m, key, m->B, m->T);
+        key[nkey++] = (uint64_t)ba->ce_backward;
+        key[nkey++] = float_bits(ba->ce_backward ? ba->dloss : 0.0f);
+        rc = run_segment(m, SEGMENT_BACKWARD, key, nkey, backward_segment, ba);
+    }
+    if (!overwrite) return rc;
+    int off = OPS(m)->grad_overwrite(BE(m), 0);
+    if (rc == GPTX_OK) rc = off;
+    const gptx_layout *L = &m->layout;
+    if (rc == GPTX_OK)
+        rc = OPS(m)->fill_f32(BE(m), GRAD(m, L->wpe), 0.0f, L->tensors[L->wpe].numel);
+    if (rc == GPTX_OK && !m->cfg.tied_head)
+        rc = OPS(m)->fill_f32(BE(m), GRAD(m, L->wte), 0.0f, L->tensors[L->wte].numel);
+    if (rc != GPTX_OK) /* the tensors not reached still hold what zero_grad cleared */
+        (void)OPS(m)->fill_f32(BE(m), m->grads, 0.0f, m->layout.nparams);
+    return rc;
+}
+
 int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready_fn ready,
                                void *arg, const char *func) {
     GPTX_TRY(gptx_model_backward_check(m, loss_scale, func));
     backward_args ba = {ready, arg, !m->dlogits_ready,
                         m->loss_tokens > 0 ? loss_scale / (float)m->loss_tokens : 0.0f};
+    /* a hook reduces each region as it becomes final: it must see the
+     * accumulated gradients, and they change after their sums */
+    if (ready) GPTX_TRY(gptx_model_grads_materialize(m));
+    m->grad_sumsq_valid = 0;
+    m->grad_sumsq_count = ready ? -1 : 0; /* -1: no sums this backward */
     m->phase = GPTX_PHASE_BACKWARD; /* logits are overwritten from here on */
     m->dlogits_ready = 0;
-    /* the hook queues gradient reductions between layers: no graph then */
-    if (ready) GPTX_TRY(backward_segment(m, &ba));
-    else {
-        uint64_t key[GPTX_SEGMENT_KEY_MAX];
-        int nkey = segment_key(m, key, m->B, m->T);
-        key[nkey++] = (uint64_t)ba.ce_backward;
-        key[nkey++] = float_bits(ba.ce_backward ? ba.dloss : 0.0f);
-        GPTX_TRY(run_segment(m, SEGMENT_BACKWARD, key, nkey, backward_segment, &ba));
-    }
+    GPTX_TRY(backward_body(m, &ba));
     const gptx_layout *L = &m->layout;
     /* not in the segment: the backend buckets the ids on the host */
     GPTX_TRY(OPS(m)->embedding_backward(BE(m), GRAD(m, L->wte), GRAD(m, L->wpe), m->dresidual,
                                         m->inputs, m->B, m->T, m->cfg.n_embd));
+    /* wte (also a tied head) and wpe are final only now */
+    GPTX_TRY(grad_final(m, L->wte));
+    GPTX_TRY(grad_final(m, L->wpe));
+    m->grad_sumsq_valid = m->grad_sumsq_count == L->ntensors;
     if (ready) { /* wte, wpe: the start of the buffer */
         size_t hi = m->cfg.n_layer > 0 ? L->tensors[L->layers[0].ln1_w].offset
                                        : L->tensors[L->lnf_w].offset;
@@ -808,12 +897,15 @@ static int backward_segment(gptx_model *m, const void *args) {
     const float *last = m->cfg.n_layer > 0 ? m->acts[m->cfg.n_layer - 1].residual3 : m->encoded;
     GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, L->lm_head), NULL, m->logits, m->lnf,
                                   PARAM(m, L->lm_head), N, C, Vp));
+    if (!m->cfg.tied_head) GPTX_TRY(grad_final(m, L->lm_head)); /* tied: after the embedding */
     GPTX_TRY(ops->fill_act && m->res_bytes == m->act_bytes
                  ? ops->fill_act(be, m->dresidual, 0.0f, BTC)
                  : ops->fill_f32(be, m->dresidual, 0.0f, BTC)); /* [res] fp32 or the act type */
     GPTX_TRY(ln_backward_residual(m, GRAD(m, L->lnf_w), GRAD(m, L->lnf_b), m->dln, last,
                                   MASTER(m, L->lnf_w), m->lnf_mean, m->lnf_rstd, N, C,
                                   m->cfg.n_layer > 0));
+    GPTX_TRY(grad_final(m, L->lnf_w));
+    GPTX_TRY(grad_final(m, L->lnf_b));
     /* ln_f (and an untied lm_head, which follows it) are final; a tied head
      * is wte, which the embedding backward still adds to */
     if (ready) {
@@ -833,22 +925,34 @@ static int backward_segment(gptx_model *m, const void *args) {
         GPTX_TRY(ops->matmul_backward_dgelu(be, m->dfch, GRAD(m, p->fc_proj_w),
                                             GRAD(m, p->fc_proj_b), dproj, a->fch_gelu,
                                             PARAM(m, p->fc_proj_w), a->fch, N, 4 * C, C));
+        GPTX_TRY(grad_final(m, p->fc_proj_w));
+        GPTX_TRY(grad_final(m, p->fc_proj_b));
         GPTX_TRY(ops->matmul_backward(be, m->dln, GRAD(m, p->fc_w), GRAD(m, p->fc_b), m->dfch, a->ln2,
                                       PARAM(m, p->fc_w), N, C, 4 * C));
+        GPTX_TRY(grad_final(m, p->fc_w));
+        GPTX_TRY(grad_final(m, p->fc_b));
         GPTX_TRY(ln_backward_residual(m, GRAD(m, p->ln2_w), GRAD(m, p->ln2_b), m->dln,
                                       a->residual2, MASTER(m, p->ln2_w), a->ln2_mean,
                                       a->ln2_rstd, N, C, 1));
+        GPTX_TRY(grad_final(m, p->ln2_w));
+        GPTX_TRY(grad_final(m, p->ln2_b));
         /* residual2 = residual + attproj: dattproj = dresidual */
         GPTX_TRY(dresidual_as_act(m, BTC, &dproj));
         GPTX_TRY(ops->matmul_backward(be, m->datty, GRAD(m, p->attn_proj_w), GRAD(m, p->attn_proj_b),
                                       dproj, a->atty, PARAM(m, p->attn_proj_w), N, C, C));
+        GPTX_TRY(grad_final(m, p->attn_proj_w));
+        GPTX_TRY(grad_final(m, p->attn_proj_b));
         GPTX_TRY(ops->attention_backward(be, m->dqkv, m->datty, a->qkv, a->atty, a->att_lse,
                                          a->att_state, m->att_work, B, T, C, NH));
         GPTX_TRY(ops->qkv_backward(be, m->dln, GRAD(m, p->qkv_w), GRAD_OR_NULL(m, p->qkv_b),
                                    m->dqkv, a->ln1, PARAM(m, p->qkv_w), m->qkv_work, N, C));
+        GPTX_TRY(grad_final(m, p->qkv_w));
+        GPTX_TRY(grad_final(m, p->qkv_b)); /* -1 without a bias: nothing */
         GPTX_TRY(ln_backward_residual(m, GRAD(m, p->ln1_w), GRAD(m, p->ln1_b), m->dln, residual,
                                       MASTER(m, p->ln1_w), a->ln1_mean, a->ln1_rstd, N, C,
                                       l > 0));
+        GPTX_TRY(grad_final(m, p->ln1_w));
+        GPTX_TRY(grad_final(m, p->ln1_b));
         if (ready) {
             size_t lo, hi;
             layer_region(m, l, &lo, &hi);
@@ -960,5 +1064,8 @@ int gptx_model_get_gradient(const gptx_model *m, const char *name, float *dst, s
     GPTX_CHECK_NULL(dst);
     const gptx_param_desc *t = NULL;
     GPTX_TRY(lookup(m, name, count, &t));
+    /* a pending zero_grad becomes the zeros it promised (the model's
+     * gradients are unchanged as the caller sees them) */
+    GPTX_TRY(gptx_model_grads_materialize((gptx_model *)m));
     return OPS(m)->download_f32(BE(m), dst, m->grads + t->offset, count);
 }

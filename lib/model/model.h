@@ -100,6 +100,19 @@ struct gptx_model {
 
     uint64_t params_version; /* counts gptx_model_params_changed calls */
 
+    /* Gradient fusions the ops offer (backend.h grad_fusion, GPTX_GRAD_FUSE_*;
+     * 0 under fp32 on the CPU, and on CUDA). ZERO: zero_grad only marks the
+     * gradients pending and the next backward's first write of each tensor
+     * overwrites it; whatever else reads or writes the gradients calls
+     * gptx_model_grads_materialize first. NORM: backward leaves each
+     * tensor's sum of squares in grad_sumsq (ntensors), valid until anything
+     * else writes the gradients (gptx_model_grads_changed). */
+    unsigned grad_fusion;
+    int grads_zero_pending;
+    double *grad_sumsq;
+    int grad_sumsq_count; /* tensors summed by the backward in progress or last */
+    int grad_sumsq_valid;
+
     int B, T;
     gptx_phase phase;
     int have_targets;
@@ -124,6 +137,19 @@ float *gptx_model_copy_at(const gptx_model *m, size_t elems);
  * a model its caller has not entered. lib/io's checkpoint and import code
  * calls it instead of writing the model's buffers itself. */
 int gptx_model_restore_weights(gptx_model *m, const float *host);
+
+/* The gradients as they are: a zero_grad folded into the next backward
+ * (grads_zero_pending) is carried out now with fill_f32. Everything that
+ * reads or writes m->grads outside backward (get_gradient, the optimizer,
+ * the communicator) calls it first. */
+int gptx_model_grads_materialize(gptx_model *m);
+/* Anything that writes m->grads outside backward (all-reduce, fills, loads)
+ * calls this: the sums of squares backward left no longer describe them. */
+void gptx_model_grads_changed(gptx_model *m);
+/* *sumsq = the squared gradient norm from the last backward's per-tensor
+ * sums, added in tensor order; 0 (sumsq untouched) when there are none or
+ * they are stale: the caller then makes the full sum_squares_to_host pass. */
+int gptx_model_grad_sumsq(const gptx_model *m, double *sumsq);
 
 /* For generation: runs the model on one row of T tokens (B = 1, T in
  * [1, context_length], ids checked) and writes the padded_vocab_size logits of

@@ -207,8 +207,13 @@ int gptx_optimizer_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm
         return GPTX_FAIL(GPTX_ERR_STATE,
                          "this optimizer is sharded over a communicator (ZeRO-1): step it with "
                          "gptx_optimizer_step_sharded, which also averages the gradients");
+    GPTX_TRY(gptx_model_grads_materialize(model)); /* a step right after zero_grad */
+    /* the norm of THIS step's gradients: the per-tensor sums the last
+     * backward left (bf16 on the CPU, no pass of its own), else one pass */
     double sumsq = 0.0;
-    GPTX_TRY(opt->ops.sum_squares_to_host(opt->be, &sumsq, model->grads, model->layout.nparams));
+    if (!gptx_model_grad_sumsq(model, &sumsq))
+        GPTX_TRY(opt->ops.sum_squares_to_host(opt->be, &sumsq, model->grads,
+                                              model->layout.nparams));
     float norm = (float)sqrt(sumsq);
     if (grad_norm) *grad_norm = norm;
     return gptx_optimizer_update(opt, norm, __func__);

@@ -172,7 +172,7 @@ static void check_report(gptx_context *ctx, const gptx_model_config *c, double w
     gptx_backend_storage st;
     gptx_context_storage(ctx, &st);
     expect_line want[32];
-    int nwant = expect_step_lines(c, ctx->ops, &st, want);
+    int nwant = expect_step_lines(c, ctx->ops, ctx->be, &st, want);
     check_profile_lines(s, n, want, nwant, STEPS);
     double sum = 0.0, N = B * T, C = c->n_embd, Vp = c->padded_vocab_size;
     for (int i = 0; i < n; i++) {
@@ -302,7 +302,7 @@ static void check_events(void) {
     gptx_backend_storage st;
     gptx_context_storage(ctx, &st);
     expect_line want[32];
-    int nwant = expect_step_lines(&c, ctx->ops, &st, want), steps = 0;
+    int nwant = expect_step_lines(&c, ctx->ops, ctx->be, &st, want), steps = 0;
     int64_t per_step = 0;
     for (int i = 0; i < nwant; i++) per_step += want[i].calls;
     gptx_model *m = NULL;

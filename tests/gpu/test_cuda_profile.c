@@ -84,7 +84,7 @@ static void check_report(gptx_context *ctx, int64_t *calls) {
     gptx_backend_storage st;
     gptx_context_storage(ctx, &st);
     expect_line want[32];
-    int nwant = expect_step_lines(&c, ctx->ops, &st, want);
+    int nwant = expect_step_lines(&c, ctx->ops, ctx->be, &st, want);
     check_profile_lines(s, n, want, nwant, STEPS);
     *calls = 0;
     for (int i = 0; i < n; i++) {

@@ -24,8 +24,17 @@ typedef struct expect_line {
  * into out (room for 32), returns their number. Per step, with L layers,
  * width C and padded vocabulary Vp (lib/model/model.c): */
 static inline int expect_step_lines(const gptx_model_config *cfg, const gptx_backend_ops *ops,
-                                    const gptx_backend_storage *st, expect_line *out) {
+                                    const gptx_backend *be, const gptx_backend_storage *st,
+                                    expect_line *out) {
     int64_t L = cfg->n_layer;
+    /* the gradient fusions (backend.h grad_fusion) the model takes: the
+     * norm's per-tensor sums in backward instead of one pass (one call per
+     * tensor), zero_grad folded into the backward (overwrite on and off,
+     * then wpe and an untied wte filled before the embedding backward) */
+    unsigned fusion = ops->grad_fusion && !ops->graph_begin ? ops->grad_fusion(be) : 0u;
+    int fuse_norm = (fusion & GPTX_GRAD_FUSE_NORM) && ops->grad_sumsq;
+    int fuse_zero = (fusion & GPTX_GRAD_FUSE_ZERO) && ops->grad_overwrite;
+    int64_t ntensors = 4 + L * (11 + (cfg->qkv_bias != 0)) + !cfg->tied_head;
     int C = cfg->n_embd, Vp = cfg->padded_vocab_size;
     /* the backward's dresidual is zeroed with fill_act when the residual
      * stream has the activation type and the backend has it */
@@ -42,7 +51,9 @@ static inline int expect_step_lines(const gptx_model_config *cfg, const gptx_bac
     do {                                                                  \
         if ((k) > 0) out[n++] = (expect_line){(name), (c_), (oc_), (k)}; \
     } while (0)
-    EXPECT("fill_f32", 0, 0, 1 + !fill_act);  /* zero_grad (+ dresidual) */
+    /* zero_grad, or with it folded: wpe (+ an untied wte); (+ dresidual) */
+    EXPECT("fill_f32", 0, 0, (fuse_zero ? 1 + !cfg->tied_head : 1) + !fill_act);
+    EXPECT("grad_overwrite", 0, 0, fuse_zero ? 2 : 0);
     EXPECT("fill_act", 0, 0, fill_act);       /* dresidual */
     EXPECT("upload_i32", 0, 0, 2);            /* inputs, targets */
     EXPECT("convert_weights", 0, 0, st->wcopy_bytes && !fused_copy ? 1 : 0); /* after AdamW */
@@ -68,7 +79,8 @@ static inline int expect_step_lines(const gptx_model_config *cfg, const gptx_bac
     EXPECT("attention_backward", 0, 0, L);
     EXPECT("qkv_backward", C, 3 * C, L);
     EXPECT("embedding_backward", 0, 0, 1);
-    EXPECT("sum_squares_to_host", 0, 0, 1);   /* the gradient norm */
+    EXPECT("grad_sumsq", 0, 0, fuse_norm ? ntensors : 0); /* the gradient norm, fused */
+    EXPECT("sum_squares_to_host", 0, 0, !fuse_norm);      /* or its own pass */
     EXPECT("adamw", 0, 0, !fused_copy);
     EXPECT("adamw_copy", 0, 0, fused_copy);
 #undef EXPECT
