@@ -108,7 +108,7 @@ if(NOT GPTX_DNNL STREQUAL "OFF")
     elseif(NOT _runtime STREQUAL "OMP")
       set(GPTX_HAVE_DNNL OFF)
       set(_gptx_dnnl_why "oneDNN ${GPTX_DNNL_VERSION} at ${GPTX_DNNL_INCLUDE} runs on the "
-                         "'${_runtime}' CPU runtime; gptx needs the OpenMP one (DNNL_CPU_RUNTIME "
+                         "'${_runtime}' CPU runtime, and gptx needs the OpenMP one (DNNL_CPU_RUNTIME "
                          "OMP: Debian's libdnnl-dev, PyPI's onednn-devel-cpu-gomp, or a source "
                          "build with -DDNNL_CPU_RUNTIME=OMP)")
     endif()
