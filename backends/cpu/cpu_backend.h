@@ -22,7 +22,8 @@ struct gptx_backend {
     int param_bf16;          /* parameters and AdamW moments are bf16 (BF16_PURE) */
     int stochastic_rounding; /* BF16_PURE's AdamW rounds stochastically */
     int res_f32;             /* the residual stream stays fp32 (bf16 mixed, as autocast) */
-    struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), NULL under fp32 */
+    struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), or fp32 ones with fp32_dnnl */
+    int fp32_dnnl;              /* gptx_cpu_sgemm on oneDNN (GPTX_CPU_FP32_GEMM=onednn) */
     void *scratch;              /* bf16 kernels' conversion buffers (gptx_cpu_scratch) */
     size_t scratch_bytes;
 };
@@ -160,6 +161,9 @@ int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float
 /* Row-major sgemm (cblas argument order; trans_* are 0/1) run by the pool:
  * one single-threaded OpenBLAS call per thread on a slice of M or N, so the
  * bits do not depend on the thread count (cpu_gemm.c). */
+/* GPTX_CPU_FP32_GEMM: unset or "openblas" (the default) 0, "onednn" 1 (an
+ * error where gptx is built without oneDNN), anything else an error. */
+int gptx_cpu_fp32_gemm_choice(int *use_dnnl);
 int gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
                    int ldc);

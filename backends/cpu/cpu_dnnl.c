@@ -101,6 +101,7 @@ typedef struct {
     int M, N, K;
     size_t a_row, a_col, b_row, b_col, ldc;
     int c_f32, accumulate, bias;
+    int ab_f32; /* fp32 inputs (A32, B32) */
 } prim_key;
 
 typedef struct {
@@ -137,6 +138,7 @@ struct gptx_cpu_dnnl {
      * fp32 and multiplied by OpenBLAS instead (run_tile_widened) */
     int widen;
     char describe[160];
+    char describe_f32[160];
 };
 
 static int dnnl_failed(dnnl_status_t st, const char *what) {
@@ -164,8 +166,9 @@ static int make_primitive(gptx_cpu_dnnl *d, const prim_key *k, prim_entry *e) {
     dnnl_dims_t db = {k->K, k->N}, sb = {(dnnl_dim_t)k->b_row, (dnnl_dim_t)k->b_col};
     dnnl_dims_t dc = {k->M, k->N}, sc = {(dnnl_dim_t)k->ldc, 1};
     dnnl_dims_t dbias = {1, k->N}, sbias = {k->N, 1};
-    DNNL_TRY(md_strided(&e->a, da, dnnl_bf16, sa));
-    DNNL_TRY(md_strided(&e->b, db, dnnl_bf16, sb));
+    dnnl_data_type_t ab = k->ab_f32 ? dnnl_f32 : dnnl_bf16;
+    DNNL_TRY(md_strided(&e->a, da, ab, sa));
+    DNNL_TRY(md_strided(&e->b, db, ab, sb));
     DNNL_TRY(md_strided(&e->c, dc, k->c_f32 ? dnnl_f32 : dnnl_bf16, sc));
     if (k->bias) DNNL_TRY(md_strided(&e->bias, dbias, dnnl_bf16, sbias));
     DNNL_TRY(dnnl_primitive_attr_create(&attr));
@@ -255,7 +258,11 @@ static dnnl_status_t run_tile(matmul_run *r, int worker, int tile) {
     size_t csize = mm->c_f32 ? sizeof(float) : sizeof(uint16_t);
     void *c = mm->epilogue ? (void *)r->d->tile[worker]
                            : (char *)mm->C + (m0 * mm->ldc + n0) * csize;
-    void *handles[5] = {(void *)(mm->A + m0 * mm->a_row), (void *)(mm->B + n0 * mm->b_col), c,
+    const void *a = mm->A32 ? (const void *)(mm->A32 + m0 * mm->a_row)
+                            : (const void *)(mm->A + m0 * mm->a_row);
+    const void *b = mm->B32 ? (const void *)(mm->B32 + n0 * mm->b_col)
+                            : (const void *)(mm->B + n0 * mm->b_col);
+    void *handles[5] = {(void *)a, (void *)b, c,
                         mm->bias ? (void *)(mm->bias + n0) : NULL, r->d->scratch[worker]};
     md_arg mds[5] = {MD(e->a), MD(e->b), MD(e->c), MD(e->bias),
                                        MD(e->scratch)};
@@ -342,7 +349,7 @@ static void matmul_worker(void *vp, int worker) {
     int prev = omp_single_enter();
     int ntiles = r->tiles_m * r->tiles_n;
     for (int t = atomic_fetch_add(&r->next, 1); t < ntiles; t = atomic_fetch_add(&r->next, 1)) {
-        if (r->d->widen) {
+        if (r->d->widen && !r->mm->A32) {
             run_tile_widened(r, worker, t);
             continue;
         }
@@ -367,9 +374,10 @@ int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
     int last_n = mm->N - (r.tiles_n - 1) * GPTX_DNNL_TILE_N;
     r.last_m = last_m;
     r.last_n = last_n;
-    int rc = mm->epilogue || d->widen ? tile_buffers(d) : GPTX_OK;
+    int widen = d->widen && !mm->A32;
+    int rc = mm->epilogue || widen ? tile_buffers(d) : GPTX_OK;
     if (rc != GPTX_OK) return rc;
-    if (d->widen) {
+    if (widen) {
         GPTX_TRY(gptx_cpu_blas_enter());
         rc = grow_scratch(d, (size_t)(GPTX_DNNL_TILE_M + GPTX_DNNL_TILE_N) * WIDEN_KC *
                                  sizeof(float));
@@ -387,7 +395,7 @@ int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
             prim_key k = {i ? last_m : tm, cols, mm->K, mm->a_row, mm->a_col, mm->b_row,
                           mm->b_col, mm->epilogue ? (size_t)cols : mm->ldc,
                           mm->epilogue ? 1 : mm->c_f32, mm->epilogue ? 0 : mm->accumulate,
-                          mm->bias != NULL};
+                          mm->bias != NULL, mm->A32 != NULL};
             rc = lookup(d, &k, &r.prim[i][j]);
             if (rc == GPTX_OK && r.prim[i][j]->scratch_bytes > scratch)
                 scratch = r.prim[i][j]->scratch_bytes;
@@ -424,6 +432,18 @@ static dnnl_status_t probe_bf16(gptx_cpu_dnnl *d) {
 
 /* The kernel oneDNN picks for a bf16 product tile on this CPU, or, where it
  * has none, the widened products that stand in for it. */
+/* " <impl>" of the cached primitive for k, or "" */
+static void impl_of(gptx_cpu_dnnl *d, const prim_key *k, char *out, size_t size) {
+    prim_entry *e = NULL;
+    const char *impl = NULL;
+    const_dnnl_primitive_desc_t pd = NULL;
+    if (lookup(d, k, &e) == GPTX_OK &&
+        dnnl_primitive_get_primitive_desc(e->prim, &pd) == dnnl_success &&
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(out, size, " %s", impl);
+    gptx_clear_error();
+}
+
 static void describe(gptx_cpu_dnnl *d) {
     const dnnl_version_t *v = dnnl_version();
     int n = snprintf(d->describe, sizeof d->describe, "oneDNN %d.%d.%d", v->major, v->minor,
@@ -438,15 +458,8 @@ static void describe(gptx_cpu_dnnl *d) {
         return;
     }
     prim_key k = {GPTX_DNNL_TILE_M, GPTX_DNNL_TILE_N, 256, 256, 1, 1, 256, GPTX_DNNL_TILE_N,
-                  1, 0, 0};
-    prim_entry *e = NULL;
-    const char *impl = NULL;
-    const_dnnl_primitive_desc_t pd = NULL;
-    if (lookup(d, &k, &e) == GPTX_OK &&
-        dnnl_primitive_get_primitive_desc(e->prim, &pd) == dnnl_success &&
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
-        snprintf(d->describe + n, sizeof d->describe - (size_t)n, " %s", impl);
-    gptx_clear_error();
+                  1, 0, 0, 0};
+    impl_of(d, &k, d->describe + n, sizeof d->describe - (size_t)n);
 }
 
 int gptx_cpu_dnnl_create(gptx_cpu_dnnl **out, int nworkers) {
@@ -496,6 +509,21 @@ void gptx_cpu_dnnl_destroy(gptx_cpu_dnnl *d) {
 }
 
 const char *gptx_cpu_dnnl_describe(const gptx_cpu_dnnl *d) { return d ? d->describe : ""; }
+
+const char *gptx_cpu_dnnl_describe_f32(gptx_cpu_dnnl *d) {
+    if (!d) return "";
+    if (!d->describe_f32[0]) { /* on first use: bf16 contexts make no f32 primitive */
+        const dnnl_version_t *v = dnnl_version();
+        int n = snprintf(d->describe_f32, sizeof d->describe_f32, "oneDNN %d.%d.%d f32", v->major,
+                         v->minor, v->patch);
+        prim_key k = {GPTX_DNNL_TILE_M, GPTX_DNNL_TILE_N, 256, 256, 1, 1, 256, GPTX_DNNL_TILE_N,
+                      1, 0, 0, 1};
+        int prev = omp_single_enter();
+        impl_of(d, &k, d->describe_f32 + n, sizeof d->describe_f32 - (size_t)n);
+        omp_single_leave(prev);
+    }
+    return d->describe_f32;
+}
 
 size_t gptx_cpu_dnnl_scratch_bytes(const gptx_cpu_dnnl *d) {
     if (!d) return 0;
