@@ -12,15 +12,17 @@
 typedef struct {
     int threads, n, warmup, reps;
     const char *json;
+    const char *lib; /* gptx-bench-sgemm --lib: openblas or onednn */
 } bench_gemm_args;
 
 /* Parses argv into a with the programs' flag parser (defaults: 0 threads =
  * the library's own, n 2048, 3 warm-up, 10 timed calls). Returns -1 to go
  * on, or the exit status: 0 after --help/--version, 2 after a bad flag.
  * threads_help says what --threads sets. */
-static inline int bench_gemm_parse(bench_gemm_args *a, const char *prog, const char *threads_help,
-                                   int argc, char **argv) {
-    static const bench_gemm_args defaults = {0, 2048, 3, 10, NULL};
+static inline int bench_gemm_parse_lib(bench_gemm_args *a, const char *prog,
+                                       const char *threads_help, const char *lib_help, int argc,
+                                       char **argv) {
+    static const bench_gemm_args defaults = {0, 2048, 3, 10, NULL, "openblas"};
 #define ROW(field, name, kind, lo, hi, arg, help, bits) \
     PROG_FLAG_ROW(bench_gemm_args, field, name, kind, lo, hi, NULL, arg, help, bits, 0)
     const prog_flag rows[] = {
@@ -29,14 +31,23 @@ static inline int bench_gemm_parse(bench_gemm_args *a, const char *prog, const c
         ROW(warmup, "--warmup", PROG_FLAG_INT, 0, 1000000, NULL, "untimed calls", 0),
         ROW(reps, "--reps", PROG_FLAG_INT, 1, 1000000, NULL, "timed calls", 0),
         ROW(json, "--json", PROG_FLAG_STR, 0, 0, "FILE", "also write the figures to FILE", 0),
+        /* last: only with lib_help */
+        PROG_FLAG_ROW(bench_gemm_args, lib, "--lib", PROG_FLAG_CHOICE, 0, 0, "openblas|onednn",
+                      "LIB", lib_help, 0, 0),
     };
 #undef ROW
     char synopsis[128];
     snprintf(synopsis, sizeof synopsis, "usage: %s [options]\n", prog);
-    const prog_cli cli = {prog, synopsis, rows, sizeof rows / sizeof rows[0], NULL};
+    size_t nrows = sizeof rows / sizeof rows[0] - (lib_help ? 0 : 1);
+    const prog_cli cli = {prog, synopsis, rows, nrows, NULL};
     *a = defaults;
     int rc = prog_flags_parse(&cli, a, NULL, argc, argv, &defaults);
     return rc == 0 ? -1 : rc == 1 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
+}
+
+static inline int bench_gemm_parse(bench_gemm_args *a, const char *prog, const char *threads_help,
+                                   int argc, char **argv) {
+    return bench_gemm_parse_lib(a, prog, threads_help, NULL, argc, argv);
 }
 
 typedef struct {

@@ -19,11 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_dnnl.h"
 #include "bench_gemm.h"
-
-/* the OpenMP runtime oneDNN runs on (libgomp) */
-int omp_get_max_threads(void);
-void omp_set_num_threads(int n);
 
 #define DNNL_CHECK(call)                                                               \
     do {                                                                               \
@@ -66,34 +63,17 @@ int main(int argc, char **argv) {
     dnnl_stream_t stream;
     DNNL_CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0));
     DNNL_CHECK(dnnl_stream_create(&stream, eng, dnnl_stream_default_flags));
-    dnnl_memory_desc_t ma, mb, mc;
-    dnnl_dims_t dims = {n, n};
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ma, 2, dims, dnnl_bf16, dnnl_ab));
     /* B as nn.Linear stores its weight, (N, K) row-major: the layout of the
      * model's products, and the faster one (970 against 820 GFLOP/s on AMX) */
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&mb, 2, dims, dnnl_bf16, dnnl_ba));
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&mc, 2, dims, dnnl_f32, dnnl_ab));
-    dnnl_matmul_desc_t md;
-    DNNL_CHECK(dnnl_matmul_desc_init(&md, &ma, &mb, NULL, &mc));
-    dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL));
-    const char *impl = "?";
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
-    dnnl_primitive_t prim;
-    DNNL_CHECK(dnnl_primitive_create(&prim, pd));
-    dnnl_memory_t xa, xb, xc;
-    DNNL_CHECK(dnnl_memory_create(&xa, &ma, eng, A));
-    DNNL_CHECK(dnnl_memory_create(&xb, &mb, eng, B));
-    DNNL_CHECK(dnnl_memory_create(&xc, &mc, eng, C));
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, xa}, {DNNL_ARG_WEIGHTS, xb}, {DNNL_ARG_DST, xc}};
+    bench_dnnl_mm mm;
+    DNNL_CHECK(bench_dnnl_create(&mm, eng, dnnl_bf16, 0, 1, n, n, n, n, n, n, 0));
+    const char *impl = mm.impl;
     for (int i = 0; i < warmup; i++) {
-        DNNL_CHECK(dnnl_primitive_execute(prim, stream, 3, args));
-        DNNL_CHECK(dnnl_stream_wait(stream));
+        DNNL_CHECK(bench_dnnl_run(&mm, eng, stream, A, B, C));
     }
     for (int i = 0; i < reps; i++) {
         double t0 = bench_now_s();
-        DNNL_CHECK(dnnl_primitive_execute(prim, stream, 3, args));
-        DNNL_CHECK(dnnl_stream_wait(stream));
+        DNNL_CHECK(bench_dnnl_run(&mm, eng, stream, A, B, C));
         t[i] = bench_now_s() - t0;
     }
     bench_gemm_rate r = bench_gemm_rate_of(t, reps, n);
@@ -110,11 +90,7 @@ int main(int argc, char **argv) {
     bench_gemm_print(&r, checksum);
     rc = bench_gemm_write_json(&opt, "gptx-bench-bf16gemm", omp_get_max_threads(), &r, "kernel",
                                impl);
-    dnnl_memory_destroy(xa);
-    dnnl_memory_destroy(xb);
-    dnnl_memory_destroy(xc);
-    dnnl_primitive_destroy(prim);
-    dnnl_primitive_desc_destroy(pd);
+    dnnl_primitive_destroy(mm.prim);
     dnnl_stream_destroy(stream);
     dnnl_engine_destroy(eng);
     free(A);

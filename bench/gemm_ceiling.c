@@ -19,6 +19,12 @@
  * that also runs LayerNorm, attention, GELU, the cross-entropy and AdamW can
  * only be slower, so rate / (sgemm 2048^3 rate) bounds the fraction of the
  * sgemm rate any implementation that uses OpenBLAS for its products reaches.
+ *
+ * --lib onednn: the same products on oneDNN's f32 matmul with its own OpenMP
+ * threads (one primitive per product shape, made before the timing); the
+ * split mode is not replayed there (gptx's fixed oneDNN tiles are measured
+ * by gptx-bench-train with GPTX_CPU_FP32_GEMM=onednn). Built where gptx is
+ * built with oneDNN.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -34,6 +40,43 @@
 #include "bench_common.h"
 #include "prog_flags.h"
 #include "prog_presets.h"
+#ifdef GPTX_BENCH_DNNL
+#include "bench_dnnl.h"
+
+/* --lib onednn: one primitive per product shape, made on first use (the
+ * warm-up pass) */
+static int use_onednn;
+static dnnl_engine_t dnnl_eng;
+static dnnl_stream_t dnnl_strm;
+static struct {
+    int key[9];
+    bench_dnnl_mm mm;
+} dnnl_cache[32];
+static int dnnl_ncache;
+static const char *dnnl_impl = "?";
+
+static void onednn_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc) {
+    int key[9] = {ta, tb, M, N, K, lda, ldb, ldc, beta != 0.0f};
+    int i = 0;
+    while (i < dnnl_ncache && memcmp(dnnl_cache[i].key, key, sizeof key) != 0) i++;
+    if (i == dnnl_ncache) {
+        if (dnnl_ncache == 32 ||
+            bench_dnnl_create(&dnnl_cache[i].mm, dnnl_eng, dnnl_f32, ta, tb, M, N, K, lda, ldb,
+                              ldc, beta != 0.0f) != dnnl_success) {
+            fprintf(stderr, "gptx-bench-gemm-ceiling: oneDNN's f32 matmul could not be created\n");
+            exit(1);
+        }
+        memcpy(dnnl_cache[i].key, key, sizeof key);
+        dnnl_impl = dnnl_cache[i].mm.impl;
+        dnnl_ncache++;
+    }
+    if (bench_dnnl_run(&dnnl_cache[i].mm, dnnl_eng, dnnl_strm, A, B, C) != dnnl_success) {
+        fprintf(stderr, "gptx-bench-gemm-ceiling: oneDNN's f32 matmul failed\n");
+        exit(1);
+    }
+}
+#endif
 
 typedef struct {
     const char *name;
@@ -100,6 +143,12 @@ static void *worker(void *vp) {
 
 static void sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                   int ldb, float beta, float *C, int ldc) {
+#ifdef GPTX_BENCH_DNNL
+    if (use_onednn) {
+        onednn_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#endif
     if (split_threads <= 1) {
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
@@ -134,10 +183,11 @@ typedef struct {
     const char *config;
     int threads, warmup, reps;
     const char *json;
+    const char *lib;
 } ceiling_args;
 
 int main(int argc, char **argv) {
-    ceiling_args a = {"small", 0, 1, 5, NULL};
+    ceiling_args a = {"small", 0, 1, 5, NULL, "openblas"};
     const ceiling_args defaults = a;
 #define ROW(field, name, kind, lo, hi, arg, help) \
     PROG_FLAG_ROW(ceiling_args, field, name, kind, lo, hi, NULL, arg, help, 0, 0)
@@ -147,6 +197,8 @@ int main(int argc, char **argv) {
         ROW(warmup, "--warmup", PROG_FLAG_INT, 0, 100000, NULL, "untimed passes"),
         ROW(reps, "--reps", PROG_FLAG_INT, 1, 100000, NULL, "timed passes"),
         ROW(json, "--json", PROG_FLAG_STR, 0, 0, "FILE", "also write the figures to FILE"),
+        PROG_FLAG_ROW(ceiling_args, lib, "--lib", PROG_FLAG_CHOICE, 0, 0, "openblas|onednn", "LIB",
+                      "the library: openblas or onednn (its own threads only)", 0, 0),
     };
 #undef ROW
     const prog_cli cli = {"gptx-bench-gemm-ceiling",
@@ -157,6 +209,23 @@ int main(int argc, char **argv) {
     if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
     const prog_preset *preset = prog_preset_lookup(cli.name, "--config", a.config);
     if (!preset) return PROG_EXIT_USAGE;
+    int onednn = strcmp(a.lib, "onednn") == 0;
+#ifdef GPTX_BENCH_DNNL
+    use_onednn = onednn;
+    if (onednn) {
+        if (a.threads > 0) omp_set_num_threads(a.threads);
+        if (dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) != dnnl_success ||
+            dnnl_stream_create(&dnnl_strm, dnnl_eng, dnnl_stream_default_flags) != dnnl_success) {
+            fprintf(stderr, "gptx-bench-gemm-ceiling: no oneDNN CPU engine\n");
+            return 1;
+        }
+    }
+#else
+    if (onednn) {
+        fprintf(stderr, "gptx-bench-gemm-ceiling: --lib onednn: this build has no oneDNN\n");
+        return PROG_EXIT_USAGE;
+    }
+#endif
     model_shape chosen = shape_of(preset);
     const model_shape *s = &chosen;
     int threads = a.threads, warmup = a.warmup, reps = a.reps;
@@ -175,12 +244,17 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 4; k++) flop += 6.0 * N * (double)layer_oc[k] * layer_c[k];
     flop = flop * s->L + 6.0 * N * (double)Vp * C;
     double lm_flop = 6.0 * N * (double)Vp * C;
-    printf("gptx-bench-gemm-ceiling: %s (B %d, T %d, L %d, C %d, Vp %d), %d threads\n", s->name,
-           s->B, s->T, s->L, C, Vp, threads > 0 ? threads : openblas_get_num_threads());
+    int lib_threads = threads > 0 ? threads : openblas_get_num_threads();
+#ifdef GPTX_BENCH_DNNL
+    if (onednn) lib_threads = omp_get_max_threads();
+#endif
+    printf("gptx-bench-gemm-ceiling: %s (B %d, T %d, L %d, C %d, Vp %d), %d threads%s\n", s->name,
+           s->B, s->T, s->L, C, Vp, lib_threads, onednn ? ", oneDNN f32 matmul" : "");
     printf("products    : %d weight matrices x 3 sgemm (forward, input grad, weight grad), "
            "%.2f GFLOP per step\n", 4 * s->L + 1, flop * 1e-9);
     double ceiling[2] = {0.0, 0.0};
-    for (int mode = 0; mode < 2; mode++) {
+
+    for (int mode = 0; mode < (onednn ? 1 : 2); mode++) {
         /* mode 0: OpenBLAS threads; mode 1: single-threaded OpenBLAS, one part per thread */
         int nthr = threads > 0 ? threads : openblas_get_num_threads();
         openblas_set_num_threads(mode ? 1 : nthr);
@@ -209,7 +283,8 @@ int main(int argc, char **argv) {
         qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
         double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
         printf("%-11s : median %.4f s per step's products (min %.4f, max %.4f, %d reps); "
-               "lm_head %.1f GFLOP/s\n", mode ? "gptx split" : "openblas mt", med, t[0],
+               "lm_head %.1f GFLOP/s\n", mode ? "gptx split" : onednn ? "onednn mt" : "openblas mt",
+               med, t[0],
                t[reps - 1], reps, lm_flop * reps / t_lm * 1e-9);
         printf("ceiling     : %.2f GFLOP/s median (best %.2f)\n", flop / med * 1e-9,
                flop / t[0] * 1e-9);
@@ -222,17 +297,27 @@ int main(int argc, char **argv) {
             pthread_barrier_destroy(&done_bar);
         }
     }
+#ifdef GPTX_BENCH_DNNL
+    if (onednn) printf("kernel      : %s %s (lm_head's weight gradient)\n", bench_dnnl_version(),
+                       dnnl_impl);
+#endif
     if (json) {
         FILE *f = fopen(json, "w");
         if (!f) {
             fprintf(stderr, "gptx-bench-gemm-ceiling: cannot write %s: %s\n", json, strerror(errno));
             return 1;
         }
-        fprintf(f,
-                "{\n  \"config\": \"%s\", \"threads\": %d, \"reps\": %d, \"gflop\": %.4f,\n"
-                "  \"ceiling_openblas_threads_gflops\": %.4f,\n"
-                "  \"ceiling_split_gflops\": %.4f\n}\n",
-                s->name, threads, reps, flop * 1e-9, ceiling[0], ceiling[1]);
+        if (onednn) /* one mode: the library's own threads */
+            fprintf(f,
+                    "{\n  \"config\": \"%s\", \"threads\": %d, \"reps\": %d, \"gflop\": %.4f,\n"
+                    "  \"ceiling_onednn_threads_gflops\": %.4f\n}\n",
+                    s->name, threads, reps, flop * 1e-9, ceiling[0]);
+        else
+            fprintf(f,
+                    "{\n  \"config\": \"%s\", \"threads\": %d, \"reps\": %d, \"gflop\": %.4f,\n"
+                    "  \"ceiling_openblas_threads_gflops\": %.4f,\n"
+                    "  \"ceiling_split_gflops\": %.4f\n}\n",
+                    s->name, threads, reps, flop * 1e-9, ceiling[0], ceiling[1]);
         fclose(f);
     }
     free(w);

@@ -9,5 +9,5 @@ export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get install -y -qq --no-install-recommends \
   cmake make gcc g++ clang libclang-rt-14-dev pkg-config file binutils ca-certificates \
   libopenblas-dev abigail-tools libjansson-dev libpcre2-dev libdnnl-dev \
-  openmpi-bin libopenmpi-dev >/dev/null
+  openmpi-bin libopenmpi-dev python3 python3-venv >/dev/null
 echo "install-deps.sh: build dependencies installed"

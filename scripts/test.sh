@@ -3,7 +3,11 @@
 #   1. normal build in build/ (RelWithDebInfo, warnings are errors), all tests;
 #   2. ASan+UBSan build in build-asan/, tests labelled `unit`;
 #   3. the libFuzzer targets built with clang in build-fuzz/ (nothing else),
-#      each run for GPTX_FUZZ_SMOKE_SECONDS (15): a crash fails the run.
+#      each run for GPTX_FUZZ_SMOKE_SECONDS (15): a crash fails the run;
+#   4. the CPU bf16 tests again in build-dnnl3/, built against oneDNN 3.x
+#      (steps 1-2 use Debian's 2.6): PyPI's onednn-devel-cpu-gomp, pinned, in
+#      a venv at build-dnnl3/venv that is kept between runs (the pip step is
+#      skipped when it holds the pinned version).
 # Exits non-zero as soon as a step fails. GPTX_JOBS sets the parallelism (2).
 set -euo pipefail
 
@@ -43,5 +47,31 @@ fuzz_secs=${GPTX_FUZZ_SMOKE_SECONDS:-15}
 step "fuzz smoke: every target for ${fuzz_secs} s (fuzz/run_fuzz.sh)"
 rm -rf build-fuzz/smoke
 fuzz/run_fuzz.sh -b build-fuzz -w build-fuzz/smoke "$fuzz_secs"
+
+# oneDNN 3.2.0 on GNU OpenMP, the runtime gptx needs (cmake/GptxDnnl.cmake);
+# PyPI's plain onednn-devel is built on TBB and SYCL and is refused there
+dnnl3_pin=2023.2.0
+dnnl3_venv=build-dnnl3/venv
+step "oneDNN 3 in ${dnnl3_venv} (onednn-devel-cpu-gomp==${dnnl3_pin})"
+if [ -f "${dnnl3_venv}/.gptx-onednn-${dnnl3_pin}" ]; then
+    echo "kept from an earlier run"
+else
+    rm -rf "$dnnl3_venv"
+    python3 -m venv "$dnnl3_venv"
+    "${dnnl3_venv}/bin/pip" install --quiet --disable-pip-version-check \
+        "onednn-devel-cpu-gomp==${dnnl3_pin}"
+    touch "${dnnl3_venv}/.gptx-onednn-${dnnl3_pin}"
+fi
+step "configure build-dnnl3/ (oneDNN 3, the bf16 tests only)"
+cmake -S . -B build-dnnl3 -DGPTX_WERROR=ON -DGPTX_CUDA=OFF -DGPTX_DNNL=ON \
+    -DGPTX_DNNL_ROOT="$PWD/${dnnl3_venv}" -DGPTX_BUILD_EXAMPLES=OFF -DGPTX_BUILD_BENCH=OFF
+step "build build-dnnl3/"
+cmake --build build-dnnl3 -j"$jobs" --target test_cpu_bf16 test_cpu_precision \
+    test_reference_cpu test_ckpt_precision
+step "test build-dnnl3/ (the bf16 tests)"
+ctest --test-dir build-dnnl3 --output-on-failure -j"$jobs" \
+    -R '^(test_cpu_bf16|test_cpu_bf16_widened|test_cpu_dnnl_version|test_cpu_precision|reference_pytorch_cpu_bf16|reference_pytorch_cpu_bf16_pure|test_ckpt_precision)$'
+# the products really run on oneDNN 3 (the library found through the RPATH)
+build-dnnl3/tests/cpu/test_cpu_bf16 --dnnl-version 3.
 
 step "all tests passed"

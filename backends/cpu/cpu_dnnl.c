@@ -4,6 +4,8 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
+
+#include <oneapi/dnnl/dnnl_version.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,18 +34,102 @@ static void omp_single_leave(int prev) {
     if (prev != 1) omp_set_num_threads(prev);
 }
 
+/* ---- oneDNN 2.x / 3.x ---------------------------------------------------------------
+ * 2.x: a memory descriptor is a struct the caller owns, and a primitive
+ * descriptor is made from an op descriptor (dnnl_matmul_desc_init). 3.x: a
+ * descriptor is a handle to destroy, and the matmul primitive descriptor is
+ * made directly (dnnl_matmul_primitive_desc_create). md_t is what an entry
+ * keeps; MD(m) the pointer/handle the API takes. cmake/GptxDnnl.cmake
+ * accepts 2.6+ and 3.x. */
+#if DNNL_VERSION_MAJOR >= 3
+typedef dnnl_memory_desc_t md_t;
+typedef const_dnnl_memory_desc_t md_arg;
+#define MD(m) (m)
+#else
+typedef dnnl_memory_desc_t md_t;
+typedef const dnnl_memory_desc_t *md_arg;
+#define MD(m) (&(m))
+#endif
+
+static dnnl_status_t md_strided(md_t *md, const dnnl_dims_t dims, dnnl_data_type_t dt,
+                                const dnnl_dims_t strides) {
+#if DNNL_VERSION_MAJOR >= 3
+    return dnnl_memory_desc_create_with_strides(md, 2, dims, dt, strides);
+#else
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
+#endif
+}
+
+static void md_free(md_t *md) {
+#if DNNL_VERSION_MAJOR >= 3
+    if (*md) dnnl_memory_desc_destroy(*md);
+    *md = NULL;
+#else
+    (void)md;
+#endif
+}
+
+/* pd for c = a @ b [+ bias] (bias NULL: none) */
+static dnnl_status_t matmul_pd(dnnl_primitive_desc_t *pd, dnnl_engine_t engine, md_t *a, md_t *b,
+                               md_t *bias, md_t *c, const_dnnl_primitive_attr_t attr) {
+#if DNNL_VERSION_MAJOR >= 3
+    return dnnl_matmul_primitive_desc_create(pd, engine, *a, *b, bias ? *bias : NULL, *c, attr);
+#else
+    dnnl_matmul_desc_t md;
+    dnnl_status_t st = dnnl_matmul_desc_init(&md, a, b, bias, c);
+    return st == dnnl_success ? dnnl_primitive_desc_create(pd, &md, attr, engine, NULL) : st;
+#endif
+}
+
+/* The pd's scratchpad descriptor, kept by the caller. */
+static dnnl_status_t md_scratch(md_t *out, const_dnnl_primitive_desc_t pd) {
+#if DNNL_VERSION_MAJOR >= 3
+    return dnnl_memory_desc_clone(out, dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+#else
+    *out = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    return dnnl_success;
+#endif
+}
+
+static dnnl_status_t post_sum(dnnl_post_ops_t post) {
+#if DNNL_VERSION_MAJOR >= 3
+    return dnnl_post_ops_append_sum(post, 1.0f, 0, dnnl_data_type_undef);
+#else
+    return dnnl_post_ops_append_sum(post, 1.0f);
+#endif
+}
+
 typedef struct {
     int M, N, K;
     size_t a_row, a_col, b_row, b_col, ldc;
     int c_f32, accumulate, bias;
+    int ab_f32; /* fp32 inputs (A32, B32) */
 } prim_key;
+
+/* Field by field: a key's padding (after K) is not initialized. */
+static int key_eq(const prim_key *x, const prim_key *y) {
+    return x->M == y->M && x->N == y->N && x->K == y->K && x->a_row == y->a_row &&
+           x->a_col == y->a_col && x->b_row == y->b_row && x->b_col == y->b_col &&
+           x->ldc == y->ldc && x->c_f32 == y->c_f32 && x->accumulate == y->accumulate &&
+           x->bias == y->bias && x->ab_f32 == y->ab_f32;
+}
 
 typedef struct {
     prim_key key;
     dnnl_primitive_t prim;
-    dnnl_memory_desc_t a, b, c, bias, scratch;
+    md_t a, b, c, bias, scratch;
     size_t scratch_bytes;
 } prim_entry;
+
+static void entry_free(prim_entry *e) {
+    if (e->prim) dnnl_primitive_destroy(e->prim);
+    md_free(&e->a);
+    md_free(&e->b);
+    md_free(&e->c);
+    md_free(&e->bias);
+    md_free(&e->scratch);
+    memset(e, 0, sizeof *e);
+}
 
 /* Distinct tile shapes of a model's products: a few per weight matrix. */
 #define CACHE_CAP 256
@@ -66,6 +152,8 @@ struct gptx_cpu_dnnl {
      * whose callers run concurrently on the pool's workers */
     pthread_mutex_t lock;
     int lock_ready;
+
+    char describe_f32[160];
 };
 
 static int dnnl_failed(dnnl_status_t st, const char *what) {
@@ -93,42 +181,41 @@ static int make_primitive(gptx_cpu_dnnl *d, const prim_key *k, prim_entry *e) {
     dnnl_dims_t db = {k->K, k->N}, sb = {(dnnl_dim_t)k->b_row, (dnnl_dim_t)k->b_col};
     dnnl_dims_t dc = {k->M, k->N}, sc = {(dnnl_dim_t)k->ldc, 1};
     dnnl_dims_t dbias = {1, k->N}, sbias = {k->N, 1};
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(&e->a, 2, da, dnnl_bf16, sa));
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(&e->b, 2, db, dnnl_bf16, sb));
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(&e->c, 2, dc, k->c_f32 ? dnnl_f32 : dnnl_bf16, sc));
-    if (k->bias) DNNL_TRY(dnnl_memory_desc_init_by_strides(&e->bias, 2, dbias, dnnl_bf16, sbias));
-    dnnl_matmul_desc_t md;
-    DNNL_TRY(dnnl_matmul_desc_init(&md, &e->a, &e->b, k->bias ? &e->bias : NULL, &e->c));
+    dnnl_data_type_t ab = k->ab_f32 ? dnnl_f32 : dnnl_bf16;
+    DNNL_TRY(md_strided(&e->a, da, ab, sa));
+    DNNL_TRY(md_strided(&e->b, db, ab, sb));
+    DNNL_TRY(md_strided(&e->c, dc, k->c_f32 ? dnnl_f32 : dnnl_bf16, sc));
+    if (k->bias) DNNL_TRY(md_strided(&e->bias, dbias, dnnl_bf16, sbias));
     DNNL_TRY(dnnl_primitive_attr_create(&attr));
     DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
     if (k->accumulate) {
         DNNL_TRY(dnnl_post_ops_create(&post));
-        DNNL_TRY(dnnl_post_ops_append_sum(post, 1.0f));
+        DNNL_TRY(post_sum(post));
         DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, post));
     }
-    DNNL_TRY(dnnl_primitive_desc_create(&pd, &md, attr, d->engine, NULL));
-    e->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    e->scratch_bytes = dnnl_memory_desc_get_size(&e->scratch);
+    DNNL_TRY(matmul_pd(&pd, d->engine, &e->a, &e->b, k->bias ? &e->bias : NULL, &e->c, attr));
+    DNNL_TRY(md_scratch(&e->scratch, pd));
+    e->scratch_bytes = dnnl_memory_desc_get_size(MD(e->scratch));
     DNNL_TRY(dnnl_primitive_create(&e->prim, pd));
 done:
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (post) dnnl_post_ops_destroy(post);
     if (attr) dnnl_primitive_attr_destroy(attr);
+    if (rc != GPTX_OK) entry_free(e);
     return rc;
 }
 
 /* The cached primitive for k, created on first use (caller thread only). */
 static int lookup(gptx_cpu_dnnl *d, const prim_key *k, prim_entry **out) {
     for (int i = 0; i < d->ncache; i++)
-        if (memcmp(&d->cache[i].key, k, sizeof *k) == 0) {
+        if (key_eq(&d->cache[i].key, k)) {
             *out = &d->cache[i];
             return GPTX_OK;
         }
     int slot = d->ncache < CACHE_CAP ? d->ncache++ : d->evict++ % CACHE_CAP;
-    if (d->cache[slot].prim) dnnl_primitive_destroy(d->cache[slot].prim);
+    entry_free(&d->cache[slot]);
     int rc = make_primitive(d, k, &d->cache[slot]);
     if (rc != GPTX_OK) {
-        memset(&d->cache[slot], 0, sizeof d->cache[slot]);
         if (slot == d->ncache - 1) d->ncache--;
         return rc;
     }
@@ -186,9 +273,14 @@ static dnnl_status_t run_tile(matmul_run *r, int worker, int tile) {
     size_t csize = mm->c_f32 ? sizeof(float) : sizeof(uint16_t);
     void *c = mm->epilogue ? (void *)r->d->tile[worker]
                            : (char *)mm->C + (m0 * mm->ldc + n0) * csize;
-    void *handles[5] = {(void *)(mm->A + m0 * mm->a_row), (void *)(mm->B + n0 * mm->b_col), c,
+    const void *a = mm->A32 ? (const void *)(mm->A32 + m0 * mm->a_row)
+                            : (const void *)(mm->A + m0 * mm->a_row);
+    const void *b = mm->B32 ? (const void *)(mm->B32 + n0 * mm->b_col)
+                            : (const void *)(mm->B + n0 * mm->b_col);
+    void *handles[5] = {(void *)a, (void *)b, c,
                         mm->bias ? (void *)(mm->bias + n0) : NULL, r->d->scratch[worker]};
-    const dnnl_memory_desc_t *mds[5] = {&e->a, &e->b, &e->c, &e->bias, &e->scratch};
+    md_arg mds[5] = {MD(e->a), MD(e->b), MD(e->c), MD(e->bias),
+                                       MD(e->scratch)};
     const int args[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS,
                          DNNL_ARG_SCRATCHPAD};
     dnnl_exec_arg_t exec[5];
@@ -272,7 +364,7 @@ static void matmul_worker(void *vp, int worker) {
     int prev = omp_single_enter();
     int ntiles = r->tiles_m * r->tiles_n;
     for (int t = atomic_fetch_add(&r->next, 1); t < ntiles; t = atomic_fetch_add(&r->next, 1)) {
-        if (r->d->widen) {
+        if (r->d->widen && !r->mm->A32) {
             run_tile_widened(r, worker, t);
             continue;
         }
@@ -297,9 +389,10 @@ int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
     int last_n = mm->N - (r.tiles_n - 1) * GPTX_DNNL_TILE_N;
     r.last_m = last_m;
     r.last_n = last_n;
-    int rc = mm->epilogue || d->widen ? tile_buffers(d) : GPTX_OK;
+    int widen = d->widen && !mm->A32;
+    int rc = mm->epilogue || widen ? tile_buffers(d) : GPTX_OK;
     if (rc != GPTX_OK) return rc;
-    if (d->widen) {
+    if (widen) {
         GPTX_TRY(gptx_cpu_blas_enter());
         rc = grow_scratch(d, (size_t)(GPTX_DNNL_TILE_M + GPTX_DNNL_TILE_N) * WIDEN_KC *
                                  sizeof(float));
@@ -317,7 +410,7 @@ int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm) {
             prim_key k = {i ? last_m : tm, cols, mm->K, mm->a_row, mm->a_col, mm->b_row,
                           mm->b_col, mm->epilogue ? (size_t)cols : mm->ldc,
                           mm->epilogue ? 1 : mm->c_f32, mm->epilogue ? 0 : mm->accumulate,
-                          mm->bias != NULL};
+                          mm->bias != NULL, mm->A32 != NULL};
             rc = lookup(d, &k, &r.prim[i][j]);
             if (rc == GPTX_OK && r.prim[i][j]->scratch_bytes > scratch)
                 scratch = r.prim[i][j]->scratch_bytes;
@@ -361,10 +454,10 @@ int gptx_cpu_dnnl_matmul_worker(gptx_backend *be, int worker, const gptx_cpu_mat
             prim_key k = {i ? r.last_m : (mm->M < GPTX_DNNL_TILE_M ? mm->M : GPTX_DNNL_TILE_M),
                           cols, mm->K, mm->a_row, mm->a_col, mm->b_row, mm->b_col,
                           mm->epilogue ? (size_t)cols : mm->ldc, mm->epilogue ? 1 : mm->c_f32,
-                          mm->epilogue ? 0 : mm->accumulate, mm->bias != NULL};
+                          mm->epilogue ? 0 : mm->accumulate, mm->bias != NULL, mm->A32 != NULL};
             int cached = d->ncache < CACHE_CAP;
             for (int c = 0; c < d->ncache && !cached; c++)
-                cached = memcmp(&d->cache[c].key, &k, sizeof k) == 0;
+                cached = key_eq(&d->cache[c].key, &k);
             if (cached) {
                 rc = lookup(d, &k, &r.prim[i][j]);
             } else {
@@ -398,22 +491,35 @@ int gptx_cpu_dnnl_matmul_worker(gptx_backend *be, int worker, const gptx_cpu_mat
 
 /* dnnl_unimplemented where this oneDNN has no bf16 matmul for this CPU. */
 static dnnl_status_t probe_bf16(gptx_cpu_dnnl *d) {
-    dnnl_memory_desc_t a, b, c;
-    dnnl_dims_t da = {GPTX_DNNL_TILE_M, 256}, db = {256, GPTX_DNNL_TILE_N};
-    dnnl_dims_t dc = {GPTX_DNNL_TILE_M, GPTX_DNNL_TILE_N};
-    dnnl_matmul_desc_t md;
+    md_t a, b, c;
+    memset(&a, 0, sizeof a), memset(&b, 0, sizeof b), memset(&c, 0, sizeof c);
+    dnnl_dims_t da = {GPTX_DNNL_TILE_M, 256}, sa = {256, 1};
+    dnnl_dims_t db = {256, GPTX_DNNL_TILE_N}, sb = {GPTX_DNNL_TILE_N, 1};
+    dnnl_dims_t dc = {GPTX_DNNL_TILE_M, GPTX_DNNL_TILE_N}, sc = {GPTX_DNNL_TILE_N, 1};
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_status_t st = dnnl_memory_desc_init_by_tag(&a, 2, da, dnnl_bf16, dnnl_ab);
-    if (st == dnnl_success) st = dnnl_memory_desc_init_by_tag(&b, 2, db, dnnl_bf16, dnnl_ab);
-    if (st == dnnl_success) st = dnnl_memory_desc_init_by_tag(&c, 2, dc, dnnl_f32, dnnl_ab);
-    if (st == dnnl_success) st = dnnl_matmul_desc_init(&md, &a, &b, NULL, &c);
-    if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &md, NULL, d->engine, NULL);
+    dnnl_status_t st = md_strided(&a, da, dnnl_bf16, sa);
+    if (st == dnnl_success) st = md_strided(&b, db, dnnl_bf16, sb);
+    if (st == dnnl_success) st = md_strided(&c, dc, dnnl_f32, sc);
+    if (st == dnnl_success) st = matmul_pd(&pd, d->engine, &a, &b, NULL, &c, NULL);
     if (pd) dnnl_primitive_desc_destroy(pd);
+    md_free(&a), md_free(&b), md_free(&c);
     return st;
 }
 
 /* The kernel oneDNN picks for a bf16 product tile on this CPU, or, where it
  * has none, the widened products that stand in for it. */
+/* " <impl>" of the cached primitive for k, or "" */
+static void impl_of(gptx_cpu_dnnl *d, const prim_key *k, char *out, size_t size) {
+    prim_entry *e = NULL;
+    const char *impl = NULL;
+    const_dnnl_primitive_desc_t pd = NULL;
+    if (lookup(d, k, &e) == GPTX_OK &&
+        dnnl_primitive_get_primitive_desc(e->prim, &pd) == dnnl_success &&
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(out, size, " %s", impl);
+    gptx_clear_error();
+}
+
 static void describe(gptx_cpu_dnnl *d) {
     const dnnl_version_t *v = dnnl_version();
     int n = snprintf(d->describe, sizeof d->describe, "oneDNN %d.%d.%d", v->major, v->minor,
@@ -428,15 +534,8 @@ static void describe(gptx_cpu_dnnl *d) {
         return;
     }
     prim_key k = {GPTX_DNNL_TILE_M, GPTX_DNNL_TILE_N, 256, 256, 1, 1, 256, GPTX_DNNL_TILE_N,
-                  1, 0, 0};
-    prim_entry *e = NULL;
-    const char *impl = NULL;
-    const_dnnl_primitive_desc_t pd = NULL;
-    if (lookup(d, &k, &e) == GPTX_OK &&
-        dnnl_primitive_get_primitive_desc(e->prim, &pd) == dnnl_success &&
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
-        snprintf(d->describe + n, sizeof d->describe - (size_t)n, " %s", impl);
-    gptx_clear_error();
+                  1, 0, 0, 0};
+    impl_of(d, &k, d->describe + n, sizeof d->describe - (size_t)n);
 }
 
 int gptx_cpu_dnnl_create(gptx_cpu_dnnl **out, int nworkers) {
@@ -478,8 +577,7 @@ done:
 
 void gptx_cpu_dnnl_destroy(gptx_cpu_dnnl *d) {
     if (!d) return;
-    for (int i = 0; i < d->ncache; i++)
-        if (d->cache[i].prim) dnnl_primitive_destroy(d->cache[i].prim);
+    for (int i = 0; i < d->ncache; i++) entry_free(&d->cache[i]);
     for (int w = 0; d->streams && w < d->nworkers; w++)
         if (d->streams[w]) dnnl_stream_destroy(d->streams[w]);
     for (int w = 0; d->scratch && w < d->nworkers; w++) free(d->scratch[w]);
@@ -493,6 +591,21 @@ void gptx_cpu_dnnl_destroy(gptx_cpu_dnnl *d) {
 }
 
 const char *gptx_cpu_dnnl_describe(const gptx_cpu_dnnl *d) { return d ? d->describe : ""; }
+
+const char *gptx_cpu_dnnl_describe_f32(gptx_cpu_dnnl *d) {
+    if (!d) return "";
+    if (!d->describe_f32[0]) { /* on first use: bf16 contexts make no f32 primitive */
+        const dnnl_version_t *v = dnnl_version();
+        int n = snprintf(d->describe_f32, sizeof d->describe_f32, "oneDNN %d.%d.%d f32", v->major,
+                         v->minor, v->patch);
+        prim_key k = {GPTX_DNNL_TILE_M, GPTX_DNNL_TILE_N, 256, 256, 1, 1, 256, GPTX_DNNL_TILE_N,
+                      1, 0, 0, 1};
+        int prev = omp_single_enter();
+        impl_of(d, &k, d->describe_f32 + n, sizeof d->describe_f32 - (size_t)n);
+        omp_single_leave(prev);
+    }
+    return d->describe_f32;
+}
 
 size_t gptx_cpu_dnnl_scratch_bytes(const gptx_cpu_dnnl *d) {
     if (!d) return 0;

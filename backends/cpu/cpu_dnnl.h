@@ -1,6 +1,8 @@
 /* bf16 matrix products of the CPU backend on oneDNN's matmul primitive
  * (cpu_dnnl.c; built with GPTX_HAVE_DNNL). Inputs bf16, accumulation fp32,
- * output bf16 or fp32 (optionally accumulated into).
+ * output bf16 or fp32 (optionally accumulated into). Also the fp32 products
+ * (fp32 inputs and output) where GPTX_CPU_FP32_GEMM=onednn chooses them over
+ * OpenBLAS (cpu_gemm.c), on the same tiles.
  *
  * Every product is cut into tiles of a fixed shape (GPTX_DNNL_TILE_M x
  * GPTX_DNNL_TILE_N output elements, the last row and column of tiles
@@ -51,6 +53,9 @@ typedef struct gptx_cpu_matmul {
     void (*epilogue)(void *ctx, int worker, const float *tile, int rows, int cols, size_t m0,
                      size_t n0);
     void *epilogue_ctx;
+    /* fp32 inputs instead of A and B (then c_f32 = 1, no bias, no epilogue):
+     * the fp32 product on oneDNN's f32 matmul, never widened */
+    const float *A32, *B32;
 } gptx_cpu_matmul;
 
 /* nworkers = the pool's thread count (one stream and scratchpad each). */
@@ -62,6 +67,9 @@ const char *gptx_cpu_dnnl_describe(const gptx_cpu_dnnl *d);
 /* Bytes of the workers' scratchpads and tile buffers (counted as reserved
  * memory). */
 size_t gptx_cpu_dnnl_scratch_bytes(const gptx_cpu_dnnl *d);
+/* "oneDNN 3.2.0 f32 brg:avx2": the version and the kernel oneDNN picks for
+ * an fp32 product tile (GPTX_CPU_FP32_GEMM=onednn); made on first call. */
+const char *gptx_cpu_dnnl_describe_f32(gptx_cpu_dnnl *d);
 /* Runs the product on the backend's pool (be->dnnl). */
 int gptx_cpu_dnnl_matmul(gptx_backend *be, const gptx_cpu_matmul *mm);
 /* The same product, the same tiles and bits, all on the calling thread: pool

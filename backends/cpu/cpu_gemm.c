@@ -15,9 +15,31 @@
  * columns inside a 512-column one), so only identical parts give identical
  * bits for every thread count. */
 #include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cpu_kernels.h"
 #include "errors.h"
+#ifdef GPTX_HAVE_DNNL
+#include "cpu_dnnl.h"
+#endif
+
+int gptx_cpu_fp32_gemm_choice(int *use_dnnl) {
+    const char *env = getenv("GPTX_CPU_FP32_GEMM");
+    *use_dnnl = 0;
+    if (!env || !*env || strcmp(env, "openblas") == 0) return GPTX_OK;
+    if (strcmp(env, "onednn") == 0) {
+#ifdef GPTX_HAVE_DNNL
+        *use_dnnl = 1;
+        return GPTX_OK;
+#else
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "GPTX_CPU_FP32_GEMM is onednn, but this build of "
+                                               "gptx has no oneDNN (cmake/GptxDnnl.cmake)");
+#endif
+    }
+    return GPTX_FAIL(GPTX_ERR_INVALID, "GPTX_CPU_FP32_GEMM is '%s'; it takes openblas or onednn",
+                     env);
+}
 
 typedef struct {
     int ta, tb, M, N, K;
@@ -71,6 +93,20 @@ static void gemm_task(void *vp, int part) {
 int gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
                    int ldc) {
+#ifdef GPTX_HAVE_DNNL
+    /* oneDNN's f32 matmul on cpu_dnnl.c's fixed tiles (the bits depend on the
+     * shape alone there too); alpha != 1 (only the naive attention variant)
+     * and other betas stay on OpenBLAS */
+    if (be->fp32_dnnl && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && K > 0) {
+        gptx_cpu_matmul mm = {.M = M, .N = N, .K = K,
+                              .A32 = A, .a_row = trans_a ? 1 : (size_t)lda,
+                              .a_col = trans_a ? (size_t)lda : 1,
+                              .B32 = B, .b_row = trans_b ? 1 : (size_t)ldb,
+                              .b_col = trans_b ? (size_t)ldb : 1,
+                              .C = C, .ldc = (size_t)ldc, .c_f32 = 1, .accumulate = beta == 1.0f};
+        return gptx_cpu_dnnl_matmul(be, &mm);
+    }
+#endif
     GPTX_TRY(gptx_cpu_blas_enter());
     /* Cut the dimension whose operand is larger, so the smaller one is the
      * operand every part packs again. */

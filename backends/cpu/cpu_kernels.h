@@ -122,6 +122,9 @@ int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float
 /* Row-major sgemm (cblas argument order; trans_* are 0/1) run by the pool:
  * one single-threaded OpenBLAS call per thread on a slice of M or N, so the
  * bits do not depend on the thread count (cpu_gemm.c). */
+/* GPTX_CPU_FP32_GEMM: unset or "openblas" (the default) 0, "onednn" 1 (an
+ * error where gptx is built without oneDNN), anything else an error. */
+int gptx_cpu_fp32_gemm_choice(int *use_dnnl);
 int gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
                    int ldc);

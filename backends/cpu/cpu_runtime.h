@@ -22,7 +22,8 @@ struct gptx_backend {
     int param_bf16;          /* parameters and AdamW moments are bf16 (BF16_PURE) */
     int stochastic_rounding; /* BF16_PURE's AdamW rounds stochastically */
     int res_f32;             /* the residual stream stays fp32 (bf16 mixed, as autocast) */
-    struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), NULL under fp32 */
+    struct gptx_cpu_dnnl *dnnl; /* bf16 products (cpu_dnnl.c), or fp32 ones with fp32_dnnl */
+    int fp32_dnnl;              /* gptx_cpu_sgemm on oneDNN (GPTX_CPU_FP32_GEMM=onednn) */
     void *scratch;              /* bf16 kernels' conversion buffers (gptx_cpu_scratch) */
     int grad_overwrite;         /* parameter gradients are overwritten, not accumulated
                                  * (backend.h grad_overwrite; bf16 policies only) */

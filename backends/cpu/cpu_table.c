@@ -74,8 +74,9 @@ static int cpu_create(gptx_backend **out, const gptx_context_options *opts) {
      * (cpu_gemm.c, cpu_dnnl.c). Each thread takes OpenBLAS's work buffer now,
      * so that a memory limit is an error here, not a hang at the first product. */
     rc = gptx_cpu_blas_warm_pool(be);
+    if (rc == GPTX_OK) rc = gptx_cpu_fp32_gemm_choice(&be->fp32_dnnl);
 #ifdef GPTX_HAVE_DNNL
-    if (rc == GPTX_OK && be->act_bf16) rc = gptx_cpu_dnnl_create(&be->dnnl, n);
+    if (rc == GPTX_OK && (be->act_bf16 || be->fp32_dnnl)) rc = gptx_cpu_dnnl_create(&be->dnnl, n);
 #endif
     if (rc != GPTX_OK) {
         gptx_threadpool_destroy(be->pool);
@@ -168,8 +169,13 @@ static int cpu_fill_param(gptx_backend *be, float *dst, float value, size_t n) {
 static void cpu_describe(const gptx_backend *be, gptx_context_info *info) {
     info->bf16_native = gptx_cpu_bf16_hardware();
 #ifdef GPTX_HAVE_DNNL
-    if (be->dnnl) {
+    if (be->dnnl && be->act_bf16) {
         snprintf(info->products, sizeof info->products, "%s", gptx_cpu_dnnl_describe(be->dnnl));
+        return;
+    }
+    if (be->fp32_dnnl) {
+        snprintf(info->products, sizeof info->products, "%s",
+                 gptx_cpu_dnnl_describe_f32(be->dnnl));
         return;
     }
 #endif

@@ -13,6 +13,9 @@
  *  4. the bits do not depend on the thread count (1, 2, 3), products
  *     included; the pure-bf16 AdamW rounds as the fp32 update rounded to
  *     nearest, or stochastically with the Philox words of the CUDA backend.
+ * --dnnl-version V: only that the oneDNN the bf16 products run on (the
+ * context's info.products) is version V or starts with it ("3." for any
+ * 3.x), so that a build against one oneDNN proves it runs on that one.
  * Uses the private backend table; exits 77 in builds without oneDNN. */
 #include <math.h>
 #include <stdlib.h>
@@ -500,8 +503,36 @@ static void test_bf16_native_flag(void) {
     gptx_context_destroy(ctx);
 }
 
+/* info.products under bf16 names the oneDNN that runs: "oneDNN <version> ..." */
+static int test_dnnl_version(const char *want) {
+    if (!(gptx_features() & GPTX_FEATURE_DNNL)) {
+        printf("test_cpu_bf16: this build has no oneDNN\n");
+        return SKIP_EXIT;
+    }
+    gptx_context_options co;
+    gptx_context_options_init(&co);
+    co.backend = GPTX_BACKEND_CPU;
+    co.precision = GPTX_PRECISION_BF16;
+    co.num_threads = 1;
+    gptx_context *ctx = NULL;
+    CHECK_OK(gptx_context_create(&ctx, &co));
+    if (!ctx) return 1;
+    gptx_context_info info;
+    gptx_context_info_init(&info);
+    CHECK_OK(gptx_context_get_info(ctx, &info));
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "oneDNN %s", want);
+    int ok = strncmp(info.products, prefix, strlen(prefix)) == 0;
+    printf("  bf16 products: %s\n", info.products);
+    if (!ok) fprintf(stderr, "expected \"%s...\" (the oneDNN built against)\n", prefix);
+    CHECK(ok);
+    gptx_context_destroy(ctx);
+    return check_exit("test_cpu_bf16 --dnnl-version");
+}
+
 int main(int argc, char **argv) {
     ops = gptx_cpu_backend_ops();
+    if (argc > 2 && strcmp(argv[1], "--dnnl-version") == 0) return test_dnnl_version(argv[2]);
     int exhaustive = argc > 1 && strcmp(argv[1], "--exhaustive") == 0;
     test_conversion(exhaustive);
     test_bf16_native_flag();

@@ -3,7 +3,9 @@
  * them across threads, and every output element must still be summed in one
  * order. This test runs the products at the shapes the benchmark models use
  * (and odd ones) with 1, 2 and 3 threads and compares every bit; the
- * model-level check at small sizes is in test_model. */
+ * model-level check at small sizes is in test_model. Run again with
+ * GPTX_CPU_FP32_GEMM=onednn (test_thread_invariance_onednn), it first checks
+ * that the products do run on oneDNN's f32 matmul. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +77,19 @@ static size_t differing(const float *a, const float *b, size_t n) {
 
 int main(void) {
     const gptx_backend_ops *ops = gptx_cpu_backend_ops();
+    const char *lib = getenv("GPTX_CPU_FP32_GEMM");
+    if (lib && strcmp(lib, "onednn") == 0) {
+        gptx_backend *be = NULL;
+        gptx_context_options o;
+        gptx_context_options_init(&o);
+        REQUIRE_OK(ops->create(&be, &o));
+        gptx_context_info info;
+        gptx_context_info_init(&info);
+        ops->describe(be, &info);
+        printf("fp32 products: %s\n", info.products);
+        CHECK(strncmp(info.products, "oneDNN ", 7) == 0 && strstr(info.products, " f32"));
+        ops->destroy(be);
+    }
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const shape *s = &shapes[k];
         size_t no = (size_t)s->N * s->OC, ni = (size_t)s->N * s->C, nw = (size_t)s->OC * s->C;
