@@ -233,15 +233,23 @@ static void compare_attention_paths(gptx_context *cpu, gptx_model_config cfg, in
  * fp32 value lies so near a bf16 rounding boundary that the two summation
  * orders of a product round it apart: few elements, each by one bf16 ulp,
  * so the measure is the relative norm of the difference (a maximum would
- * see one such ulp as large as bf16's whole error). Pass: logits and
- * gradients at most a third of the smaller error to fp32 (the emulation,
+ * see one such ulp as large as bf16's whole error). Pass (before 0.7.0):
+ * logits and gradients at most a third of the smaller error to fp32 (the emulation,
  * whose products sum in the same order per tile as one fp32 loop, agrees
  * exactly on the logits and to 1.4e-7 on the gradients, against 5e-3 and
  * 1.3e-2 to fp32). A third, not less: on a device cuBLASLt sums in its own
  * order and its GELU epilogue may use a faster tanh (or the erf form, up to
  * 4.7e-4 apart), which moves a few percent of the GELU outputs across a bf16
  * rounding boundary; an implementation that does not round where the CPU
- * does (bf16 computed as fp32) is still far outside (ratio ~1). */
+ * does (bf16 computed as fp32) is still far outside (ratio ~1).
+ * Since 0.7.0 the CPU's bf16 attention rounds P and dS to bf16 (tensor-core
+ * numerics) while the CUDA-core attention these head sizes take does not:
+ * attention's roundings now differ, and the two implementations measure
+ * 0.54, 0.59 (logits) and 0.69, 0.67 (gradients) of the smaller error to
+ * fp32 on the emulation (they were exact and 1.4e-7 before). Pass: at most
+ * 0.8 of it, still below an implementation that rounds nowhere (~1). At head
+ * size 64 the tensor cores round P unnormalized, the CPU normalized: 0.95
+ * apart, so no configuration here compares attention's roundings. */
 static void compare_bf16_implementations(gptx_context *cpu, gptx_model_config cfg, int B, int T,
                                          gptx_context *cu_bf16, const char *label) {
     gptx_context *cpu_bf16 = NULL;
@@ -273,8 +281,8 @@ static void compare_bf16_implementations(gptx_context *cpu, gptx_model_config cf
                "  gradients  %.3g / %.3g / %.3g (worst tensor, relative norm)\n"
                "  parameters %.3g / %.3g / %.3g after 3 steps (worst tensor norm)\n",
                label, l_ar, l_cr, l_ac, g_ar, g_cr, g_ac, p_ar, p_cr, p_ac);
-        CHECK(l_ac <= fmin(l_ar, l_cr) / 3);
-        CHECK(g_ac <= fmin(g_ar, g_cr) / 3);
+        CHECK(l_ac <= fmin(l_ar, l_cr) * 0.8);
+        CHECK(g_ac <= fmin(g_ar, g_cr) * 0.8);
     } else {
         check_failures++;
     }
