@@ -76,7 +76,7 @@ for name, what, kind in (("openblas-configured", "OpenBLAS sgemm, environment as
                          ("bf16-matmul", "oneDNN bf16 matmul (gptx-bench-bf16gemm)", "bf16")):
     r = load("ref-" + name)
     if r:
-        lib = r.get("openblas_config") or r.get("library") or r.get("kernel") or ""
+        lib = r.get("openblas_config") or r.get("onednn") or r.get("library") or r.get("kernel") or ""
         print(f"| {what} | {r['gflops']:.1f} | {pct_peak(r['gflops'], kind)} | {lib} |")
     else:
         print(f"| {what} | not measured | — | |")

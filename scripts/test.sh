@@ -67,10 +67,11 @@ cmake -S . -B build-dnnl3 -DGPTX_WERROR=ON -DGPTX_CUDA=OFF -DGPTX_DNNL=ON \
     -DGPTX_DNNL_ROOT="$PWD/${dnnl3_venv}" -DGPTX_BUILD_EXAMPLES=OFF -DGPTX_BUILD_BENCH=OFF
 step "build build-dnnl3/"
 cmake --build build-dnnl3 -j"$jobs" --target test_cpu_bf16 test_cpu_precision \
-    test_reference_cpu test_ckpt_precision
+    test_reference_cpu test_ckpt_precision test_cpu_attention_bf16 test_grad_fusion \
+    test_thread_invariance test_reference
 step "test build-dnnl3/ (the bf16 tests)"
 ctest --test-dir build-dnnl3 --output-on-failure -j"$jobs" \
-    -R '^(test_cpu_bf16|test_cpu_bf16_widened|test_cpu_dnnl_version|test_cpu_precision|reference_pytorch_cpu_bf16|reference_pytorch_cpu_bf16_pure|test_ckpt_precision)$'
+    -R '^(test_cpu_bf16|test_cpu_bf16_widened|test_cpu_dnnl_version|test_cpu_precision|reference_pytorch_cpu_bf16|reference_pytorch_cpu_bf16_pure|test_ckpt_precision|test_cpu_attention_bf16|test_cpu_attention_bf16_widened|test_grad_fusion|test_thread_invariance_onednn|reference_pytorch_onednn)$'
 # the products really run on oneDNN 3 (the library found through the RPATH)
 build-dnnl3/tests/cpu/test_cpu_bf16 --dnnl-version 3.
 

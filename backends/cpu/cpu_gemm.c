@@ -17,6 +17,7 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cpu_kernels.h"
 #include "errors.h"
@@ -24,21 +25,49 @@
 #include "cpu_dnnl.h"
 #endif
 
-int gptx_cpu_fp32_gemm_choice(int *use_dnnl) {
-    const char *env = getenv("GPTX_CPU_FP32_GEMM");
+/* OpenBLAS core names whose sgemm kernel uses AVX-512 registers */
+static int openblas_core_avx512(const char *core) {
+    static const char *const wide[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    for (size_t i = 0; core && i < sizeof wide / sizeof wide[0]; i++)
+        if (strcasecmp(core, wide[i]) == 0) return 1;
+    return 0;
+}
+
+int gptx_cpu_fp32_gemm_decide(const char *env, int have_dnnl, int cpu_avx512, const char *core,
+                              int *use_dnnl) {
     *use_dnnl = 0;
-    if (!env || !*env || strcmp(env, "openblas") == 0) return GPTX_OK;
+    if (!env || !*env || strcmp(env, "auto") == 0) {
+        /* Measured (docs/benchmarks.md): where OpenBLAS runs its widest
+         * kernel the two libraries are level (AVX2 EPYC: 161 vs 161 GFLOP/s at
+         * 2048^3), so OpenBLAS, the reference, stays; an AVX-512 CPU whose
+         * OpenBLAS runs a narrower kernel (OPENBLAS_CORETYPE=Haswell, or a
+         * core OpenBLAS does not know) loses up to half its peak there, and
+         * oneDNN's kernels do not depend on that setting. */
+        *use_dnnl = have_dnnl && cpu_avx512 && !openblas_core_avx512(core);
+        return GPTX_OK;
+    }
+    if (strcmp(env, "openblas") == 0) return GPTX_OK;
     if (strcmp(env, "onednn") == 0) {
-#ifdef GPTX_HAVE_DNNL
+        if (!have_dnnl)
+            return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "GPTX_CPU_FP32_GEMM is onednn, but this build "
+                                                   "of gptx has no oneDNN (cmake/GptxDnnl.cmake)");
         *use_dnnl = 1;
         return GPTX_OK;
-#else
-        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "GPTX_CPU_FP32_GEMM is onednn, but this build of "
-                                               "gptx has no oneDNN (cmake/GptxDnnl.cmake)");
-#endif
     }
-    return GPTX_FAIL(GPTX_ERR_INVALID, "GPTX_CPU_FP32_GEMM is '%s'; it takes openblas or onednn",
-                     env);
+    return GPTX_FAIL(GPTX_ERR_INVALID,
+                     "GPTX_CPU_FP32_GEMM is '%s'; it takes auto, openblas or onednn", env);
+}
+
+int gptx_cpu_fp32_gemm_choice(int *use_dnnl) {
+#ifdef GPTX_HAVE_DNNL
+    int have_dnnl = 1;
+#else
+    int have_dnnl = 0;
+#endif
+    __builtin_cpu_init();
+    return gptx_cpu_fp32_gemm_decide(getenv("GPTX_CPU_FP32_GEMM"), have_dnnl,
+                                     __builtin_cpu_supports("avx512f") != 0,
+                                     openblas_get_corename(), use_dnnl);
 }
 
 typedef struct {

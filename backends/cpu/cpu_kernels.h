@@ -119,12 +119,18 @@ int gptx_cpu_crossentropy_fused(gptx_backend *be, float *losses, float *lse, flo
                                 float dloss);
 int gptx_cpu_sum_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
 int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
-/* Row-major sgemm (cblas argument order; trans_* are 0/1) run by the pool:
- * one single-threaded OpenBLAS call per thread on a slice of M or N, so the
- * bits do not depend on the thread count (cpu_gemm.c). */
-/* GPTX_CPU_FP32_GEMM: unset or "openblas" (the default) 0, "onednn" 1 (an
- * error where gptx is built without oneDNN), anything else an error. */
+/* The library of the fp32 products, from GPTX_CPU_FP32_GEMM: "openblas" 0,
+ * "onednn" 1 (an error where gptx is built without oneDNN), unset or "auto"
+ * 1 only where oneDNN is built in, the CPU has AVX-512 and OpenBLAS's kernel
+ * (its core name) does not use it; anything else an error. The rule apart, on
+ * its inputs, so a test sees every case on any CPU. */
 int gptx_cpu_fp32_gemm_choice(int *use_dnnl);
+int gptx_cpu_fp32_gemm_decide(const char *env, int have_dnnl, int cpu_avx512, const char *core,
+                              int *use_dnnl);
+/* Row-major sgemm (cblas argument order; trans_* are 0/1) run by the pool:
+ * one single-threaded OpenBLAS call per thread on a slice of M or N, or
+ * oneDNN's f32 matmul on fixed tiles (be->fp32_dnnl), so the bits do not
+ * depend on the thread count (cpu_gemm.c). */
 int gptx_cpu_sgemm(gptx_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
                    int ldc);

@@ -24,6 +24,7 @@
 #include "bf16_round.h"
 #include "check.h"
 #include "cpu_bf16.h"
+#include "cpu_kernels.h"
 
 #include "cpu_backend_util.h"
 
@@ -476,6 +477,32 @@ static void test_thread_counts(void) {
     pair_free(&inp), pair_free(&w), pair_free(&qkv), pair_free(&x), pair_free(&lw);
 }
 
+/* The fp32 products' library (cpu_gemm.c): oneDNN by default only where it is
+ * built in, the CPU has AVX-512 and OpenBLAS's kernel does not use it. */
+static void test_fp32_gemm_rule(void) {
+    int d = -1;
+    CHECK_OK(gptx_cpu_fp32_gemm_decide(NULL, 1, 1, "Haswell", &d));
+    CHECK(d == 1); /* OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU */
+    CHECK_OK(gptx_cpu_fp32_gemm_decide("auto", 1, 1, "Zen", &d));
+    CHECK(d == 1);
+    CHECK_OK(gptx_cpu_fp32_gemm_decide(NULL, 1, 1, "SkylakeX", &d));
+    CHECK(d == 0);
+    CHECK_OK(gptx_cpu_fp32_gemm_decide("", 1, 1, "cooperlake", &d));
+    CHECK(d == 0);
+    CHECK_OK(gptx_cpu_fp32_gemm_decide(NULL, 1, 0, "Haswell", &d));
+    CHECK(d == 0); /* AVX2 CPU: the libraries are level, OpenBLAS stays */
+    CHECK_OK(gptx_cpu_fp32_gemm_decide(NULL, 0, 1, "Haswell", &d));
+    CHECK(d == 0); /* no oneDNN in this build */
+    CHECK_OK(gptx_cpu_fp32_gemm_decide("openblas", 1, 1, "Haswell", &d));
+    CHECK(d == 0);
+    CHECK_OK(gptx_cpu_fp32_gemm_decide("onednn", 1, 0, "SkylakeX", &d));
+    CHECK(d == 1);
+    CHECK(gptx_cpu_fp32_gemm_decide("onednn", 0, 1, "Haswell", &d) == GPTX_ERR_UNSUPPORTED);
+    CHECK(gptx_cpu_fp32_gemm_decide("mkl", 1, 1, "Haswell", &d) == GPTX_ERR_INVALID);
+    CHECK(strstr(gptx_last_error(), "auto, openblas or onednn") != NULL);
+    printf("fp32 products: oneDNN by default only on AVX-512 with a narrower OpenBLAS kernel\n");
+}
+
 /* bf16_native is 0 or 1 (issue 26: it was 16, __builtin_cpu_supports's bit
  * for AVX512_BF16, on such CPUs). The decision is checked with that raw value
  * on any CPU; the context's info must be 0/1 and agree with it. */
@@ -536,6 +563,7 @@ int main(int argc, char **argv) {
     int exhaustive = argc > 1 && strcmp(argv[1], "--exhaustive") == 0;
     test_conversion(exhaustive);
     test_bf16_native_flag();
+    test_fp32_gemm_rule();
     if (exhaustive) return check_exit("test_cpu_bf16 --exhaustive");
     if (!(gptx_features() & GPTX_FEATURE_DNNL)) {
         printf("test_cpu_bf16: this build has no oneDNN: the bf16 policies are unavailable\n");
