@@ -37,9 +37,10 @@ int gptx_cpu_fp32_gemm_decide(const char *env, int have_dnnl, int cpu_avx512, co
                               int *use_dnnl) {
     *use_dnnl = 0;
     if (!env || !*env || strcmp(env, "auto") == 0) {
-        /* Measured (docs/benchmarks.md): where OpenBLAS runs its widest
-         * kernel the two libraries are level (AVX2 EPYC: 161 vs 161 GFLOP/s at
-         * 2048^3), so OpenBLAS, the reference, stays; an AVX-512 CPU whose
+        /* Measured (docs/benchmarks.md, issue 27): where OpenBLAS runs its
+         * widest kernel it wins (AVX2 EPYC: both 161 GFLOP/s at 2048^3, but
+         * oneDNN on gptx's fixed tiles runs the 124M step 27 % slower), so
+         * OpenBLAS, the reference, stays; an AVX-512 CPU whose
          * OpenBLAS runs a narrower kernel (OPENBLAS_CORETYPE=Haswell, or a
          * core OpenBLAS does not know) loses up to half its peak there, and
          * oneDNN's kernels do not depend on that setting. */
