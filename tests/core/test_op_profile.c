@@ -51,22 +51,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static gptx_context *make_context(int precision) {
-    gptx_context_options o;
-    gptx_context_options_init(&o);
-    o.backend = GPTX_BACKEND_CPU;
-    o.num_threads = 2;
-    o.precision = precision;
-    gptx_context *ctx = NULL;
-    if (gptx_context_create(&ctx, &o) != GPTX_OK) {
-        fprintf(stderr, "context: %s\n", gptx_last_error());
-        check_failures++;
-    }
-    return ctx;
-}
-
 static void check_errors(void) {
-    gptx_context *ctx = make_context(GPTX_PRECISION_FP32);
+    gptx_context *ctx = make_policy_context(GPTX_PRECISION_FP32);
     if (!ctx) return;
     gptx_op_stat s[2];
     int n = -1;
@@ -114,7 +100,7 @@ static void check_wrapped(const gptx_backend_ops *inst, const gptx_backend_ops *
 }
 
 static void check_tables(void) {
-    gptx_context *ctx = make_context(GPTX_PRECISION_FP32);
+    gptx_context *ctx = make_policy_context(GPTX_PRECISION_FP32);
     if (!ctx) return;
     gptx_model_config c = model_config();
     gptx_model *off = NULL, *on = NULL, *off_again = NULL;
@@ -198,7 +184,7 @@ static void check_report(gptx_context *ctx, const gptx_model_config *c, double w
 /* STEPS steps after one warm-up, profiled or not; the losses, the
  * parameters and last gradients into r. */
 static int run(int precision, int profile, run_result *r) {
-    gptx_context *ctx = make_context(precision);
+    gptx_context *ctx = make_policy_context(precision);
     if (!ctx) return 1;
     if (profile) REQUIRE_OK(gptx_context_set_profiling(ctx, 1));
     gptx_model_config c = model_config();

@@ -22,22 +22,9 @@
 #include "check.h"
 #include "context.h"
 #include "model.h"
+#include "test_util.h"
 
 enum { B = 2, T = 16, V = 67, VP = 80, STEPS = 3 };
-
-static gptx_context *make_context(int precision) {
-    gptx_context_options o;
-    gptx_context_options_init(&o);
-    o.backend = GPTX_BACKEND_CPU;
-    o.num_threads = 2;
-    o.precision = precision;
-    gptx_context *ctx = NULL;
-    if (gptx_context_create(&ctx, &o) != GPTX_OK) {
-        fprintf(stderr, "context: %s\n", gptx_last_error());
-        check_failures++;
-    }
-    return ctx;
-}
 
 static void config(gptx_model_config *c, int tied) {
     gptx_model_config_init(c);
@@ -108,7 +95,7 @@ static size_t mismatches(const float *a, const float *b, size_t n) {
 
 static int train_pair(int precision, int tied, int accum) {
     const char *name = gptx_precision_name(precision);
-    gptx_context *ctx = make_context(precision);
+    gptx_context *ctx = make_policy_context(precision);
     if (!ctx) return 1;
     run f = {0}, s = {0};
     if (open_run(&f, ctx, tied, 1) || open_run(&s, ctx, tied, 0)) {
@@ -189,7 +176,7 @@ static int train_pair(int precision, int tied, int accum) {
 
 /* fp32 keeps the separate passes: no fusion offered, zero_grad fills */
 static void check_fp32(void) {
-    gptx_context *ctx = make_context(GPTX_PRECISION_FP32);
+    gptx_context *ctx = make_policy_context(GPTX_PRECISION_FP32);
     if (!ctx) return;
     run r = {0};
     if (!open_run(&r, ctx, 1, 1)) {

@@ -18,6 +18,22 @@ static inline int make_cpu_context(gptx_context **ctx, int threads) {
     return gptx_context_create(ctx, &o);
 }
 
+/* A 2-thread CPU context under a precision policy; a failure counts as a
+ * failed check (message printed) and gives NULL. */
+static inline gptx_context *make_policy_context(int precision) {
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CPU;
+    o.num_threads = 2;
+    o.precision = precision;
+    gptx_context *ctx = NULL;
+    if (gptx_context_create(&ctx, &o) != GPTX_OK) {
+        fprintf(stderr, "context: %s\n", gptx_last_error());
+        check_failures++;
+    }
+    return ctx;
+}
+
 /* A sampler with these options; a failure to create it counts as a failed check. */
 static inline gptx_sampler *make_sampler(float temperature, int top_k, float top_p,
                                          uint64_t seed) {
