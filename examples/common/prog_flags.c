@@ -160,6 +160,8 @@ int prog_flags_set(const prog_cli *cli, const prog_flag *f, void *opts, const ch
     case PROG_FLAG_FLOAT:
     case PROG_FLAG_DOUBLE: {
         double x = strtod(v, &end);
+        /* the bounds hold for the value as stored: 3e-48 is a float 0 */
+        if (f->kind == PROG_FLAG_FLOAT) x = (float)x;
         int open = (f->bits & PROG_FLAG_OPEN_LO) != 0;
         if (end == v || *end || errno || !isfinite(x) || x < f->lo || (open && x == f->lo) ||
             x > f->hi) {

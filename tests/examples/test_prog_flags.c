@@ -110,6 +110,8 @@ int main(void) {
     refused("--steps 99999999999999999999", "gptx-test: --steps 99999999999999999999: expected an "
                                             "integer from 1 to 1000 (see --help)\n");
     refused("--lr 0", "gptx-test: --lr 0: expected a number in (0, 10] (see --help)\n");
+    /* below float's least denormal: stored as 0, so outside (0, 10] (a fuzz find) */
+    refused("--lr 3e-48", "gptx-test: --lr 3e-48: expected a number in (0, 10] (see --help)\n");
     refused("--lr nan", "gptx-test: --lr nan: expected a number in (0, 10] (see --help)\n");
     refused("--lr 10.5", "gptx-test: --lr 10.5: expected a number in (0, 10] (see --help)\n");
     refused("--val-fraction -0.1", "gptx-test: --val-fraction -0.1: expected a number in [0, 0.9] "
