@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "comm_internal.h"
+#include "comm_engine.h"
 #include "errors.h"
 #include "module.h"
 #include "module_host.h"

@@ -13,22 +13,32 @@
  * same deadline: a copy into pageable memory would block the host until the
  * collective ends, so a dead peer would hang it past any timeout.
  *
- * UNVERIFIED: no GPU was available to the sessions that wrote it; this file
- * is compiled and linked in CI, but the engine itself has not run
- * (docs/distributed.md). */
+ * Ran once on one GPU (an H200, one rank: tests/comm/test_nccl_single.c);
+ * its one-rank logic runs in CI on the CPU emulation (test_nccl_single_emu,
+ * tests/gpu/emu/nccl_emu.h); the multi-rank paths have not run. Valid C and
+ * C++: the emulation compiles it into its C++ unit. */
+#ifdef GPTX_CUDA_EMU
+/* compiled into the emulated backend's C++ unit (tests/gpu/emu), after its
+ * CUDA runtime: NCCL for one rank */
+#include "nccl_emu.h"
+#define GPTX_NCCL_STATIC_ASSERT static_assert
+#else
 #include <cuda_runtime.h>
 #include <nccl.h>
+#define GPTX_NCCL_STATIC_ASSERT _Static_assert
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cuda_nccl.h"
+#include "cuda_ops.h"
 #include "errors.h"
 
 /* prefix of every message of this engine */
 #define ENGINE_WHERE "gptx_comm (nccl)"
 
-_Static_assert(sizeof(ncclUniqueId) == COMM_NCCL_ID_BYTES, "ncclUniqueId size changed");
+GPTX_NCCL_STATIC_ASSERT(sizeof(ncclUniqueId) == COMM_NCCL_ID_BYTES, "ncclUniqueId size changed");
 
 typedef struct nccl_engine {
     comm_engine base;
@@ -73,7 +83,7 @@ typedef struct {
 } done_poll;
 
 static int test_done(void *arg, int *done) {
-    done_poll *p = arg;
+    done_poll *p = (done_poll *)arg;
     ncclResult_t async = ncclSuccess;
     ncclResult_t r = ncclCommGetAsyncError(p->e->comm, &async);
     if (r != ncclSuccess) return nccl_error(p->e, r, "ncclCommGetAsyncError");
@@ -198,6 +208,22 @@ static int nccl_broadcast(comm_engine *base, void *data, size_t bytes, int root)
     return run_host_collective((nccl_engine *)base, data, bytes, &c);
 }
 
+/* One rank: the sum over the world is the rank's own buffer, so a reduction
+ * with NCCL's pre-multiplied sum is buf *= scale. Done by our kernel rather
+ * than by NCCL, whose one-rank path (ncclLaunchOneRank in 2.28) splits the
+ * buffer over min(32, bytes / 16 KiB) blocks of alignUp(count / blocks, 4)
+ * floats and leaves the remainder unscaled when count / blocks is already a
+ * multiple of 4: 3 Mi + 5 floats came back with their last 5 values
+ * unchanged on an H200 (issue 33). Queued on the engine's stream after the
+ * context's work; `done`, when given, is recorded after it. */
+static int one_rank_scale(nccl_engine *e, float *buf, size_t count, float scale,
+                          cudaEvent_t done) {
+    CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
+    if (scale != 1.0f) GPTX_TRY(gptx_cuda_scale_f32_on(e->stream, buf, count, scale));
+    if (done) CUDA_TRY(cudaEventRecord(done, e->stream), "cudaEventRecord (bucket)");
+    return GPTX_OK;
+}
+
 /* buf is the model's device gradient buffer. The context's queued work is
  * finished first (the backend table has no stream or event to order
  * against), then one in-place allreduce with NCCL's pre-multiplied sum does
@@ -209,6 +235,10 @@ static int nccl_allreduce_grads(comm_engine *base, float *buf, size_t count, flo
     nccl_engine *e = (nccl_engine *)base;
     (void)uniform;
     GPTX_TRY(e->ops->synchronize(e->be));
+    if (e->base.world_size == 1) {
+        GPTX_TRY(one_rank_scale(e, buf, count, scale, NULL));
+        return wait_done(e, 1, "gradient allreduce (one rank)");
+    }
     CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
     ncclRedOp_t op = ncclSum;
     int custom = scale != 1.0f;
@@ -248,6 +278,10 @@ static int nccl_reduce_scatter_grads(comm_engine *base, float *buf, size_t count
     (void)uniform;
     const int W = e->base.world_size;
     GPTX_TRY(e->ops->synchronize(e->be));
+    if (W == 1) { /* the one shard is the whole buffer */
+        GPTX_TRY(one_rank_scale(e, buf, count, scale, NULL));
+        return wait_done(e, 1, "gradient reduce-scatter (one rank)");
+    }
     CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
     ncclRedOp_t op;
     GPTX_TRY(weight_op(e, scale, &op));
@@ -280,6 +314,7 @@ static int nccl_reduce_scatter_grads(comm_engine *base, float *buf, size_t count
 static int nccl_allgather(comm_engine *base, float *buf, size_t count) {
     nccl_engine *e = (nccl_engine *)base;
     const int W = e->base.world_size;
+    if (W == 1) return GPTX_OK; /* this rank's shard is the whole buffer */
     GPTX_TRY(e->ops->synchronize(e->be));
     CUDA_TRY(cudaSetDevice(e->device), "cudaSetDevice");
     int rc;
@@ -312,7 +347,7 @@ typedef struct nccl_bucket {
 
 static void nccl_bucket_release(comm_engine *base, void *handle) {
     (void)base;
-    nccl_bucket *b = handle;
+    nccl_bucket *b = (nccl_bucket *)handle;
     if (!b) return;
     if (b->ready) cudaEventDestroy(b->ready);
     if (b->done) cudaEventDestroy(b->done);
@@ -330,6 +365,7 @@ static int bucket_enqueue(nccl_engine *e, nccl_bucket *b, float *buf, size_t cou
     } else {
         GPTX_TRY(e->ops->synchronize(e->be));
     }
+    if (e->base.world_size == 1) return one_rank_scale(e, buf, count, scale, b->done);
     ncclRedOp_t op;
     GPTX_TRY(weight_op(e, scale, &op));
     int rc = nccl_call(e, ncclAllReduce(buf, buf, count, ncclFloat32, op, e->comm, e->stream),
@@ -346,7 +382,7 @@ static int nccl_bucket_start(comm_engine *base, float *buf, size_t count, float 
     nccl_engine *e = (nccl_engine *)base;
     (void)uniform;
     *handle = NULL;
-    nccl_bucket *b = calloc(1, sizeof *b);
+    nccl_bucket *b = (nccl_bucket *)calloc(1, sizeof *b);
     if (!b) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     int rc = bucket_enqueue(e, b, buf, count, scale);
     if (rc != GPTX_OK) {
@@ -359,7 +395,7 @@ static int nccl_bucket_start(comm_engine *base, float *buf, size_t count, float 
 
 static int nccl_bucket_test(comm_engine *base, void *handle, int *done) {
     nccl_engine *e = (nccl_engine *)base;
-    nccl_bucket *b = handle;
+    nccl_bucket *b = (nccl_bucket *)handle;
     *done = 0;
     ncclResult_t async = ncclSuccess;
     ncclResult_t r = ncclCommGetAsyncError(e->comm, &async);
@@ -386,6 +422,8 @@ static const comm_engine_ops nccl_ops = {
     .bucket_start = nccl_bucket_start,
     .bucket_test = nccl_bucket_test,
     .bucket_release = nccl_bucket_release,
+    .probe_start = NULL, /* NCCL has no side channel to probe peers on */
+    .probe_report = NULL,
 };
 
 int gptx_comm_nccl_check_context(const comm_setup *s) {
@@ -416,7 +454,7 @@ int gptx_comm_nccl_unique_id(unsigned char id[COMM_NCCL_ID_BYTES]) {
 int gptx_comm_nccl_create(comm_engine **out, const comm_setup *s,
                           const unsigned char id[COMM_NCCL_ID_BYTES]) {
     GPTX_TRY(gptx_comm_nccl_check_context(s));
-    nccl_engine *e = calloc(1, sizeof *e);
+    nccl_engine *e = (nccl_engine *)calloc(1, sizeof *e);
     if (!e) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     e->base.ops = &nccl_ops;
     e->base.rank = s->launch.rank;

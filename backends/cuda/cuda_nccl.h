@@ -3,7 +3,7 @@
 #ifndef GPTX_CUDA_NCCL_H
 #define GPTX_CUDA_NCCL_H
 
-#include "comm_internal.h"
+#include "comm_engine.h"
 
 /* GPTX_ERR_UNSUPPORTED unless the context is a CUDA context with a device. */
 int gptx_comm_nccl_check_context(const comm_setup *s);

@@ -655,6 +655,13 @@ static __global__ void k_residual_forward(R *out, const R *a, const A *b, size_t
     elem_map<16 / sizeof(A)>(out, a, b, n, vec, [](float x, float y) { return __fadd_rn(x, y); });
 }
 
+/* x[i] = x[i] * s, one rounding: what NCCL's pre-multiplied sum does to a
+ * rank's contribution (the NCCL engine's one-rank path, cuda_nccl.c) */
+static __global__ void k_scale_f32(float *x, size_t n, float s, bool vec) {
+    elem_map<4>(x, (const float *)x, (const float *)NULL, n, vec,
+                [s](float v, float) { return __fmul_rn(v, s); });
+}
+
 /* Host: the operands of an elementwise kernel are moved in 16-byte accesses
  * (a group of 16 / act bytes elements is 16 bytes of an activation and 16
  * or 32 of an fp32 residual): each must be 16-byte aligned. */
@@ -685,6 +692,14 @@ GPTX_CUDA_FN int gptx_cuda_gelu_backward(gptx_backend *be, float *dinp, const fl
     GPTX_LAUNCH_ACT(k_gelu_backward, elem_blocks(be, n), ELEM_THREADS, be->compute, (act_t *)dinp,
                     (const act_t *)inp, (const act_t *)dout, n, vec);
     GPTX_CUDA_LAUNCHED("gelu_backward");
+    return GPTX_OK;
+}
+
+GPTX_CUDA_FN int gptx_cuda_scale_f32_on(void *stream, float *x, size_t n, float s) {
+    if (n == 0) return GPTX_OK;
+    GPTX_LAUNCH(k_scale_f32, gptx_cuda_blocks((n + 3) / 4, ELEM_THREADS), ELEM_THREADS,
+                (cudaStream_t)stream, x, n, s, gptx_vec_ptr(x, 4, 4));
+    GPTX_CUDA_LAUNCHED("scale_f32");
     return GPTX_OK;
 }
 

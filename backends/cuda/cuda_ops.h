@@ -142,6 +142,10 @@ GPTX_CUDA_FN int gptx_cuda_attention_kv_forward(gptx_backend *be, float *out, fl
 /* cuda_table.c (the emulation renames it: tests/gpu/emu/cuda_emu.h) */
 const gptx_backend_ops *gptx_cuda_backend_ops(void);
 
+/* cuda_ops.cu, for the NCCL engine: x *= s (one rounding each) on `stream`,
+ * queued (no wait) */
+GPTX_CUDA_FN int gptx_cuda_scale_f32_on(void *stream, float *x, size_t n, float s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,12 +14,12 @@
 
 #include "backend.h"
 
-/* The communicator's engine types (lib/comm/comm_internal.h), by name only:
+/* The communicator's engine types (lib/comm/comm_engine.h), by name only:
  * the core's table of what a module offers needs no more of lib/comm. */
 typedef struct comm_engine comm_engine;
 typedef struct comm_setup comm_setup;
 
-/* Changes whenever this file, lib/core/backend.h or lib/comm/comm_internal.h changes
+/* Changes whenever this file, lib/core/backend.h or lib/comm/comm_engine.h changes
  * what crosses between core and module. */
 #define GPTX_MODULE_ABI 2u
 
@@ -47,7 +47,7 @@ typedef struct gptx_module_exports {
     /* communicator engines (mpi; nccl in the cuda module) */
     int (*mpi_create)(comm_engine **out, const comm_setup *s);
     int (*nccl_check)(const comm_setup *s);
-    /* id: COMM_NCCL_ID_BYTES bytes (lib/comm/comm_internal.h) */
+    /* id: COMM_NCCL_ID_BYTES bytes (lib/comm/comm_engine.h) */
     int (*nccl_unique_id)(unsigned char *id);
     int (*nccl_create)(comm_engine **out, const comm_setup *s, const unsigned char *id);
 } gptx_module_exports;

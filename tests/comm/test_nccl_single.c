@@ -17,7 +17,7 @@
  *     backward, ZeRO-1 step), which must give the bits of a run without a
  *     communicator;
  *  2. every entry of the engine once, called through its table
- *     (lib/comm/comm_internal.h): host all-reduce of doubles and int64 with
+ *     (lib/comm/comm_engine.h): host all-reduce of doubles and int64 with
  *     sum, max and min, broadcast, the gradient all-reduce with a plain and a
  *     pre-multiplied sum (ncclRedOpCreatePreMulSum), ZeRO-1's ncclReduceScatter
  *     and ncclAllGather, and an overlapped bucket started and tested until
@@ -26,7 +26,21 @@
  * Not reached with one rank: the uneven-shard paths (grouped ncclReduce /
  * ncclBroadcast; count % 1 is always 0), the id over MPI or the TCP
  * rendezvous, and a peer that dies or hangs (the timeout and the abort).
- * Exit 77 without a CUDA device. */
+ * Exit 77 without a CUDA device.
+ *
+ * The buffer of part 2 is 3 Mi + 5 floats: NCCL's own one-rank kernel left
+ * the last 5 of them unscaled on an H200 (tests/gpu/emu/nccl_emu.h says
+ * why), so the engine scales one rank's buffer itself. Each check compares
+ * what it reads back, then takes the device's values as the next check's
+ * input, so a wrong entry is reported once, not again by every entry after.
+ *
+ * Built twice: against the real module (label gpu) and, as
+ * test_nccl_single_emu (label emu, CI), against the backend and engine
+ * compiled for the CPU emulation with NCCL emulated for one rank
+ * (nccl_emu.h reproduces NCCL 2.28's one-rank partition). The emulated
+ * engine is not reachable through gptx_comm_create (the front end finds
+ * NCCL in the cuda module), so there part 1 is skipped and part 2 makes the
+ * engine itself (gptx_comm_nccl_create). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -39,9 +53,16 @@
 #include "comm_internal.h"
 #include "context.h"
 #include "test_util.h"
+#ifdef GPTX_TEST_CUDA_EMU
+#include "cuda_nccl.h"
+#include "cuda_test_util.h"
+#endif
 
+#ifndef SKIP_EXIT
 #define SKIP_EXIT 77
+#endif
 
+#ifndef GPTX_TEST_CUDA_EMU
 /* ---- helpers ---------------------------------------------------------------------------- */
 
 static void launch_one_rank(void) {
@@ -143,6 +164,8 @@ static int test_public(gptx_context *ctx, gptx_comm *comm) {
     return 0;
 }
 
+#endif /* part 1 */
+
 /* ---- 2. every engine entry --------------------------------------------------------------- */
 
 typedef struct {
@@ -153,19 +176,25 @@ typedef struct {
     size_t n;
 } engine_env;
 
-/* dev times `factor` must equal host times factor, bit for bit (factor a power of two) */
+/* dev times `factor` must equal host times factor, bit for bit (factor a
+ * power of two); then host holds what dev holds, so the next check judges
+ * only its own entry */
 static void expect_scaled(engine_env *v, float factor, const char *what) {
     float *got = malloc(v->n * sizeof *got);
-    size_t bad = 0;
+    size_t bad = 0, first = v->n;
     if (!got || v->ctx->ops->download_f32(v->ctx->be, got, v->dev, v->n) != GPTX_OK) bad = v->n;
     for (size_t i = 0; got && bad < v->n && i < v->n; i++) {
         float want = v->host[i] * factor;
-        bad += memcmp(&got[i], &want, sizeof want) != 0;
+        int wrong = memcmp(&got[i], &want, sizeof want) != 0;
+        if (wrong && first == v->n) first = i;
+        bad += wrong;
     }
     printf("  %-52s %s\n", what, bad ? "WRONG" : "exact");
-    if (bad) fprintf(stderr, "%s: %zu of %zu values wrong\n", what, bad, v->n);
+    if (bad)
+        fprintf(stderr, "%s: %zu of %zu values wrong, the first at index %zu\n", what, bad, v->n,
+                first);
     CHECK(bad == 0);
-    for (size_t i = 0; i < v->n; i++) v->host[i] *= factor;
+    if (got && bad < v->n) memcpy(v->host, got, v->n * sizeof *got);
     free(got);
 }
 
@@ -205,8 +234,8 @@ static void engine_bucket(engine_env *v, float scale) {
     CHECK(done);
 }
 
-static int test_engine(gptx_context *ctx, gptx_comm *comm) {
-    engine_env v = {ctx, comm->engine, NULL, NULL, (size_t)3 * 1024 * 1024 + 5};
+static int test_engine(gptx_context *ctx, comm_engine *e) {
+    engine_env v = {ctx, e, NULL, NULL, (size_t)3 * 1024 * 1024 + 5};
     CHECK(v.e->device_buffers == 1);
     engine_host_values(v.e);
     v.host = malloc(v.n * sizeof *v.host);
@@ -229,6 +258,37 @@ static int test_engine(gptx_context *ctx, gptx_comm *comm) {
     return 0;
 }
 
+#ifdef GPTX_TEST_CUDA_EMU
+/* The emulated engine, made as the front end would make it for one rank. */
+static int emu_engine(comm_engine **e, gptx_context *ctx) {
+    comm_setup s;
+    memset(&s, 0, sizeof s);
+    s.ops = ctx->ops;
+    s.be = ctx->be;
+    s.caps = GPTX_BACKEND_CAP_CUDA_DEVICE;
+    gptx_comm_launch_info_init(&s.launch);
+    s.launch.world_size = s.launch.local_world_size = 1;
+    s.timeout_s = 60;
+    unsigned char id[COMM_NCCL_ID_BYTES];
+    GPTX_TRY(gptx_comm_nccl_unique_id(id));
+    return gptx_comm_nccl_create(e, &s, id);
+}
+
+int main(void) {
+    gptx_context *ctx = NULL;
+    REQUIRE_OK(cuda_test_context(&ctx, NULL));
+    comm_engine *e = NULL;
+    REQUIRE_OK(emu_engine(&e, ctx));
+    printf("test_nccl_single_emu: the engine on %s, one rank (part 1, the public calls, "
+           "needs the cuda module: not here)\n",
+           CUDA_TEST_KIND);
+    int failed = test_engine(ctx, e);
+    e->ops->destroy(e, failed);
+    gptx_context_destroy(ctx);
+    if (failed) check_failures++;
+    return check_exit("test_nccl_single_emu");
+}
+#else
 int main(void) {
     launch_one_rank();
     gptx_context_options o;
@@ -249,7 +309,7 @@ int main(void) {
     REQUIRE_OK(nccl_comm(&comm, ctx));
     printf("test_nccl_single: engine %s, rank %d of %d\n", gptx_comm_engine_name(comm),
            gptx_comm_rank(comm), gptx_comm_world_size(comm));
-    int failed = test_public(ctx, comm) || test_engine(ctx, comm);
+    int failed = test_public(ctx, comm) || test_engine(ctx, comm->engine);
     gptx_comm_destroy(comm); /* ncclCommFinalize, then ncclCommDestroy */
     /* a second communicator on the same context: NCCL starts again */
     CHECK_OK(nccl_comm(&comm, ctx));
@@ -259,3 +319,4 @@ int main(void) {
     if (failed) check_failures++;
     return check_exit("test_nccl_single");
 }
+#endif

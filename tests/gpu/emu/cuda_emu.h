@@ -183,6 +183,9 @@ static inline const char *cudaGetErrorString(cudaError_t e) {
     }
     return "unknown error";
 }
+static inline const char *cudaGetErrorName(cudaError_t e) {
+    return e == cudaSuccess ? "cudaSuccess" : "cudaError (emulated)";
+}
 /* the error of the last launch (a launch into an invalidated capture) */
 inline cudaError_t gptx_emu_last_error;
 static inline cudaError_t cudaGetLastError(void) {
@@ -258,6 +261,11 @@ static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     return cudaSuccess;
 }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return gptx_emu_capture_break(); }
+/* synchronous streams: work is done once queued, a recorded event reached */
+static inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+    return e->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+static inline cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
 static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     if ((a->flags | b->flags) & cudaEventDisableTiming) return cudaErrorInvalidResourceHandle;
     if (!a->recorded || !b->recorded) return cudaErrorInvalidResourceHandle;

@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "cuda_cache.c"
+#include "cuda_nccl.c" /* the NCCL engine, over nccl_emu.h: one rank */
 #include "cuda_table.c"
 }
 
