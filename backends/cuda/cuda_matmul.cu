@@ -45,6 +45,41 @@ static cublasComputeType_t compute_type(const gptx_backend *be) {
  * written to aux); backward (D = product * GELU'(aux)). */
 enum { LT_GELU_NONE = 0, LT_GELU_FWD = 1, LT_GELU_BWD = 2 };
 
+/* GPTX_CUDA_LT_REPORT set (and not 0): one line on stderr per product shape
+ * when the heuristic is asked, saying what it chose, so a device run can
+ * check per shape that no product runs a poor configuration (issue 33: a
+ * backward product measured at 133 TFLOP/s). Cold path only: a shape is
+ * asked once and cached. */
+static void lt_report(int transa, int transb, int m, int n, int k, float beta, int bias, int gelu,
+                      cudaDataType_t td, const cublasLtMatmulHeuristicResult_t *res) {
+    const char *v = getenv("GPTX_CUDA_LT_REPORT");
+    if (!v || !*v || !strcmp(v, "0")) return;
+    int32_t id = -1, splitk = -1;
+    uint32_t tile = 0, stages = 0, red = 0, swz = 0;
+    size_t w;
+    cublasLtMatmulAlgoConfigGetAttribute(&res->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&res->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                         sizeof tile, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&res->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                         sizeof stages, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&res->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                         sizeof splitk, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&res->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
+                                         sizeof red, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(&res->algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz,
+                                         sizeof swz, &w);
+    const char *epi = gelu == LT_GELU_FWD ? (bias ? "gelu_aux_bias" : "gelu_aux")
+                      : gelu == LT_GELU_BWD ? "dgelu"
+                      : bias                ? "bias"
+                                            : "none";
+    fprintf(stderr,
+            "gptx cuBLASLt: m %d n %d k %d op %c%c beta %g D %s epilogue %s: algo %d tile %u "
+            "stages %u splitK %d reduction %u swizzle %u workspace %zu B waves %.2f\n",
+            m, n, k, transa ? 'T' : 'N', transb ? 'T' : 'N', (double)beta,
+            td == CUDA_R_16BF ? "bf16" : "fp32", epi, (int)id, tile, stages, (int)splitk, red, swz,
+            res->workspaceSize, (double)res->wavesCount);
+}
+
 /* D (m x n, ld ldd) = op(A) (m x k) * op(B) (k x n) + beta * D, plus bias[i]
  * on row i of D when bias is not NULL, then the GELU epilogue `gelu` with
  * its aux matrix (m x n, ld ldd, D's type). Column-major; A and B of type
@@ -139,6 +174,7 @@ static int lt_matmul_epi(gptx_backend *be, int transa, int transb, int m, int n,
                            m, n, k, transa, transb, al_a, al_b, al_d, bias != NULL, gelu);
             goto done;
         }
+        lt_report(transa, transb, m, n, k, beta, bias != NULL, gelu, td, &res);
         slot->valid = 1;
         slot->algo = res.algo;
         algo = &slot->algo;

@@ -21,8 +21,6 @@ extern "C" {
 }
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2 / pi) */
-#define COLSUM_ROWS 256                /* rows per partial of a column sum */
-#define COLSUM_THREADS 256
 #define ROW_THREADS 256 /* warp-per-row kernels: 8 rows per block */
 /* row values a lane of a LayerNorm warp keeps in registers: rows of up to
  * 32 * LN_REG_FLOATS = 1024 columns are read from memory once; longer rows
@@ -482,50 +480,103 @@ static __global__ void __launch_bounds__(ROW_THREADS)
     });
 }
 
-/* Pass 1 of a column sum: block (k, cb) sums rows [k*COLSUM_ROWS, ...) of
- * columns [cb*COLSUM_THREADS*G, ...), a group of G = 16 / sizeof(A) columns
- * per thread, each column's rows in order (the group only widens the loads:
- * every column keeps its own sum, so vec changes no bit). */
+/* Column sums (bias gradients, LayerNorm's dw and db): acc[c] += sum over
+ * the N rows of x[row, c]. Bandwidth-bound, and deterministic: the order of
+ * every addition is fixed by N and C alone (never by the launch or the
+ * timing), so the bits repeat run to run. Two passes, each spread over the
+ * whole device:
+ *   pass 1: block (k, cb), COLSUM_LANES x 32 threads, sums the chunk k of
+ *     rows [k * rows, (k + 1) * rows) of the 32 column groups of cb (a group
+ *     is 16 bytes of x: 8 bf16 or 4 fp32 columns, so a warp reads 512
+ *     contiguous bytes of a row). Lane l adds rows l, l + LANES, ... of the
+ *     chunk in increasing order, then the lanes' sums are added in lane
+ *     order through shared memory: one partial row per chunk.
+ *   pass 2: block j, 8 column groups of 4 partial columns x 32 lanes: lane l
+ *     adds partials l, l + 32, ... in order, then the lanes' sums in lane
+ *     order, added to acc.
+ * rows is a multiple of COLSUM_LANES chosen so that there are at most
+ * COLSUM_PARTS chunks, and at least COLSUM_MIN_ROWS rows per chunk
+ * (colsum_rows): at GPT-2 124M's N = 8192, C = 768 (bf16) pass 1 runs 128 x 3
+ * blocks of 256 threads, 8 rows per thread; at N = 65536, 256 x 3 blocks, 32
+ * rows each. Before, a thread summed a 256-row chunk of 8 columns alone: 32
+ * blocks of 96 working threads at N = 8192, and one block for the partials
+ * (issue 33: layernorm_backward_act was 22 % of a B 8 step on an H200).
+ * With x2 (LayerNorm: x = dout, x2 = its input) the pass sums
+ * dout * (x2 - mean) * rstd into part and dout into part2 in the same order. */
+#define COLSUM_LANES 8
+#define COLSUM_PARTS 256
+#define COLSUM_MIN_ROWS 64
+#define COLSUM_FINAL_LANES 32
+#define COLSUM_FINAL_GROUPS 8 /* of 4 columns: 32 columns per final block */
+
+static int colsum_rows(int N) {
+    int per = (N + COLSUM_PARTS - 1) / COLSUM_PARTS;
+    per = (per + COLSUM_LANES - 1) / COLSUM_LANES * COLSUM_LANES;
+    return per > COLSUM_MIN_ROWS ? per : COLSUM_MIN_ROWS;
+}
+
 /* x: [act] (a gradient); x2: [res] (a LayerNorm input) or NULL */
 template <typename A, typename R>
-static __global__ void __launch_bounds__(COLSUM_THREADS)
+static __global__ void __launch_bounds__(32 * COLSUM_LANES)
     k_colsum_partial(float *part, float *part2, const A *x, const R *x2, const float *mean,
-                     const float *rstd, int N, int C, bool vec) {
-    constexpr int G = 16 / sizeof(A);
-    int c = (blockIdx.y * COLSUM_THREADS + threadIdx.x) * G, n = gptx_imin(G, C - c);
-    if (n <= 0) return;
-    int r0 = blockIdx.x * COLSUM_ROWS, r1 = r0 + COLSUM_ROWS < N ? r0 + COLSUM_ROWS : N;
+                     const float *rstd, int N, int C, int rows, bool vec) {
+    constexpr int G = 16 / sizeof(A), SPAN = 32 * G;
+    __shared__ float lanes[2][COLSUM_LANES][SPAN];
+    int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    int c0 = blockIdx.y * SPAN, c = c0 + tx * G, n = gptx_imin(G, C - c);
+    int r0 = blockIdx.x * rows, r1 = gptx_imin(r0 + rows, N);
     float a[G], a2[G];
 #pragma unroll
     for (int e = 0; e < G; e++) a[e] = a2[e] = 0.0f;
-    for (int k = r0; k < r1; k++) {
-        float d[G];
-        gptx_ld_group(d, x + (size_t)k * C + c, n, vec);
-        if (x2) {
-            float u[G];
-            gptx_ld_group(u, x2 + (size_t)k * C + c, n, vec);
+    if (n > 0) {
+#pragma unroll 4
+        for (int k = r0 + ty; k < r1; k += COLSUM_LANES) {
+            float d[G];
+            gptx_ld_group(d, x + (size_t)k * C + c, n, vec);
+            if (x2) {
+                float u[G];
+                gptx_ld_group(u, x2 + (size_t)k * C + c, n, vec);
+                float m = mean[k], r = rstd[k];
 #pragma unroll
-            for (int e = 0; e < G; e++) {
-                a[e] += d[e] * (u[e] - mean[k]) * rstd[k];
-                a2[e] += d[e];
+                for (int e = 0; e < G; e++) {
+                    a[e] += d[e] * (u[e] - m) * r;
+                    a2[e] += d[e];
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < G; e++) a[e] += d[e];
             }
-        } else {
-#pragma unroll
-            for (int e = 0; e < G; e++) a[e] += d[e];
         }
     }
-    gptx_st_group(part + (size_t)blockIdx.x * C + c, a, n, vec);
-    if (x2) gptx_st_group(part2 + (size_t)blockIdx.x * C + c, a2, n, vec);
+#pragma unroll
+    for (int e = 0; e < G; e++) {
+        lanes[0][ty][tx * G + e] = a[e];
+        lanes[1][ty][tx * G + e] = a2[e];
+    }
+    __syncthreads();
+    /* thread j adds column j % SPAN of sum j / SPAN over the lanes, in order */
+    for (int j = threadIdx.x; j < (x2 ? 2 : 1) * SPAN; j += 32 * COLSUM_LANES) {
+        int which = j / SPAN, col = j % SPAN;
+        if (c0 + col >= C) continue;
+        float t = 0.0f;
+#pragma unroll
+        for (int l = 0; l < COLSUM_LANES; l++) t += lanes[which][l][col];
+        (which ? part2 : part)[(size_t)blockIdx.x * C + c0 + col] = t;
+    }
 }
 
-/* Pass 2: acc[c] += sum over partials in order, 4 columns per thread. */
-static __global__ void k_colsum_final(float *acc, float *acc2, const float *part,
-                                      const float *part2, int nparts, int C, bool vec) {
-    for (int c = (blockIdx.x * blockDim.x + threadIdx.x) * 4; c < C;
-         c += gridDim.x * blockDim.x * 4) {
-        int n = gptx_imin(4, C - c);
-        float a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, a2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int k = 0; k < nparts; k++) {
+/* Pass 2: acc[c] += the sum of the nparts partials of column c (and acc2 of
+ * part2's), in the order the file comment gives. */
+static __global__ void __launch_bounds__(COLSUM_FINAL_LANES * COLSUM_FINAL_GROUPS)
+    k_colsum_final(float *acc, float *acc2, const float *part, const float *part2, int nparts,
+                   int C, bool vec) {
+    constexpr int SPAN = 4 * COLSUM_FINAL_GROUPS;
+    __shared__ float lanes[2][COLSUM_FINAL_LANES][SPAN];
+    int tx = threadIdx.x % COLSUM_FINAL_GROUPS, ty = threadIdx.x / COLSUM_FINAL_GROUPS;
+    int c0 = blockIdx.x * SPAN, c = c0 + tx * 4, n = gptx_imin(4, C - c);
+    float a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, a2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (n > 0) {
+        for (int k = ty; k < nparts; k += COLSUM_FINAL_LANES) {
             float u[4];
             gptx_ld_group(u, part + (size_t)k * C + c, n, vec);
 #pragma unroll
@@ -536,18 +587,20 @@ static __global__ void k_colsum_final(float *acc, float *acc2, const float *part
                 for (int e = 0; e < 4; e++) a2[e] += u[e];
             }
         }
-        float o[4];
-        gptx_ld_group(o, acc + c, n, vec);
-#pragma unroll
-        for (int e = 0; e < 4; e++) o[e] += a[e];
-        gptx_st_group(acc + c, o, n, vec);
-        if (part2) {
-            gptx_ld_group(o, acc2 + c, n, vec);
-#pragma unroll
-            for (int e = 0; e < 4; e++) o[e] += a2[e];
-            gptx_st_group(acc2 + c, o, n, vec);
-        }
     }
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        lanes[0][ty][tx * 4 + e] = a[e];
+        lanes[1][ty][tx * 4 + e] = a2[e];
+    }
+    __syncthreads();
+    int j = threadIdx.x, which = j / SPAN, col = j % SPAN;
+    if (which > (part2 ? 1 : 0) || c0 + col >= C) return; /* no barrier follows */
+    float t = 0.0f;
+#pragma unroll 8
+    for (int l = 0; l < COLSUM_FINAL_LANES; l++) t += lanes[which][l][col];
+    float *dst = (which ? acc2 : acc) + c0 + col;
+    *dst += t;
 }
 
 GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2, const float *x,
@@ -555,24 +608,24 @@ GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2
                                        int C) {
     if (N <= 0 || C <= 0) return GPTX_OK;
     size_t ab = gptx_cuda_act_bytes(be), G = 16 / ab;
-    int nparts = (N + COLSUM_ROWS - 1) / COLSUM_ROWS;
-    size_t cblocks = ((size_t)C + COLSUM_THREADS * G - 1) / (COLSUM_THREADS * G);
+    int rows = colsum_rows(N), nparts = (N + rows - 1) / rows;
+    size_t cblocks = ((size_t)C + 32 * G - 1) / (32 * G);
     if (cblocks > 65535) return GPTX_FAIL(GPTX_ERR_SHAPE, "%d columns are too many", C);
     size_t per = (size_t)nparts * C;
     void *dev = NULL;
     GPTX_TRY(gptx_cuda_scratch(be, (x2 ? 2 : 1) * per * sizeof(float), &dev));
     float *part = (float *)dev, *part2 = x2 ? part + per : NULL;
     bool vec = C % (int)G == 0 && gptx_vec_ptr(x, G, ab) &&
-               gptx_vec_ptr(x2, G, gptx_cuda_res_bytes(be)) && gptx_vec_ptr(part, G, 4) &&
-               gptx_vec_ptr(part2, G, 4);
+               gptx_vec_ptr(x2, G, gptx_cuda_res_bytes(be));
     dim3 grid((unsigned)nparts, (unsigned)cblocks);
-    GPTX_LAUNCH_ACT_RES(k_colsum_partial, grid, COLSUM_THREADS, be->compute, part, part2,
-                        (const act_t *)x, (const res_t *)x2, mean, rstd, N, C, vec);
+    GPTX_LAUNCH_ACT_RES(k_colsum_partial, grid, 32 * COLSUM_LANES, be->compute, part, part2,
+                        (const act_t *)x, (const res_t *)x2, mean, rstd, N, C, rows, vec);
     GPTX_CUDA_LAUNCHED("colsum_partial");
-    bool vec_final = C % 4 == 0 && gptx_vec_ptr(acc, 4, 4) && gptx_vec_ptr(acc2, 4, 4) &&
-                     gptx_vec_ptr(part, 4, 4) && gptx_vec_ptr(part2, 4, 4);
-    GPTX_LAUNCH(k_colsum_final, gptx_cuda_blocks(((size_t)C + 3) / 4, 256), 256, be->compute, acc,
-                acc2, part, (const float *)part2, nparts, C, vec_final);
+    bool vec_final = C % 4 == 0 && gptx_vec_ptr(part, 4, 4) && gptx_vec_ptr(part2, 4, 4);
+    unsigned fblocks = (unsigned)(((size_t)C + 4 * COLSUM_FINAL_GROUPS - 1) /
+                                  (4 * COLSUM_FINAL_GROUPS));
+    GPTX_LAUNCH(k_colsum_final, fblocks, COLSUM_FINAL_LANES * COLSUM_FINAL_GROUPS, be->compute,
+                acc, acc2, part, (const float *)part2, nparts, C, vec_final);
     GPTX_CUDA_LAUNCHED("colsum_final");
     return GPTX_OK;
 }

@@ -157,7 +157,7 @@ static int compare(const char *precision) {
 
 #define HC 8   /* input width */
 #define HOC 64 /* output width: the bias gradient's columns */
-enum { N_SMALL = 1024, N_BIG = 8192 }; /* column-sum scratch 1 KiB (fits 4), 8 KiB */
+enum { N_SMALL = 1024, N_BIG = 8192 }; /* column-sum scratch 4 KiB (16 chunks of 64 rows: fits 4), 32 KiB */
 
 #ifdef GPTX_TEST_CUDA_EMU
 void gptx_cuda_emu_set_mem_limit(size_t bytes);

@@ -704,6 +704,26 @@ typedef struct cublasLtMatmulHeuristicResult_t {
     int reserved[4];
 } cublasLtMatmulHeuristicResult_t;
 
+/* what the emulation's one algorithm reports of itself */
+typedef enum cublasLtMatmulAlgoConfigAttributes_t {
+    CUBLASLT_ALGO_CONFIG_ID = 0,
+    CUBLASLT_ALGO_CONFIG_TILE_ID = 1,
+    CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 2,
+    CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME = 3,
+    CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING = 4,
+    CUBLASLT_ALGO_CONFIG_STAGES_ID = 6
+} cublasLtMatmulAlgoConfigAttributes_t;
+static inline cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t *,
+                                                                  cublasLtMatmulAlgoConfigAttributes_t a,
+                                                                  void *buf, size_t bytes,
+                                                                  size_t *written) {
+    if (bytes != 4) return CUBLAS_STATUS_INVALID_VALUE;
+    int32_t v = a == CUBLASLT_ALGO_CONFIG_SPLITK_NUM ? 1 : 0;
+    memcpy(buf, &v, 4);
+    *written = 4;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
     *h = new gptx_emu_lt_handle();
     return CUBLAS_STATUS_SUCCESS;
