@@ -459,17 +459,22 @@ static void test_layernorm(pair *p) {
 }
 
 /* The column sums behind every bias gradient and LayerNorm's dw, db
- * (cuda_ops.cu: chunks of rows over lanes, partials over lanes), on values
- * whose every partial sum is exact in fp32 (multiples of 1/64, |x| <= 1, at
- * most 2^24 / 64 rows): whatever the order, the result must be the exact
- * sum, so a row summed twice or never, or a partial lost, shows. Through
- * layernorm_backward with mean 0, rstd 1, input 1 and weight 1: then
- * dw += sum of dout * (1 - 0) * 1 and db += sum of dout, both exact. Shapes:
- * one chunk; a chunk ending mid-lane; more chunks than the final pass's 32
- * lanes (N 2100); chunks longer than the 64-row minimum (N 20000: 80 rows,
- * 250 chunks); several column blocks, a partial group (C 1030, 260, 33). */
+ * (cuda_ops.cu), on values whose every partial sum is exact in fp32
+ * (multiples of 1/64, |x| <= 1, at most 2^24 / 64 rows): whatever the order,
+ * the result must be the exact sum, so a row summed twice or never, or a
+ * partial lost, shows. Two paths:
+ *   - layernorm_backward with mean 0, rstd 1, input 1 and weight 1: then
+ *     dw += sum of dout * (1 - 0) * 1 and db += sum of dout, both exact; up
+ *     to 1024 columns the sums fused into the rows' kernel (blocks of >= 16
+ *     rows, at most 512 blocks), beyond it the separate column sums;
+ *   - matmul_backward's bias gradient (input width 4): the separate column
+ *     sums (chunks of >= 64 rows over 8 lanes, at most 256 chunks).
+ * Shapes: one chunk; a chunk ending mid-lane; more chunks than the final
+ * pass's 32 lanes (N 2100); chunks longer than their minimum (N 20000: 250
+ * chunks of 80 rows, 500 blocks of 40); several column blocks and a partial
+ * group (C 1030, 260, 33). */
 static void test_column_sums(pair *p) {
-    int shapes[][2] = {{1, 5}, {70, 33}, {2100, 40}, {20000, 260}, {3, 1030}};
+    int shapes[][2] = {{1, 5}, {70, 33}, {2100, 40}, {20000, 260}, {3, 1030}}; /* C >= 4 */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int N = shapes[si][0], C = shapes[si][1];
         size_t NC = (size_t)N * C;
@@ -487,14 +492,25 @@ static void test_column_sums(pair *p) {
               *dgw = dup_f(p, acc, C), *dgb = dup_f(p, acc, C);
         CHECK_OK(p->cu_ops->layernorm_backward(p->cu, din, dgw, dgb, dg, dx, dw, dm, dr, N, C));
         float *aw = down(p, dgw, C), *ab = down(p, dgb, C);
-        size_t bad = 0;
-        for (int c = 0; aw && ab && c < C; c++)
+        /* the bias gradient of a product of input width 4 (dinp, dw unused) */
+        float *dbias = dup_f(p, acc, C), *dwin = dup_f(p, zeros, (size_t)C * 4),
+              *dwt = dup_f(p, zeros, (size_t)C * 4), *dpin = dalloc(p, (size_t)N * 16);
+        /* inp: the first N x 4 of dx's ones (C >= 4 here) */
+        CHECK_OK(p->cu_ops->matmul_backward(p->cu, dpin, dwin, dbias, dg, dx, dwt, N, 4, C));
+        float *abias = down(p, dbias, C);
+        size_t bad = 0, bad_bias = 0;
+        for (int c = 0; aw && ab && abias && c < C; c++) {
             bad += aw[c] != (float)want[c] || ab[c] != (float)want[c];
-        if (bad) fprintf(stderr, "column sums N %d C %d: %zu columns not exact\n", N, C, bad);
-        CHECK(aw && ab && bad == 0);
-        void *dev[] = {dg, dx, dw, dm, dr, din, dgw, dgb};
+            bad_bias += abias[c] != (float)want[c];
+        }
+        if (bad || bad_bias)
+            fprintf(stderr,
+                    "column sums N %d C %d: %zu LayerNorm and %zu bias columns not exact\n", N, C,
+                    bad, bad_bias);
+        CHECK(aw && ab && abias && bad == 0 && bad_bias == 0);
+        void *dev[] = {dg, dx, dw, dm, dr, din, dgw, dgb, dbias, dwin, dwt, dpin};
         for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dfree(p, dev[i]);
-        void *host[] = {g, acc, want, ones, zeros, aw, ab};
+        void *host[] = {g, acc, want, ones, zeros, aw, ab, abias};
         for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     }
 }
