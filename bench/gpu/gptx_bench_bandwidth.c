@@ -47,6 +47,7 @@
 
 #include "../bench_common.h"
 #include "prog_flags.h"
+#include "table_timing.h"
 
 #ifndef GPTX_TEST_CUDA_EMU
 #include <cuda_runtime_api.h>
@@ -468,23 +469,26 @@ static int copy_call(bw_env *e, const bw_case *c) {
 #endif
 }
 
+/* one call of a case, as table_time_median calls it; the L2 flushed before it */
+typedef struct {
+    bw_env *e;
+    const bw_case *c;
+    bw_call call;
+} bw_timed;
+
+static int timed_call(void *arg) {
+    bw_timed *t = arg;
+    return t->call(t->e, t->c);
+}
+
+static int timed_flush(void *arg) { return flush_l2(((bw_timed *)arg)->e); }
+
 /* --warmup untimed calls, then the median of --iters, each between two
- * events, the L2 flushed before each */
+ * events (table_timing.h), the L2 flushed before each */
 static int time_call(bw_env *e, const bw_args *a, bw_call call, const bw_case *c, double *med) {
-    for (int i = 0; i < a->warmup; i++) GPTX_TRY(call(e, c));
-    double *t = malloc((size_t)a->iters * sizeof *t);
-    if (!t) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    int rc = GPTX_OK;
-    for (int i = 0; i < a->iters && rc == GPTX_OK; i++) {
-        rc = flush_l2(e);
-        if (rc == GPTX_OK) rc = e->ops->event_record(e->be, e->ev0);
-        if (rc == GPTX_OK) rc = call(e, c);
-        if (rc == GPTX_OK) rc = e->ops->event_record(e->be, e->ev1);
-        if (rc == GPTX_OK) rc = e->ops->event_elapsed(e->be, e->ev0, e->ev1, &t[i]);
-    }
-    if (rc == GPTX_OK) *med = bench_median(t, a->iters);
-    free(t);
-    return rc;
+    bw_timed t = {e, c, call};
+    return table_time_median(e->ops, e->be, e->ev0, e->ev1, a->warmup, a->iters, timed_flush,
+                             timed_call, &t, med);
 }
 
 /* the case's time: its call's median, less its base call's */

@@ -1,41 +1,93 @@
 # shellcheck shell=bash
 # The machinery of a device call, sourced by tests/gpu/run_all.sh (the final
-# call) and tests/gpu/profile_call.sh (the profiling call): stages run under
-# a clock with group deadlines, a summary rewritten after every stage, the
-# dry run's simulated clock and plan, and the build (dependencies,
-# configure, targets). See run_all.sh's header for the rules a stage follows.
+# call) and tests/gpu/profile_call.sh (the profiling call): their flags and
+# folders, stages run under a clock with group deadlines, a summary rewritten
+# after every stage, the dry run's simulated clock and plan, and the build
+# (dependencies, configure, targets). See run_all.sh's header for the rules a
+# stage follows.
 #
-# The caller sets, before sourcing: root (the repository), DRY (0/1), BUDGET
-# (s, already scaled), SCALE, OUT, BUILD, PLANFILE, JOBS, ARCH, NVCC, DEPS_DIR,
-# GROUP_ENDS (an array "name:seconds", the last group ending at BUDGET), and
-# PLAN (an array of "name|group|limit|expect|log[|flags]": limit in s, 0 =
-# what is left in the group; expect: s on an H200, the dry run's time; flags:
-# "opt" (run only when 1.5 x expect is left, else SKIPPED), "bg" (started in
-# the background by bg_start, waited for by bg_wait)). It defines
+# A call script sets root (the repository), sources this file, calls
+# call_setup, sets GROUP_ENDS (an array "name:seconds", the last group ending
+# at BUDGET), LAST_GROUP, SUMMARY_TITLE and PLAN (an array of
+# "name|group|limit|expect|log[|flags]": limit in s, 0 = what is left in the
+# group; expect: s on an H200, the dry run's time; flags: "opt" (run only
+# when 1.5 x expect is left, else SKIPPED), "bg" (started in the background by
+# bg_start, waited for by bg_wait)), then calls stages_init. It defines
 # summary_extra (lines after the fifth of the summary) and may define
 # summary_tail (lines after the figures) and figures_changed (called when a
 # benchmark has left its JSON).
 
-: "${root:?}" "${DRY:?}" "${BUDGET:?}" "${SCALE:?}" "${OUT:?}" "${BUILD:?}" "${PLANFILE:?}"
-: "${JOBS:?}" "${ARCH:?}" "${NVCC:?}" "${DEPS_DIR:?}" "${SUMMARY_TITLE:?}"
 MIN_STAGE=10 # a stage with less time left in its group is not started
 KILL_AFTER=5 # SIGKILL this long after the limit's SIGTERM
+NODEVICE=0
+MACHINE=
+NCCL_NOTE="not looked for yet"
+DNNL_NOTE="not looked for yet"
 
-NST=${#PLAN[@]}
+# call_setup SCRIPT DEFAULT_BUDGET LOGFILE... -- ARGS...: the call's flags
+# (--dry-run, --budget SECONDS) and folders; the LOGFILEs of an earlier run
+# in $OUT and every benchmark JSON of an earlier call on this machine removed,
+# so no figure of it reaches this summary.
+# shellcheck disable=SC2034 # BENCH, ATTN, BANDWIDTH: the callers' stages run them
+call_setup() {
+    local script=$1 logs=()
+    BUDGET=${GPTX_GPU_BUDGET_S:-$2}
+    shift 2
+    while [ "$1" != -- ]; do logs+=("$1"); shift; done
+    shift
+    DRY=0
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --dry-run) DRY=1 ;;
+        --budget) BUDGET=$2; shift ;;
+        *) echo "usage: $script [--dry-run] [--budget SECONDS]" >&2; exit 2 ;;
+        esac
+        shift
+    done
+    BUILD=${GPTX_GPU_BUILD:-$root/build-gpu}
+    OUT=${OUT:-$BUILD/out}
+    JOBS=${GPTX_JOBS:-$(nproc 2>/dev/null || echo 8)}
+    DEPS_DIR=${GPTX_GPU_DEPS_DIR:-$root/build-gpu-deps}
+    # the test programs link libgptx.a: they find the cuda module of this build here
+    export GPTX_MODULE_PATH=$BUILD
+    ARCH=${GPTX_GPU_ARCH:-90}
+    PLANFILE=$BUILD/dry-run-plan.txt
+    NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    # GPTX_GPU_TIME_SCALE (an integer, default 1) multiplies every limit and
+    # group end: for a machine slower than the H200's 16 cores (2 cores here: 8)
+    SCALE=${GPTX_GPU_TIME_SCALE:-1}
+    BUDGET=$((BUDGET * SCALE))
+    # the programs both calls run
+    BENCH=$BUILD/bench/gpu/gptx-bench-gpu
+    ATTN=$BUILD/bench/gpu/gptx-bench-attention
+    BANDWIDTH=$BUILD/bench/gpu/gptx-bench-bandwidth
+    OP_PROFILE=$BUILD/bench/gptx-op-profile
+    mkdir -p "$OUT" "$BUILD/json"
+    (cd "$OUT" && rm -f "${logs[@]}")
+    rm -f "$BUILD"/json/*.json
+    if [ "$DRY" = 1 ]; then : >"$PLANFILE"; fi
+}
+
+# stages_init: the stage table from PLAN, the clock started
+stages_init() {
+    : "${SUMMARY_TITLE:?}" "${GROUP_ENDS[0]:?}"
+    NST=${#PLAN[@]}
+    local i
+    for ((i = 0; i < NST; i++)); do
+        IFS='|' read -r "S_NAME[i]" "S_GROUP[i]" "S_LIMIT[i]" "S_EXPECT[i]" "S_LOG[i]" "S_FLAGS[i]" \
+            <<<"${PLAN[i]}"
+        S_STATUS[i]=pending
+        S_TIME[i]=
+        S_RUNLIMIT[i]=
+        S_FIG[i]=
+    done
+    T0=$SECONDS
+    VCLOCK=0
+}
 declare -a S_NAME S_GROUP S_LIMIT S_EXPECT S_LOG S_FLAGS S_STATUS S_TIME S_RUNLIMIT S_FIG
 declare -a BG_PID BG_START BG_SIM
-for ((i = 0; i < NST; i++)); do
-    IFS='|' read -r "S_NAME[i]" "S_GROUP[i]" "S_LIMIT[i]" "S_EXPECT[i]" "S_LOG[i]" "S_FLAGS[i]" \
-        <<<"${PLAN[i]}"
-    S_STATUS[i]=pending
-    S_TIME[i]=
-    S_RUNLIMIT[i]=
-    S_FIG[i]=
-done
 
-T0=$SECONDS
-VCLOCK=0
-now() { if [ "$DRY" = 1 ]; then echo $VCLOCK; else echo $((SECONDS - T0)); fi; }
+now() { if [ "$DRY" = 1 ]; then echo "$VCLOCK"; else echo $((SECONDS - T0)); fi; }
 group_end() {
     local g
     for g in "${GROUP_ENDS[@]}"; do
@@ -43,10 +95,6 @@ group_end() {
     done
     echo "$BUDGET"
 }
-NODEVICE=0
-MACHINE=
-NCCL_NOTE="not looked for yet"
-DNNL_NOTE="not looked for yet"
 
 index_of() {
     local i
@@ -290,7 +338,7 @@ bg_wait() {
         [ "$secs" -gt "${S_RUNLIMIT[i]}" ] && outcome=timeout
         rc=$(dry_rc "$outcome")
         [ "$rc" = 124 ] && secs=${S_RUNLIMIT[i]}
-        [ $((BG_START[i] + secs)) -gt $VCLOCK ] && VCLOCK=$((BG_START[i] + secs))
+        [ $((BG_START[i] + secs)) -gt "$VCLOCK" ] && VCLOCK=$((BG_START[i] + secs))
         echo "(dry run: $outcome after $secs s)" >>"$OUT/${S_LOG[i]}"
     else
         wait "${BG_PID[i]}"
@@ -325,6 +373,17 @@ device_stage_ready() {
         return 1
     fi
     return 0
+}
+
+# the per-op profile of a GPT-2 124M training step (bf16) at batch B
+profile_stage() { # NAME B
+    local i
+    i=$(index_of "$1")
+    device_stage_ready "$i" "$OP_PROFILE" || return 0
+    run_stage "$i" "$OP_PROFILE" --backend cuda --config gpt2-124M --precision bf16 --batch "$2" \
+        --warmup 2 --steps 3
+    S_FIG[i]=$(stage_log "$i" | grep -m 1 '^step:' | cut -c 1-100)
+    write_summary
 }
 
 # ---- figures from the benchmarks' JSON ------------------------------------------------
@@ -609,10 +668,11 @@ ptxas_lines() {
 
 # ---- llm.c, the peer (build-peers/llmc, made by ../shared/tools/llmc-gpu/prepare.sh) ----
 
-LLMC_DIR=${GPTX_GPU_LLMC_DIR:-$root/build-peers/llmc}
-LLMC_BIN=$BUILD/llmc # binaries out of the carried folder: kept on a warm machine
-
-llmc_carried() { [ -f "$LLMC_DIR/train_gpt2.cu" ] && [ -d "$LLMC_DIR/llmc" ]; }
+# the folder (GPTX_GPU_LLMC_DIR names another), and where its binaries go: out
+# of the carried folder, so a warm machine keeps them
+llmc_dir() { echo "${GPTX_GPU_LLMC_DIR:-$root/build-peers/llmc}"; }
+llmc_bin() { echo "$BUILD/llmc"; }
+llmc_carried() { [ -f "$(llmc_dir)/train_gpt2.cu" ] && [ -d "$(llmc_dir)/llmc" ]; }
 
 # The background build of both llm.c binaries (cuDNN attention and its own),
 # started when the folder was carried; SKIPPED otherwise.
@@ -623,5 +683,5 @@ llmc_build_start() {
         skipped "$i" "build-peers/llmc not carried: ../shared/tools/llmc-gpu/prepare.sh makes it"
         return 0
     fi
-    bg_start "$i" bash "$root/tests/gpu/llmc_peer.sh" build "$LLMC_DIR" "$LLMC_BIN"
+    bg_start "$i" bash "$root/tests/gpu/llmc_peer.sh" build "$(llmc_dir)" "$(llmc_bin)"
 }

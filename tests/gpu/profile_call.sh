@@ -53,30 +53,10 @@ set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
 root=$PWD
 
-DRY=0
-BUDGET=${GPTX_GPU_BUDGET_S:-200}
-while [ $# -gt 0 ]; do
-    case $1 in
-    --dry-run) DRY=1 ;;
-    --budget) BUDGET=$2; shift ;;
-    *) echo "usage: tests/gpu/profile_call.sh [--dry-run] [--budget SECONDS]" >&2; exit 2 ;;
-    esac
-    shift
-done
-BUILD=${GPTX_GPU_BUILD:-$root/build-gpu}
-OUT=${OUT:-$BUILD/out}
-JOBS=${GPTX_JOBS:-$(nproc 2>/dev/null || echo 8)}
-DEPS_DIR=${GPTX_GPU_DEPS_DIR:-$root/build-gpu-deps}
-export GPTX_MODULE_PATH=$BUILD
-ARCH=${GPTX_GPU_ARCH:-90}
-PLANFILE=$BUILD/dry-run-plan.txt
-mkdir -p "$OUT" "$BUILD/json"
-(cd "$OUT" && rm -f summary.txt build.log bench.log profile.log ncu.log bench.json nvidia-smi.txt)
-rm -f "$BUILD"/json/*.json
-[ $DRY = 1 ] && : >"$PLANFILE"
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-SCALE=${GPTX_GPU_TIME_SCALE:-1}
-BUDGET=$((BUDGET * SCALE))
+# shellcheck source=tests/gpu/gpu_stages.sh
+. "$root/tests/gpu/gpu_stages.sh"
+call_setup tests/gpu/profile_call.sh 200 summary.txt build.log bench.log profile.log ncu.log \
+    bench.json nvidia-smi.txt -- "$@"
 GROUP_ENDS=(build:90)
 LAST_GROUP=profile
 SUMMARY_TITLE="gptx GPU profile"
@@ -93,8 +73,7 @@ PLAN=(
     "ncu_attention|profile|60|15|ncu.log"
     "ncu_gemm|profile|60|20|ncu.log"
 )
-# shellcheck source=tests/gpu/gpu_stages.sh
-. "$root/tests/gpu/gpu_stages.sh"
+stages_init
 
 summary_extra() {
     echo "dependencies: NCCL $NCCL_NOTE; oneDNN $DNNL_NOTE"
@@ -107,21 +86,6 @@ summary_tail() {
     echo
     echo "Nsight Compute, batch-8 step (ncu.log has every section):"
     python3 "$root/tests/gpu/bench_figures.py" ncu "$OUT/ncu.log" 2>&1 | sed 's/^/  /'
-}
-
-BENCH=$BUILD/bench/gpu/gptx-bench-gpu
-ATTN=$BUILD/bench/gpu/gptx-bench-attention
-BANDWIDTH=$BUILD/bench/gpu/gptx-bench-bandwidth
-OP_PROFILE=$BUILD/bench/gptx-op-profile
-
-profile_stage() { # NAME B
-    local i
-    i=$(index_of "$1")
-    device_stage_ready "$i" "$OP_PROFILE" || return 0
-    run_stage "$i" "$OP_PROFILE" --backend cuda --config gpt2-124M --precision bf16 --batch "$2" \
-        --warmup 2 --steps 3
-    S_FIG[i]=$(stage_log "$i" | grep -m 1 '^step:' | cut -c 1-100)
-    write_summary
 }
 
 # ncu_stage NAME REGEX SKIP COUNT SECTION...: Nsight Compute on COUNT kernels

@@ -76,37 +76,12 @@ set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
 root=$PWD
 
-DRY=0
-BUDGET=${GPTX_GPU_BUDGET_S:-450}
-while [ $# -gt 0 ]; do
-    case $1 in
-    --dry-run) DRY=1 ;;
-    --budget) BUDGET=$2; shift ;;
-    *) echo "usage: tests/gpu/run_all.sh [--dry-run] [--budget SECONDS]" >&2; exit 2 ;;
-    esac
-    shift
-done
-BUILD=${GPTX_GPU_BUILD:-$root/build-gpu}
-OUT=${OUT:-$BUILD/out}
-JOBS=${GPTX_JOBS:-$(nproc 2>/dev/null || echo 8)}
-DEPS_DIR=${GPTX_GPU_DEPS_DIR:-$root/build-gpu-deps}
+# shellcheck source=tests/gpu/gpu_stages.sh
+. "$root/tests/gpu/gpu_stages.sh"
+call_setup tests/gpu/run_all.sh 450 summary.txt build.log tests.log bench.log peers.log bench.json \
+    nvidia-smi.txt -- "$@"
 export PYTHONUNBUFFERED=1 # the PyTorch benchmark's lines reach its log as they come
-# the test programs link libgptx.a: they find the cuda module of this build here
-export GPTX_MODULE_PATH=$BUILD
-ARCH=${GPTX_GPU_ARCH:-90}
-PLANFILE=$BUILD/dry-run-plan.txt
-mkdir -p "$OUT" "$BUILD/json" "$BUILD/mma"
-# a local rerun starts its logs afresh ($OUT is emptied before each device
-# call), and no figure of an earlier call on this machine reaches the summary
-(cd "$OUT" && rm -f summary.txt build.log tests.log bench.log peers.log bench.json nvidia-smi.txt)
-rm -f "$BUILD"/json/*.json
-[ $DRY = 1 ] && : >"$PLANFILE"
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-
-# GPTX_GPU_TIME_SCALE (an integer, default 1) multiplies every limit and group
-# end: for a machine slower than the H200's 16 cores (the build here, 2 cores)
-SCALE=${GPTX_GPU_TIME_SCALE:-1}
-BUDGET=$((BUDGET * SCALE))
+mkdir -p "$BUILD/mma"
 GROUP_ENDS=(build:120 tests:240)
 LAST_GROUP=bench
 RACE_EXIT=86 # compute-sanitizer's exit status when racecheck reports a hazard
@@ -144,8 +119,7 @@ PLAN=(
     "llmc_own|bench|45|12|peers.log|opt"
     "bench_bf16_largest|bench|90|30|bench.log|opt"
 )
-# shellcheck source=tests/gpu/gpu_stages.sh
-. "$root/tests/gpu/gpu_stages.sh"
+stages_init
 
 # ---- the summary's own lines ----------------------------------------------------------
 
@@ -159,7 +133,7 @@ bf16_comparison() {
     pending) echo "not run yet"; return ;;
     *) echo "not run (test_cuda_model ${S_STATUS[i]})"; return ;;
     esac
-    [ $DRY = 1 ] && { echo "(dry run; the build decides: oneDNN $DNNL_NOTE)"; return; }
+    [ "$DRY" = 1 ] && { echo "(dry run; the build decides: oneDNN $DNNL_NOTE)"; return; }
     out=$(stage_log "$i")
     if grep -q 'bf16 policy: cuda vs cpu fp32' <<<"$out"; then
         echo "ran (test_cuda_model: 'bf16 policy: cuda vs cpu fp32 / cpu bf16 vs cpu fp32 / cuda vs cpu bf16' in tests.log)"
@@ -194,10 +168,6 @@ TEST_BINS=(test_cuda_flash test_cuda_kernels test_cuda_model test_reference_cuda
 PROGRAMS=(gptx-bench-gpu gptx-bench-attention gptx-op-profile gptx-bench-bandwidth)
 FIXTURES=(tests/reference/fixtures/odd_tied_bias.gptxfix tests/reference/fixtures/untied_nobias.gptxfix
           tests/reference/fixtures/padded_unmasked_untied.gptxfix)
-BENCH=$BUILD/bench/gpu/gptx-bench-gpu
-ATTN=$BUILD/bench/gpu/gptx-bench-attention
-BANDWIDTH=$BUILD/bench/gpu/gptx-bench-bandwidth
-OP_PROFILE=$BUILD/bench/gptx-op-profile
 MMA_BIN=$BUILD/mma/test_mma_fragments
 
 test_bin() { # NAME: where the build puts test NAME
@@ -273,17 +243,6 @@ racecheck_stage() {
     write_summary
 }
 
-# the per-op profile of a GPT-2 124M training step (bf16) at batch B
-profile_stage() { # NAME B
-    local i
-    i=$(index_of "$1")
-    device_stage_ready "$i" "$OP_PROFILE" || return 0
-    run_stage "$i" "$OP_PROFILE" --backend cuda --config gpt2-124M --precision bf16 --batch "$2" \
-        --warmup 2 --steps 3
-    S_FIG[i]=$(stage_log "$i" | grep -m 1 '^step:' | cut -c 1-100)
-    write_summary
-}
-
 # llm.c timed (after its background build), when its folder was carried
 llmc_stage() { # NAME cudnn|own STEPS
     local i
@@ -296,7 +255,7 @@ llmc_stage() { # NAME cudnn|own STEPS
         not_reached "$i" "llm.c did not build: see peers.log"
         return 0
     fi
-    bench_stage "$1" bash "$root/tests/gpu/llmc_peer.sh" time "$LLMC_DIR" "$LLMC_BIN" "$2" "$3"
+    bench_stage "$1" bash "$root/tests/gpu/llmc_peer.sh" time "$(llmc_dir)" "$(llmc_bin)" "$2" "$3"
 }
 
 do_bench() {

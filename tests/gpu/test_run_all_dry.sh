@@ -309,10 +309,9 @@ SCRIPT=profile_call.sh dry profslow "build=ok:85,*=ok:30"
 has "$(line 4)" "ncu_gemm (time budget" "slow build: the last ncu stage not reached"
 
 # ---- the lease: profiling call, final call, their slack and a machine start in 15 min ----
-# shellcheck disable=SC2016 # the scripts' own text
-rb=$(sed -n 's/^BUDGET=\${GPTX_GPU_BUDGET_S:-\([0-9]*\)}$/\1/p' "$here/run_all.sh")
-# shellcheck disable=SC2016
-pb=$(sed -n 's/^BUDGET=\${GPTX_GPU_BUDGET_S:-\([0-9]*\)}$/\1/p' "$here/profile_call.sh")
+rb=$(sed -n 's/^call_setup tests\/gpu\/run_all.sh \([0-9]*\) .*/\1/p' "$here/run_all.sh")
+pb=$(sed -n 's/^call_setup tests\/gpu\/profile_call.sh \([0-9]*\) .*/\1/p' "$here/profile_call.sh")
+if [ -z "$rb" ] || [ -z "$pb" ]; then fail "no budget found in the scripts' call_setup lines"; fi
 [ $((rb + pb + 2 * 60 + 120)) -le 900 ] ||
     fail "budgets $rb + $pb s, 60 s of timeout slack each and a 120 s start exceed 900 s"
 
