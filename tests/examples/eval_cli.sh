@@ -76,16 +76,20 @@ expect_fail() { # <what the message must contain> <command...>
   echo "ok: $* -> $msg"
 }
 # config.json's settings have their JSON types: a string where true/false or a
-# number belongs is refused, naming the key, not read as the default
+# number belongs is refused, naming the file and the key, not read as the
+# default (the library reads config.json: lib/io/hf_config.c)
 printf '{"n_head": 2, "tie_word_embeddings": "yes"}\n' > hf/config.json
-expect_fail 'hf/config.json: "tie_word_embeddings" is "yes"; expected true or false' \
+expect_fail "hf/config.json': \"tie_word_embeddings\" must be true or false" \
   "$eval" --model hf --tokens ids.bin
 printf '{"n_head": 2, "tie_word_embeddings": 1}\n' > hf/config.json
-expect_fail '"tie_word_embeddings" is 1; expected true or false' "$generate" --model hf
+expect_fail '"tie_word_embeddings" must be true or false' "$generate" --model hf
 printf '{"n_head": "2", "tie_word_embeddings": false}\n' > hf/config.json
-expect_fail '"n_head" is "2"; expected a number' "$eval" --model hf --tokens ids.bin
+expect_fail '"n_head" must be a whole number in [1, 4096]' "$eval" --model hf --tokens ids.bin
 printf '{"n_head": 2, "layer_norm_epsilon": "1e-5", "tie_word_embeddings": false}\n' > hf/config.json
-expect_fail '"layer_norm_epsilon" is "1e-5"; expected a number' "$eval" --model hf --tokens ids.bin
+expect_fail '"layer_norm_epsilon" must be a number' "$eval" --model hf --tokens ids.bin
+# the folder's parts must agree: config.json's sizes are the weights'
+printf '{"n_head": 2, "n_layer": 3, "tie_word_embeddings": false}\n' > hf/config.json
+expect_fail "says n_layer 3" "$eval" --model hf --tokens ids.bin
 rm hf/config.json
 expect_fail "without config.json" "$eval" --model hf --tokens ids.bin
 expect_fail "give the file itself" "$eval" --model run --tokens ids.bin
