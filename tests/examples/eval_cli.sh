@@ -56,8 +56,13 @@ grep -q 'over 49 predicted tokens' hf.txt
 "$eval" --model "$corpus/seed_llmc_v3.bin" --tokens ids.bin | grep -q '(llm.c; 1 layers'
 "$generate" --model hf --prompt '"#' --max-tokens 4 --ignore-eot > hf_gen.txt 2> hf_gen.err
 grep -q 'key/value cache' hf_gen.err
-"$generate" --model "$corpus/seed_llmc_v3.bin" --prompt '!' --max-tokens 4 --ignore-eot > /dev/null 2>&1
-echo "ok: a Hugging Face folder and an llm.c file load in gptx-eval and gptx-generate"
+# each program names the format it read (docs/programs.md)
+grep -q 'gptx-generate: model hf (Hugging Face; 1 layers, width 4, 2 heads, context 4, vocabulary 8)' hf_gen.err
+"$generate" --model "$corpus/seed_llmc_v3.bin" --prompt '!' --max-tokens 4 --ignore-eot > /dev/null 2> llmc_gen.err
+grep -q '(llm.c; 1 layers' llmc_gen.err
+"$generate" --model "$model" --prompt '!' --max-tokens 2 > /dev/null 2> gptx_gen.err
+grep -q "model $model (gptx; 4 layers, width 128" gptx_gen.err
+echo "ok: a Hugging Face folder and an llm.c file load in gptx-eval and gptx-generate, each named"
 
 # the prompt from a file and from stdin: the same text as --prompt
 printf 'I had always thought' > prompt.txt
