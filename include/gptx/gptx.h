@@ -35,10 +35,10 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define GPTX_VERSION_MAJOR 0
-#define GPTX_VERSION_MINOR 6
+#define GPTX_VERSION_MINOR 7
 #define GPTX_VERSION_PATCH 0
-#define GPTX_VERSION_STRING "0.6.0"
-/* Monotonic integer for compile-time comparisons: 0.6.0 -> 600. */
+#define GPTX_VERSION_STRING "0.7.0"
+/* Monotonic integer for compile-time comparisons: 0.7.0 -> 700. */
 #define GPTX_VERSION_NUMBER \
     (GPTX_VERSION_MAJOR * 10000 + GPTX_VERSION_MINOR * 100 + GPTX_VERSION_PATCH)
 /* The ABI generation: the N of the SONAME libgptx.so.N. It changes only when
