@@ -1,6 +1,7 @@
 /* hf_config.h */
 #include "hf_config.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -81,9 +82,10 @@ static int parse_root(gptx_hf_config *hc, json_t *root, const char *label) {
     json_t *eps = json_object_get(root, "layer_norm_epsilon");
     if (eps) {
         double x = json_is_number(eps) ? json_number_value(eps) : NAN;
-        if (!(x > 0 && x < 1))
+        /* as a float too: 1e-56 would become 0 (a fuzz finding) */
+        if (!(x > 0 && x < 1) || !((float)x > 0))
             return GPTX_FAIL(GPTX_ERR_FORMAT, "'%s': \"layer_norm_epsilon\" must be a number in "
-                             "(0, 1)", label);
+                             "(0, 1) that a float holds (at least %g)", label, (double)FLT_TRUE_MIN);
         hc->layernorm_eps = (float)x;
     }
     GPTX_TRY(boolean(root, "tie_word_embeddings", label, &hc->tied_head));
