@@ -139,7 +139,7 @@ static int alloc_one(att_env *e, size_t bytes, void **p) {
 static int env_alloc(att_env *e, const att_args *a) {
     int C = a->heads * a->head_size;
     gptx_op_buffers ob = {0, 0, 0};
-    gptx_kernel_variants v = {GPTX_ATTENTION_FLASH, 1, 1, 1};
+    gptx_kernel_variants v = {GPTX_ATTENTION_FLASH, 1, 1, 1, 0};
     if (e->ops->op_buffers) e->ops->op_buffers(e->be, &v, a->batch, a->seq, C, a->heads, &ob);
     size_t lse = (size_t)a->batch * a->heads * a->seq * sizeof(float);
     GPTX_TRY(alloc_one(e, n_qkv(a) * 2, &e->qkv));
@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     gptx_backend_ops simt = *e.ops;
-    gptx_kernel_variants v = {GPTX_ATTENTION_FLASH_SIMT, 1, 1, 1};
+    gptx_kernel_variants v = {GPTX_ATTENTION_FLASH_SIMT, 1, 1, 1, 0};
     if (!e.ops->event_create || !e.ops->instance_ops ||
         e.ops->instance_ops(e.be, &v, &simt) != GPTX_OK) {
         fprintf(stderr, PROG ": the backend lacks events or the CUDA-core variant: %s\n",

@@ -46,7 +46,7 @@ typedef struct {
     int attention, fused_qkv, fused_norm_gelu, fused_adamw;
 } variants;
 
-static const variants defaults = {GPTX_ATTENTION_FLASH, 1, 1, 1};
+static const variants defaults = {GPTX_ATTENTION_FLASH, 1, 1, 1, 0};
 
 typedef struct {
     float logits_first[2 * 16 * 64];
