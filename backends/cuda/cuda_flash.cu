@@ -217,7 +217,9 @@ template <int HS, int M, int N>
 static __device__ __forceinline__ void mma_rows_rows(float (*acc)[N][4], const float *ta, int ra,
                                                      const float *tb, int rb) {
     int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-#pragma unroll
+    /* at head size 128, all 8 blocks unrolled let ptxas hoist every load and
+     * spill the dQ kernel (20 bytes): 4 at a time keep it in registers */
+#pragma unroll(HS > 64 ? 4 : HS / 16)
     for (int kb = 0; kb < HS / 16; kb++) {
         uint32_t a[M][2][4];
 #pragma unroll
