@@ -100,14 +100,11 @@ static __device__ __forceinline__ void tile_load(E *tile, const E *src, long lon
     static_assert(NROWS % RP == 0, "a tile is a whole number of passes");
     int r = (int)threadIdx.x / CPR, c = ((int)threadIdx.x % CPR) * flash_el<E>::CH;
     const E *from = src + r * ld + c;
-    /* a pass of a multiple of 8 rows keeps the swizzle: the addresses step by
-     * a constant (fp32 at head size 128 with 4 warps takes 4 rows a pass) */
-    E *dst = tile + swz<E, HS>(r, c);
 #pragma unroll
     for (int it = 0; it < NROWS / RP; it++) {
         int ok = r + it * RP < valid;
-        E *to = RP % 8 == 0 ? dst + it * RP * HS : tile + swz<E, HS>(r + it * RP, c);
-        gptx_cp_async16(to, ok ? from + it * RP * ld : src, ok ? 16 : 0);
+        gptx_cp_async16(tile + swz<E, HS>(r + it * RP, c), ok ? from + it * RP * ld : src,
+                        ok ? 16 : 0);
     }
 }
 
@@ -120,12 +117,10 @@ template <int HS, int NROWS, int kThreads>
 static __device__ __forceinline__ void tile_round(float *tile, int valid) {
     const int CPR = HS / 4, RP = kThreads / CPR;
     int r = (int)threadIdx.x / CPR, c = ((int)threadIdx.x % CPR) * 4;
-    float *own = tile + swz<float, HS>(r, c);
 #pragma unroll
     for (int it = 0; it < NROWS / RP; it++) {
         if (r + it * RP >= valid) continue; /* zero-filled: already tf32 */
-        float *at = RP % 8 == 0 ? own + it * RP * HS : tile + swz<float, HS>(r + it * RP, c);
-        uint32_t *p = (uint32_t *)at, w[4];
+        uint32_t *p = (uint32_t *)(tile + swz<float, HS>(r + it * RP, c)), w[4];
         gptx_lds128(w, p);
         for (int i = 0; i < 4; i++) {
             float f;
