@@ -109,11 +109,18 @@ static inline float mma_b(unsigned w, unsigned k, unsigned col) {
     return k & 1 ? bf16_hi(r) : bf16_lo(r);
 }
 
-static inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2],
-                                  const float c[4]) {
+/* Element (i, j) of the warp's A or B, by its fragment table. */
+typedef float (*mma_element)(unsigned w, unsigned i, unsigned j);
+
+/* D (16x8) = A (16xK) B (Kx8) + C for the warp (instruction `op`): each lane
+ * deposits its operands, computes its four elements of D from the lanes
+ * that own A's and B's (the K exact products summed with C in double,
+ * rounded once), and waits for the others to have read them. */
+static inline void mma_16x8(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4],
+                            int op, unsigned K, mma_element ea, mma_element eb) {
     unsigned w = full_warp("mma.sync"), lane = linear_tid() % 32;
     warp_operands mine = {};
-    mine.op = WARP_OP_MMA;
+    mine.op = op;
     memcpy(mine.a, a, sizeof mine.a);
     memcpy(mine.b, b, sizeof mine.b);
     memcpy(mine.c, c, sizeof mine.c);
@@ -122,11 +129,16 @@ static inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_
     for (unsigned i = 0; i < 4; i++) {
         unsigned row = lane / 4 + (i >= 2 ? 8 : 0), col = (lane % 4) * 2 + (i & 1);
         double acc = mine.c[i]; /* C has D's layout: this lane's own element */
-        for (unsigned k = 0; k < 16; k++) acc += (double)mma_a(w, row, k) * mma_b(w, k, col);
+        for (unsigned k = 0; k < K; k++) acc += (double)ea(w, row, k) * eb(w, k, col);
         out[i] = (float)acc;
     }
     wait_at(&g.warp_bar[w]); /* everyone has read the operands */
     memcpy(d, out, sizeof out); /* d may be c */
+}
+
+static inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2],
+                                  const float c[4]) {
+    mma_16x8(d, a, b, c, WARP_OP_MMA, 16, mma_a, mma_b);
 }
 
 static inline uint32_t tf32_rna(float x) {
@@ -161,22 +173,7 @@ static inline float mma_b_tf32(unsigned w, unsigned k, unsigned col) {
 
 static inline void mma_tf32_1688(float d[4], const uint32_t a[4], const uint32_t b[2],
                                  const float c[4]) {
-    unsigned w = full_warp("mma.sync"), lane = linear_tid() % 32;
-    warp_operands mine = {};
-    mine.op = WARP_OP_MMA_TF32;
-    memcpy(mine.a, a, sizeof mine.a);
-    memcpy(mine.b, b, sizeof mine.b);
-    memcpy(mine.c, c, sizeof mine.c);
-    warp_gather(w, lane, mine);
-    float out[4];
-    for (unsigned i = 0; i < 4; i++) {
-        unsigned row = lane / 4 + (i >= 2 ? 8 : 0), col = (lane % 4) * 2 + (i & 1);
-        double acc = mine.c[i];
-        for (unsigned k = 0; k < 8; k++) acc += (double)mma_a_tf32(w, row, k) * mma_b_tf32(w, k, col);
-        out[i] = (float)acc;
-    }
-    wait_at(&g.warp_bar[w]);
-    memcpy(d, out, sizeof out);
+    mma_16x8(d, a, b, c, WARP_OP_MMA_TF32, 8, mma_a_tf32, mma_b_tf32);
 }
 
 static inline void ldmatrix(uint32_t *r, int count, int trans, const void *row) {
