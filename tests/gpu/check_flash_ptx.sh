@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What nvcc makes of the attention kernels for sm_90, without a GPU:
 #   check_flash_ptx.sh NVCC OUTDIR SOURCE [nvcc flags: -I..., -D...]
-# compiles SOURCE (backends/cuda/cuda_flash.cu, or cuda_attention.cu for the
-# report alone) to PTX, assembles that with ptxas -v, and prints per kernel
+# compiles SOURCE (tests/gpu/check_flash_all.cu: the four units of the
+# tensor-core kernels, or backends/cuda/cuda_attention.cu for the report alone) to PTX, assembles that with ptxas -v, and prints per kernel
 # whose name holds "flash" or "attention": registers, spill stores/loads and
 # the number of tensor-core instructions in its PTX (mma.sync.aligned
 # m16n8k16 bf16, or m16n8k8 tf32 for the kernels of the tf32 policy).
