@@ -32,8 +32,9 @@
 #include "check.h"
 #include "cuda_test_util.h"
 
-#define NVAR GPTX_TEST_FLASH_VARIANTS /* tile configurations of the cuda backend */
-#define GPTX_TEST_FLASH_VARIANTS 5
+/* tile configurations of the cuda backend (GPTX_CUDA_FLASH_VARIANTS, a private
+ * header's; env_open checks that NVAR + 1 is refused) */
+#define NVAR 5
 
 typedef struct {
     const char *policy;     /* "bf16" or "tf32" */
@@ -494,8 +495,24 @@ static void run_policy(const char *policy) {
     e.ops->destroy(e.be);
 }
 
+/* GPTX_CUDA_FLASH_TILES sets the default table's configuration: 1..NVAR, and
+ * anything else is refused when the backend is created */
+static void check_env_tiles(void) {
+    gptx_backend *be = NULL;
+    setenv("GPTX_CUDA_FLASH_TILES", "6", 1);
+    CHECK(cuda_test_backend(&be, "bf16") == GPTX_ERR_INVALID);
+    CHECK(strstr(gptx_last_error(), "GPTX_CUDA_FLASH_TILES") != NULL);
+    setenv("GPTX_CUDA_FLASH_TILES", "4", 1);
+    CHECK(cuda_test_backend(&be, "bf16") == GPTX_OK);
+    if (be) cuda_test_ops()->destroy(be);
+    unsetenv("GPTX_CUDA_FLASH_TILES");
+    printf("  GPTX_CUDA_FLASH_TILES: 6 refused, 4 taken\n");
+}
+
 int main(void) {
+    unsetenv("GPTX_CUDA_FLASH_TILES"); /* the default configuration */
     run_policy("bf16");
     run_policy("tf32");
+    check_env_tiles();
     return check_exit("test_cuda_flash");
 }
