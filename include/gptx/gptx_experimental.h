@@ -27,8 +27,13 @@ typedef enum gptx_variant {
                                        * V products + concat */
     GPTX_VARIANT_FUSED_NORM_GELU = 3, /* 1 = fused LayerNorm/GELU kernels (default); 0 =
                                        * step-by-step passes */
-    GPTX_VARIANT_FUSED_ADAMW = 4      /* 1 = one AdamW pass over all parameters (default);
+    GPTX_VARIANT_FUSED_ADAMW = 4,     /* 1 = one AdamW pass over all parameters (default);
                                        * 0 = one pass per tensor */
+    GPTX_VARIANT_ATTENTION_TILES = 5  /* 0 = the backend's tile configuration (default); CUDA:
+                                       * 1..5 a tile configuration of the tensor-core attention
+                                       * (docs/cuda.md; all give the same bits), for sweeps;
+                                       * other backends have none (GPTX_ERR_UNSUPPORTED at
+                                       * gptx_model_create) */
 } gptx_variant;
 
 typedef enum gptx_attention_impl {

@@ -49,6 +49,7 @@ typedef struct gptx_kernel_variants {
     int fused_qkv;       /* 0/1 */
     int fused_norm_gelu; /* 0/1 */
     int fused_adamw;     /* 0/1 */
+    int attention_tiles; /* 0 = the backend's own; else a backend's tile configuration */
 } gptx_kernel_variants;
 
 /* Backend capabilities (backend_ops.capabilities). */
