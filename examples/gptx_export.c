@@ -14,11 +14,13 @@
 #include "prog_files.h"
 #include "prog_flags.h"
 #include "prog_model.h"
+#include "prog_outputs.h"
 
 #define PROG "gptx-export"
 
 typedef struct export_opts {
     const char *model, *format, *out, *dtype, *encoder, *vocab;
+    int overwrite;
 } export_opts;
 
 #define ROW(field, name, kind, choices, arg, help, bits) \
@@ -43,16 +45,20 @@ static const prog_flag rows[] = {
     ROW(vocab, "--vocab", PROG_FLAG_STR, NULL, "FILE",
         "hf only: GPT-2 vocab.bpe, copied as merges.txt (default: the bundled one)",
         PROG_FLAG_NO_DEFAULT),
+    ROW(overwrite, "--overwrite", PROG_FLAG_SWITCH, NULL, NULL,
+        "replace an existing --out file (hf: the folder's files below); without\n"
+        "it an existing one is refused. Never an input file, with it or not", 0),
 };
 static const prog_cli cli = {
     PROG,
     "usage: gptx-export --model FILE --format hf|llmc --out PATH [--dtype fp32|bf16]\n"
-    "                   [--encoder FILE --vocab FILE]\n"
+    "                   [--encoder FILE --vocab FILE] [--overwrite]\n"
     "Writes a model for other tools: a Hugging Face GPT-2 folder that transformers'\n"
     "GPT2LMHeadModel.from_pretrained loads, or an llm.c model file.\n",
     rows, sizeof rows / sizeof rows[0],
     "Exit status: 0 written, 1 the export failed (a file that cannot be read or\n"
-    "written, a model the format cannot hold), 2 the command line is wrong.\n"
+    "written, an existing --out without --overwrite, a model the format cannot\n"
+    "hold), 2 the command line is wrong (also an --out that is an input).\n"
     "See docs/export.md.\n"};
 
 /* Copies the tokenizer file src to dir/name, after checking that the pair
@@ -76,8 +82,32 @@ static int copy_file(const char *what, const char *src, const char *dir, const c
     return rc;
 }
 
+/* The files the export writes: --out itself (llmc), or these in the --out
+ * folder (hf; the last two are gptx-export's own, not the library's). */
+static const char *const hf_files[] = {"model.safetensors", "config.json", "vocab.json",
+                                       "merges.txt"};
+
+/* Before anything is read or written: no output is an input, and none
+ * exists unless --overwrite (prog_outputs.h). 0, or the exit status. */
+static int check_outputs(const export_opts *o, int hf) {
+    prog_input_ids in = {.n = 0};
+    prog_input_add(&in, "--model", o->model);
+    if (hf) {
+        prog_input_add(&in, "--encoder", o->encoder);
+        prog_input_add(&in, "--vocab", o->vocab);
+    }
+    if (!hf) return prog_output_check(PROG, "--out", o->out, o->overwrite, &in);
+    int rc = 0;
+    for (size_t i = 0; i < sizeof hf_files / sizeof hf_files[0] && rc == 0; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", o->out, hf_files[i]);
+        rc = prog_output_check(PROG, "--out", path, o->overwrite, &in);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
-    export_opts defaults = {NULL, NULL, NULL, "fp32", NULL, NULL};
+    export_opts defaults = {NULL, NULL, NULL, "fp32", NULL, NULL, 0};
     export_opts o = defaults;
     unsigned char given[sizeof rows / sizeof rows[0]] = {0};
     int prc = prog_flags_parse(&cli, &o, given, argc, argv, &defaults);
@@ -97,6 +127,8 @@ int main(int argc, char **argv) {
                PROG_EXIT_USAGE;
     if (!o.encoder) o.encoder = prog_data_path("gpt2/encoder.json");
     if (!o.vocab) o.vocab = prog_data_path("gpt2/vocab.bpe");
+    int orc = check_outputs(&o, hf);
+    if (orc) return orc;
 
     gptx_context_options co;
     gptx_context_options_init(&co);

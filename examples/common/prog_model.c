@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "prog_model.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,11 @@ int prog_hf_config_parse(const char *json, gptx_model_config *c, char *why, size
     }
     c->n_head = (int)n_head;
     c->layernorm_eps = (float)eps;
+    if (!(c->layernorm_eps > 0) || !isfinite(c->layernorm_eps)) { /* the file's, not the model's */
+        snprintf(why, cap, "\"layer_norm_epsilon\" is %g; expected a number > 0 (1e-05 in "
+                 "GPT-2)", eps);
+        return -1;
+    }
     return 0;
 }
 
@@ -126,6 +132,13 @@ static int open_hf(const char *prog, gptx_model **out, gptx_context *ctx, const 
         return GPTX_ERR_FORMAT;
     }
     int rc = gptx_model_import_hf(out, ctx, weights, &c);
+    if (rc == GPTX_ERR_INVALID) { /* a setting of config.json that does not fit the weights */
+        const char *msg = prog_error_text();
+        fprintf(stderr, "%s: %s does not fit %s: %s%s\n", prog, config, weights,
+                !strncmp(msg, "cfg.n_head", 10) ? "its \"n_head\"" : "",
+                !strncmp(msg, "cfg.n_head", 10) ? msg + 10 : msg);
+        return rc;
+    }
     return rc == GPTX_OK ? rc : fail(prog, weights, rc);
 }
 

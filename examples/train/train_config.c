@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "prog_flags.h"
+#include "prog_threads.h"
 #include "train_outdir.h"
 #include "train_run.h"
 
@@ -183,6 +184,7 @@ int run_parse(train_run *run, int argc, char **argv) {
         return -1;
     }
     if (run->o.resume && resume_config(run) != 0) return -1;
+    if (prog_threads_check("gptx-train", run->o.threads) != 0) return -1;
     if (run->o.save_best && run->o.train_shards && !run->o.val_shards) {
         /* it would write nothing, silently: no validation, no best */
         prog_usage_error("gptx-train", "--save-best", "1", "needs a validation loss: with "

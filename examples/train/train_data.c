@@ -220,6 +220,10 @@ static int open_text(train_run *run, const gptx_dataloader_options *lo,
         in = (prog_inputs){stdin_path, stdin_size, 1, 0};
     else if (prog_inputs_expand("gptx-train", "--text", o->text, &in))
         return -1;
+    if (prog_inputs_check_text("gptx-train", "--text", &in)) { /* not shards, models, records */
+        if (in.paths != stdin_path) prog_inputs_free(&in);
+        return -1;
+    }
     char *sep = NULL;
     size_t sep_len = 0;
     text_ids t = {0};

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gptx/gptx_experimental.h"
 #include "prog_model.h"
 #include "train_run.h"
 
@@ -29,6 +30,8 @@ static void context_options(const train_run *run, gptx_context_options *co) {
         int local = run->launch.local_world_size;
         if (o->threads == 0 && local > 1 && cores > 0)
             co->num_threads = cores / local > 0 ? (int)(cores / local) : 1;
+        if (co->num_threads > gptx_cpu_max_threads()) /* as 0 = one per core is bounded */
+            co->num_threads = gptx_cpu_max_threads();
     }
 }
 

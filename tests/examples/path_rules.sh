@@ -21,6 +21,7 @@
 # usage: path_rules.sh PART BIN_DIR WORK_DIR
 set -euo pipefail
 part=$1 bin=$2 work=$3/$1
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0") # a text file for the programs to read
 train="$bin/gptx-train" generate="$bin/gptx-generate" export="$bin/gptx-export"
 tokenize="$bin/gptx-tokenize" eval="$bin/gptx-eval"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
@@ -90,6 +91,149 @@ run_links)
   "${T[@]}" --steps 1 --out-dir runC --overwrite > /dev/null
   [ "$(sums runA)" = "$a" ] && [ ! -e runC/latest ] || fail "--overwrite of a link"
   echo "ok: a new run refuses a link among its files; --overwrite removes the link, not its target"
+  ;;
+export_out)
+  "${T[@]}" --steps 2 --checkpoint-every 2 --out-dir ex1 > /dev/null
+  ck=ex1/checkpoint-00000002.safetensors
+  sum=$(md5sum < "$ck")
+  # its own input, through the same path or a link, --overwrite or not: exit 2, untouched
+  expect 2 "it is the input --model $ck (the same file)" "$export" --model "$ck" --format llmc --out "$ck"
+  ln -s "$ck" ck.link
+  expect 2 "it is the input --model $ck" "$export" --model "$ck" --format llmc --out ck.link --overwrite
+  [ "$(md5sum < "$ck")" = "$sum" ] || fail "the training checkpoint was replaced"
+  # a user's file: refused without --overwrite, replaced with it
+  echo "my notes" > notes.txt
+  expect 1 "--out notes.txt exists (a regular file): give --overwrite" "$export" --model ex1/model.safetensors --format llmc --out notes.txt
+  [ "$(cat notes.txt)" = "my notes" ] || fail "notes.txt was replaced"
+  "$export" --model ex1/model.safetensors --format llmc --out notes.txt --overwrite > /dev/null
+  [ "$(head -c 8 notes.txt | od -An -tu4 | awk '{print $1}')" = 20240326 ] || fail "--overwrite wrote no llm.c file"
+  # hf: the folder's files, the tokenizer copies included
+  "$export" --model ex1/model.safetensors --format hf --out hf > /dev/null
+  expect 1 "--out hf/model.safetensors exists" "$export" --model ex1/model.safetensors --format hf --out hf
+  expect 2 "it is the input --model hf" "$export" --model hf --format hf --out hf --overwrite
+  expect 2 "it is the input --encoder hf/vocab.json" "$export" --model ex1/model.safetensors --format hf \
+    --out hf --encoder hf/vocab.json --vocab hf/merges.txt --overwrite
+  "$export" --model ex1/model.safetensors --format hf --out hf --overwrite > /dev/null
+  echo "ok: gptx-export never replaces its input; an existing --out only with --overwrite"
+  # gptx-eval's --json and --details follow the same rules; a stream is written as it is
+  printf 'The cat sat on the mat, and the dog sat on the log by the door.\n' > text.txt
+  expect 2 "it is the input --text text.txt" "$eval" --model ex1/model.safetensors --text text.txt --json text.txt --overwrite
+  [ "$(head -c 7 text.txt)" = "The cat" ] || fail "gptx-eval replaced its --text"
+  echo '{}' > res.json
+  expect 1 "--json res.json exists (a regular file)" "$eval" --model ex1/model.safetensors --text text.txt --json res.json
+  "$eval" --model ex1/model.safetensors --text text.txt --json res.json --overwrite > /dev/null
+  grep -q perplexity res.json || fail "--json --overwrite"
+  "$eval" --model ex1/model.safetensors --text text.txt --json /dev/stdout > stdout.json
+  grep -q perplexity stdout.json || fail "--json /dev/stdout into a file"
+  expect 2 "it is the input --model ex1/model.safetensors" "$eval" --model ex1/model.safetensors \
+    --multiple-choice "$self" --details ex1/model.safetensors
+  echo "ok: gptx-eval --json/--details: never an input, an existing file only with --overwrite, a stream as it is"
+  ;;
+inputs_outputs)
+  # gptx-tokenize with the input folder as --out-dir: its outputs are not read back
+  mkdir corp
+  for i in 1 2 3; do printf 'Document %s. The cat sat on the mat.\n' "$i" > "corp/a$i.txt"; done
+  "$tokenize" --input corp/ --out-dir corp --shard-tokens 20 > /dev/null
+  before=$(sums corp)
+  expect 1 "--input corp/a1.manifest is one of the files this run writes in --out-dir corp" \
+    "$tokenize" --input corp/ --out-dir corp --shard-tokens 20
+  expect 1 "corp/a1.manifest is a gptx-tokenize manifest or progress record, not text" \
+    "$tokenize" --input corp/ --out-dir corp --shard-tokens 20 --prefix b
+  [ "$(sums corp)" = "$before" ] || fail "the refused runs changed corp"
+  # the pair: its own shard as input
+  mkdir self2 && cp corp/a1.txt self2/x.txt
+  "$tokenize" --input self2/x.txt --out-dir self2 > /dev/null
+  expect 1 "--input self2/x_train.bin is one of the files this run writes" \
+    "$tokenize" --input self2/x_train.bin --out-dir self2 --prefix x
+  [ -L self2/x_train.bin ] && [ "$(readlink self2/x_train.bin)" = x.shards/x_train.bin ] || fail "x_train.bin changed"
+  # a user's file at the pair's name is not an older shard: refused before the text is read
+  mkdir mine && echo "my data" > mine/x_train.bin
+  expect 1 "mine/x_train.bin: File exists (not a link or a token shard" "$tokenize" --input self2/x.txt --out-dir mine --prefix x
+  [ "$(cat mine/x_train.bin)" = "my data" ] || fail "the user's x_train.bin was replaced"
+  # a folder of shards given as text
+  mkdir tkref && cp corp/a1_val_000000.bin tkref/
+  expect 1 "--text tkref/a1_val_000000.bin is an llm.c token shard (magic 20240520), not text" \
+    "${T[@]}" --text tkref/ --steps 1 --out-dir tt
+  "${T[@]}" --steps 1 --out-dir tt0 > /dev/null
+  expect 1 "--text tt0/model.safetensors is a safetensors file" "$eval" --model tt0/model.safetensors \
+    --text tt0/model.safetensors
+  # gptx-train: an input kept in --out-dir is never replaced, --overwrite or not
+  sum=$(md5sum < tt0/model.safetensors)
+  expect 1 "its model.safetensors is this run's --init-from tt0/model.safetensors" \
+    "${T[@]}" --steps 1 --init-from tt0/model.safetensors --out-dir tt0 --overwrite
+  [ "$(md5sum < tt0/model.safetensors)" = "$sum" ] || fail "--init-from was replaced"
+  sum=$(md5sum < tt0/metrics.jsonl)
+  expect 1 "its metrics.jsonl is this run's --text tt0/metrics.jsonl" \
+    "${T[@]}" --steps 1 --text tt0/metrics.jsonl --out-dir tt0 --overwrite
+  [ "$(md5sum < tt0/metrics.jsonl)" = "$sum" ] || fail "the --text metrics.jsonl was replaced"
+  echo "ok: inputs and outputs never overlap; shards and records are not text"
+  ;;
+threads)
+  "${T[@]}" --steps 1 --out-dir run > /dev/null
+  expect 2 "--threads 4096: must be in [0, " "$generate" --model run/model.safetensors --threads 4096
+  max=$(sed -n 's/.*must be in \[0, \([0-9]*\)\].*/\1/p' err.txt)
+  [ -n "$max" ] && [ "$max" -ge 1 ] || fail "no bound in: $(cat err.txt)"
+  [ ! -s out.txt ] || fail "gptx-generate printed on stdout: $(head -c 300 out.txt)"
+  for p in "$train --steps 1 --out-dir t2" "$eval --model run/model.safetensors --text $self"; do
+    expect 2 "--threads $((max + 1)): must be in [0, $max]" $p --threads $((max + 1))
+  done
+  # at the bound: only the generated text on stdout, no OpenBLAS line anywhere
+  "$generate" --model run/model.safetensors --max-tokens 4 --threads "$max" > gen.out 2> gen.err ||
+    fail "--threads $max: $(cat gen.err)"
+  [ "$(wc -l < gen.out)" -eq 1 ] && ! grep -q -i openblas gen.out gen.err ||
+    fail "--threads $max printed: $(head -c 400 gen.out gen.err)"
+  echo "ok: --threads above $max refused before any thread starts, stdout empty; $max runs clean"
+  ;;
+fsize)
+  "${T[@]}" --steps 1 --out-dir run > /dev/null
+  cp "$bin/../share/gptx/the-verdict.txt" story.txt 2> /dev/null || head -c 20000 "$self" > story.txt
+  # limited() LIMIT_KB CMD...: the command under a file size limit, SIGXFSZ at its default
+  limited() { local kb=$1; shift; set +e; (ulimit -f "$kb"; exec "$@") > lim.out 2> lim.err; rc=$?; set -e; }
+  limited 20000 "${T[@]}" --steps 2 --checkpoint-every 1 --out-dir big
+  [ "$rc" -eq 1 ] && grep -q "File too large" lim.err || fail "gptx-train under ulimit -f: rc $rc: $(cat lim.err)"
+  limited 5000 "$export" --model run/model.safetensors --format llmc --out uf.bin
+  [ "$rc" -eq 1 ] && grep -q "File too large" lim.err || fail "gptx-export under ulimit -f: rc $rc: $(cat lim.err)"
+  mkdir pair
+  limited 4 "$tokenize" --input story.txt --out-dir pair
+  [ "$rc" -eq 1 ] && grep -q "File too large" lim.err || fail "gptx-tokenize under ulimit -f: rc $rc: $(cat lim.err)"
+  left=$(find . -name '*.tmp*' -o -name '*.shards.*' | head -n 5)
+  [ -z "$left" ] && [ ! -e uf.bin ] || fail "left behind: $left $(ls uf.bin 2> /dev/null)"
+  echo "ok: ulimit -f: train, export and tokenize say 'File too large', exit 1, leave nothing"
+  ;;
+ignored_input)
+  "${T[@]}" --steps 1 --out-dir run > /dev/null
+  echo "Once upon a time" > pf.txt
+  expect 2 "--prompt-file pf.txt: not with --prompt" "$generate" --model run/model.safetensors --prompt Zebra --prompt-file pf.txt
+  [ ! -s out.txt ] || fail "gptx-generate generated: $(cat out.txt)"
+  "$tokenize" --input "$self" --out-dir sh > /dev/null
+  expect 2 "--save-best 1: needs a validation loss: with --train-shards, give --val-shards" \
+    "${T[@]}" --train-shards sh --steps 1 --save-best 1 --out-dir nv
+  "${T[@]}" --train-shards "sh/path_rules_train.bin" --steps 2 --out-dir nv > nv.log
+  grep -q "final: train loss [0-9.]*, no validation loss (no --val-shards)" nv.log ||
+    fail "$(grep final nv.log)"
+  echo "ok: --prompt with --prompt-file, --save-best without validation data: refused; no 'val loss nan'"
+  ;;
+messages)
+  "${T[@]}" --steps 1 --out-dir run > /dev/null
+  m=run/model.safetensors
+  expect 2 "--window 33: must be in [0, 32]: the context length of $m" "$generate" --model "$m" --window 33
+  expect 2 "--keep 32: must be -1 (half the window) or in [0, 31]" "$generate" --model "$m" --keep 32
+  "$export" --model "$m" --format hf --out hf > /dev/null
+  cp -r hf eps && sed -i 's/"layer_norm_epsilon": [^,]*/"layer_norm_epsilon": -1/' eps/config.json
+  expect 1 'eps/config.json: "layer_norm_epsilon" is -1; expected a number > 0' "$generate" --model eps
+  cp -r hf heads && sed -i 's/"n_head": [^,]*/"n_head": 3/' heads/config.json
+  expect 1 'heads/config.json does not fit heads/model.safetensors: its "n_head" is 3; must divide' "$generate" --model heads
+  printf '{"ctx": "a", "ctx": "b", "endings": ["x", "y"], "label": 0}\n' > dup.jsonl
+  expect 1 'dup.jsonl line 1: "ctx" appears twice in the object' "$eval" --model "$m" --multiple-choice dup.jsonl
+  printf '{"ctx": "a", "endings": ["x", "y"], "label": null}\n' > null.jsonl
+  expect 1 "null.jsonl line 1: \"label\" is not a number: expected an ending's index" "$eval" --model "$m" --multiple-choice null.jsonl
+  printf '\xef\xbb\xbf{"ctx": "A cat", "endings": [" sat", " ran"], "label": 0}\n' > bom.jsonl
+  "$eval" --model "$m" --multiple-choice bom.jsonl > bom.txt 2> bom.err || fail "a BOM: $(cat bom.err)"
+  grep -q "1 examples" bom.txt || fail "$(cat bom.txt)"
+  if [ -w /dev/full ]; then
+    expect 1 "cannot write --json /dev/full: No space left on device" "$eval" --model "$m" --text "$self" --max-tokens 50 --json /dev/full
+  fi
+  echo "ok: --window/--keep name the flag; config.json is named; duplicate keys, null labels refused; a BOM read"
   ;;
 latest_fifo)
   "${T[@]}" --steps 2 --checkpoint-every 2 --out-dir run > /dev/null
