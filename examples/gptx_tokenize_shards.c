@@ -118,6 +118,7 @@ typedef struct {
 } writer;
 
 static int save_text(const char *path, const char *what, const char *text) {
+    if (prog_replace_link("gptx-tokenize", path) != 0) return -1; /* never through a link */
     if (gptx_file_save(path, text, strlen(text)) != GPTX_OK) {
         fprintf(stderr, "gptx-tokenize: cannot write %s %s: %s\n", what, path, prog_error_text());
         return -1;
@@ -132,8 +133,11 @@ static int flush_shard(writer *w, const stream_pos *pos, uint64_t consumed) {
         fprintf(stderr, "gptx-tokenize: out of memory\n");
         return -1;
     }
-    int rc = gptx_shard_write(path, w->buf, w->fill);
-    if (rc != GPTX_OK) fprintf(stderr, "gptx-tokenize: %s\n", prog_error_text());
+    /* a link at a shard's name (to another corpus's shard) is replaced, not written through */
+    int rc = GPTX_ERR_IO;
+    if (prog_replace_link("gptx-tokenize", path) == 0 &&
+        (rc = gptx_shard_write(path, w->buf, w->fill)) != GPTX_OK)
+        fprintf(stderr, "gptx-tokenize: %s\n", prog_error_text());
     free(path);
     if (rc != GPTX_OK) return -1;
     if (w->ncounts == w->capcounts) {

@@ -41,6 +41,15 @@ int prog_open_regular(const char *path, size_t max, const char **why) {
     return *why ? -1 : fd;
 }
 
+int prog_replace_link(const char *prog, const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || unlink(path) == 0 || errno == ENOENT)
+        return 0;
+    fprintf(stderr, "%s: cannot replace the link %s by the program's own file: %s\n", prog, path,
+            strerror(errno));
+    return -1;
+}
+
 /* The file at path for reading, or NULL after a message. */
 static FILE *open_regular(const char *prog, const char *what, const char *path, size_t max) {
     const char *why = NULL;

@@ -16,6 +16,12 @@ int prog_open_regular(const char *path, size_t max, const char **why);
 /* The same as a stream, or NULL after "<prog>: cannot read <what> <path>:
  * <why>" on stderr. */
 FILE *prog_open_read(const char *prog, const char *what, const char *path);
+/* Before a program writes path in a folder it manages (gptx-train's run
+ * folder, gptx-tokenize's shards): a symbolic link there is removed, so the
+ * write makes the program's own file and never goes through the link into
+ * another folder (docs/reliability.md, path rule 4). 0, or -1 after
+ * "<prog>: cannot replace the link <path> ...". */
+int prog_replace_link(const char *prog, const char *path);
 /* "a folder", "a FIFO (named pipe)", "a symbolic link", "a device", ... */
 const char *prog_file_kind(mode_t mode);
 

@@ -146,12 +146,7 @@ static const char *const run_files[] = {"metrics.jsonl", CKPT_OLD_NAME, "model.s
 enum { N_RUN_FILES = sizeof run_files / sizeof run_files[0], METRICS = 0, LATEST = 5 };
 
 int outdir_unlink_link(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || unlink(path) == 0 || errno == ENOENT)
-        return 0;
-    fprintf(stderr, "gptx-train: cannot replace the link %s by the run's own file: %s\n", path,
-            strerror(errno));
-    return -1;
+    return prog_replace_link("gptx-train", path);
 }
 
 /* The first bytes of a regular file (NUL-terminated; "" when it cannot be
