@@ -244,6 +244,7 @@ static const gptx_backend_ops cuda_table = {
     .grad_fusion = NULL,
     .grad_sumsq = NULL,
     .grad_overwrite = NULL,
+    .max_threads = NULL, /* its host threads: no bound of OpenBLAS's */
 };
 
 const gptx_backend_ops *gptx_cuda_backend_ops(void) { return &cuda_table; }

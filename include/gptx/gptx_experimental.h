@@ -97,6 +97,14 @@ GPTX_API int gptx_context_get_op_profile(gptx_context *ctx, gptx_op_stat *stats,
  * dropped without waiting. GPTX_ERR_STATE when profiling was never enabled. */
 GPTX_API int gptx_context_reset_op_profile(gptx_context *ctx);
 
+/* The most threads a CPU context runs on this machine: options.num_threads
+ * above it is GPTX_ERR_INVALID, and 0 (one per core) takes at most it. It
+ * is max(1024, 8 per core), or less where the OpenBLAS gptx runs on serves
+ * fewer threads (its work-buffer table: 2 x its build's MAX_THREADS, less
+ * the caller's; 127 for a MAX_THREADS=64 build). A program checks its
+ * --threads against it before creating a context. */
+GPTX_API int gptx_cpu_max_threads(void);
+
 #ifdef __cplusplus
 }
 #endif

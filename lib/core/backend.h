@@ -343,6 +343,11 @@ struct gptx_backend_ops {
      * before embedding_backward, which always accumulates (it touches only
      * the rows of the batch's tokens). */
     int (*grad_overwrite)(gptx_backend *be, int on);
+    /* (optional) The most threads create accepts in options.num_threads on
+     * this machine (0 = one per core takes at most it); NULL: no bound. The
+     * experimental gptx_cpu_max_threads reads the CPU backend's, so a
+     * program can check its --threads before a context exists. */
+    int (*max_threads)(void);
 };
 
 /* The CPU backend is part of the core; the CUDA backend is a module

@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,4 +287,9 @@ int gptx_context_graph_counts(const gptx_context *ctx, int64_t *captures, int64_
     if (captures) *captures = c;
     if (replays) *replays = r;
     return GPTX_OK;
+}
+
+int gptx_cpu_max_threads(void) {
+    const gptx_backend_ops *ops = gptx_cpu_backend_ops();
+    return ops->max_threads ? ops->max_threads() : INT_MAX;
 }
