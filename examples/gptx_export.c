@@ -95,13 +95,15 @@ static int copy_file(const char *what, const char *src, const char *dir, const c
 static int export_llmc(const export_opts *o, const gptx_model *m, const gptx_tokenizer *tok,
                        const char *fmt, int T) {
     int bf16 = strcmp(o->dtype, "bf16") == 0;
+    /* the tokenizer first: a refusal of its file leaves nothing written */
+    char *tok_path = NULL;
+    if (export_llmc_tokenizer(PROG, tok, o->out, o->overwrite, &tok_path) != 0) return -1;
     if (gptx_model_export_llmc(m, o->out, bf16 ? GPTX_PRECISION_BF16 : GPTX_PRECISION_FP32) !=
         GPTX_OK) {
         fprintf(stderr, "%s: %s\n", PROG, prog_error_text());
+        free(tok_path);
         return -1;
     }
-    char *tok_path = NULL;
-    if (export_llmc_tokenizer(PROG, tok, o->out, &tok_path) != 0) return -1;
     printf("%s: %s model %s -> llm.c model file %s (version %d, %s) and its tokenizer %s\n", PROG,
            fmt, o->model, o->out, bf16 ? 5 : 3, o->dtype, tok_path);
     free(tok_path);
@@ -113,8 +115,8 @@ static int export_llmc(const export_opts *o, const gptx_model *m, const gptx_tok
 }
 
 /* The files the export writes: --out and gpt2_tokenizer.bin in its folder
- * (llmc), or these in the --out folder (hf; the last three are
- * gptx-export's own, not the library's). */
+ * (llmc; the same tokenizer's file is kept), or these in the --out folder
+ * (hf; the last three are gptx-export's own, not the library's). */
 static const char *const hf_files[] = {"model.safetensors", "config.json", "vocab.json",
                                        "merges.txt", "tokenizer_config.json"};
 
@@ -131,7 +133,9 @@ static int check_outputs(const export_opts *o, int hf) {
         if (slash) snprintf(tok, sizeof tok, "%.*s/gpt2_tokenizer.bin", (int)(slash - o->out), o->out);
         else snprintf(tok, sizeof tok, "gpt2_tokenizer.bin");
         int rc = prog_output_check(PROG, "--out", o->out, o->overwrite, &in);
-        return rc ? rc : prog_output_check(PROG, "--out", tok, o->overwrite, &in);
+        /* never an input; an existing one is kept when it holds the same
+         * tokenizer, else refused unless --overwrite (export_llmc_tokenizer) */
+        return rc ? rc : prog_output_check(PROG, "--out", tok, 1, &in);
     }
     int rc = 0;
     for (size_t i = 0; i < sizeof hf_files / sizeof hf_files[0] && rc == 0; i++) {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "prog_error.h"
 #include "prog_files.h"
@@ -86,8 +87,26 @@ static int llmc_tokenizer_write(const char *prog, const gptx_tokenizer *tok, FIL
     return 0;
 }
 
+/* An existing file at path with exactly these n bytes (a regular file; a
+ * link is not followed: it is not the same file). */
+static int holds_bytes(const char *path, const char *bytes, size_t n) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != n) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char buf[65536];
+    size_t at = 0, k;
+    int same = 1;
+    while (same && (k = fread(buf, 1, sizeof buf, f)) > 0) {
+        same = at + k <= n && memcmp(buf, bytes + at, k) == 0;
+        at += k;
+    }
+    fclose(f);
+    return same && at == n;
+}
+
 int export_llmc_tokenizer(const char *prog, const gptx_tokenizer *tok, const char *model_path,
-                          char **written) {
+                          int overwrite, char **written) {
     const char *slash = strrchr(model_path, '/');
     size_t len = strlen(model_path) + 32;
     char *path = malloc(len);
@@ -100,13 +119,24 @@ int export_llmc_tokenizer(const char *prog, const gptx_tokenizer *tok, const cha
     else snprintf(path, len, "gpt2_tokenizer.bin");
     prog_out o;
     int rc = prog_out_open(&o, prog, path);
-    if (rc == 0 && llmc_tokenizer_write(prog, tok, o.f) != 0) {
+    if (rc == 0 && (llmc_tokenizer_write(prog, tok, o.f) != 0 || fflush(o.f) != 0)) rc = -1;
+    struct stat st;
+    int saved = 0; /* prog_out_save frees the buffer */
+    if (rc == 0 && holds_bytes(path, o.buf, o.len)) { /* the same tokenizer: nothing to do */
         fclose(o.f);
-        free(o.buf);
+    } else if (rc == 0 && lstat(path, &st) == 0 && !overwrite) {
+        /* another file (another tokenizer's, a link): not this program's to replace */
+        fprintf(stderr, "%s: --out: %s exists and is not this tokenizer's llm.c file: give "
+                "--overwrite to replace it, or another --out folder\n", prog, path);
+        fclose(o.f);
         rc = -1;
     } else if (rc == 0) {
         rc = prog_out_save(&o, prog, "the llm.c tokenizer", path);
+        saved = 1;
+    } else if (o.f) {
+        fclose(o.f);
     }
+    if (!saved) free(o.buf);
     if (rc == 0) *written = path;
     else free(path);
     return rc;

@@ -17,8 +17,10 @@ int export_hf_tokenizer_config(const char *prog, const gptx_tokenizer *tok, int 
                                const char *dir);
 
 /* gpt2_tokenizer.bin in the folder of model_path (llm.c reads it from
- * there). *written gets its path (malloc'ed). 0, or -1 after a message. */
+ * there): an existing file with the same bytes is kept (another export into
+ * the folder), any other existing one is refused unless overwrite.
+ * *written gets its path (malloc'ed). 0, or -1 after a message. */
 int export_llmc_tokenizer(const char *prog, const gptx_tokenizer *tok, const char *model_path,
-                          char **written);
+                          int overwrite, char **written);
 
 #endif

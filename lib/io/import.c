@@ -312,9 +312,12 @@ int gptx_import_hf_st(gptx_model **out, gptx_context *ctx, const gptx_st_file *f
     if (c.padded_vocab_size < c.vocab_size)
         return GPTX_FAIL(GPTX_ERR_INVALID, "cfg.padded_vocab_size is %d; the file's vocabulary is %d",
                          c.padded_vocab_size, c.vocab_size);
+    if (hc && (c.n_head <= 0 || c.n_embd % c.n_head != 0)) /* where the head count came from */
+        return GPTX_FAIL(GPTX_ERR_INVALID, "'%s': \"n_head\" %d must divide the weights' n_embd %d",
+                         hc->label, c.n_head, c.n_embd);
     if (c.n_head <= 0 || c.n_embd % c.n_head != 0)
-        return GPTX_FAIL(GPTX_ERR_INVALID, "%s n_head is %d; must divide the file's n_embd %d",
-                         hc ? "the" : "cfg's", c.n_head, c.n_embd);
+        return GPTX_FAIL(GPTX_ERR_INVALID, "cfg's n_head is %d; must divide the file's n_embd %d",
+                         c.n_head, c.n_embd);
     /* untied without lm_head.weight in the file: the head starts as a copy
      * of wte (untying a pretrained model) */
     GPTX_TRY(gptx_ckpt_check_config(&c, lab));

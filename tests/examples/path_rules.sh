@@ -107,6 +107,20 @@ export_out)
   [ "$(cat notes.txt)" = "my notes" ] || fail "notes.txt was replaced"
   "$export" --model ex1/model.safetensors --format llmc --out notes.txt --overwrite > /dev/null
   [ "$(head -c 8 notes.txt | od -An -tu4 | awk '{print $1}')" = 20240326 ] || fail "--overwrite wrote no llm.c file"
+  # llm.c's gpt2_tokenizer.bin beside --out: the same tokenizer's file is kept (a second model
+  # into the folder), another file refused unless --overwrite, before the model is written
+  mkdir lc
+  "$export" --model ex1/model.safetensors --format llmc --out lc/m1.bin > /dev/null
+  tsum=$(md5sum < lc/gpt2_tokenizer.bin)
+  "$export" --model ex1/model.safetensors --format llmc --out lc/m2.bin > /dev/null
+  [ -s lc/m2.bin ] && [ "$(md5sum < lc/gpt2_tokenizer.bin)" = "$tsum" ] || fail "a second llm.c export"
+  echo "not a tokenizer" > lc/gpt2_tokenizer.bin
+  expect 1 "lc/gpt2_tokenizer.bin exists and is not this tokenizer's llm.c file: give --overwrite" \
+    "$export" --model ex1/model.safetensors --format llmc --out lc/m3.bin
+  [ ! -e lc/m3.bin ] && [ "$(cat lc/gpt2_tokenizer.bin)" = "not a tokenizer" ] ||
+    fail "a refused llm.c export wrote its model or replaced the user's gpt2_tokenizer.bin"
+  "$export" --model ex1/model.safetensors --format llmc --out lc/m3.bin --overwrite > /dev/null
+  [ "$(md5sum < lc/gpt2_tokenizer.bin)" = "$tsum" ] || fail "--overwrite of gpt2_tokenizer.bin"
   # hf: the folder's files, the tokenizer copies included
   "$export" --model ex1/model.safetensors --format hf --out hf > /dev/null
   expect 1 "--out hf/model.safetensors exists" "$export" --model ex1/model.safetensors --format hf --out hf
@@ -137,7 +151,8 @@ inputs_outputs)
   before=$(sums corp)
   expect 1 "--input corp/a1.manifest is one of the files this run writes in --out-dir corp" \
     "$tokenize" --input corp/ --out-dir corp --shard-tokens 20
-  expect 1 "corp/a1.manifest is a gptx-tokenize manifest or progress record, not text" \
+  # another prefix: the first run's outputs (its shards, its manifest) are not texts
+  expect 1 "not text: a program's output is not read back as text" \
     "$tokenize" --input corp/ --out-dir corp --shard-tokens 20 --prefix b
   [ "$(sums corp)" = "$before" ] || fail "the refused runs changed corp"
   # the pair: its own shard as input
@@ -151,8 +166,8 @@ inputs_outputs)
   expect 1 "mine/x_train.bin: File exists (not a link or a token shard" "$tokenize" --input self2/x.txt --out-dir mine --prefix x
   [ "$(cat mine/x_train.bin)" = "my data" ] || fail "the user's x_train.bin was replaced"
   # a folder of shards given as text
-  mkdir tkref && cp corp/a1_val_000000.bin tkref/
-  expect 1 "--text tkref/a1_val_000000.bin is an llm.c token shard (magic 20240520), not text" \
+  mkdir tkref && cp corp/a1_train_000000.bin tkref/
+  expect 1 "--text tkref/a1_train_000000.bin is an llm.c token shard (magic 20240520), not text" \
     "${T[@]}" --text tkref/ --steps 1 --out-dir tt
   "${T[@]}" --steps 1 --out-dir tt0 > /dev/null
   expect 1 "--text tt0/model.safetensors is a safetensors file" "$eval" --model tt0/model.safetensors \
@@ -220,9 +235,9 @@ messages)
   expect 2 "--keep 32: must be -1 (half the window) or in [0, 31]" "$generate" --model "$m" --keep 32
   "$export" --model "$m" --format hf --out hf > /dev/null
   cp -r hf eps && sed -i 's/"layer_norm_epsilon": [^,]*/"layer_norm_epsilon": -1/' eps/config.json
-  expect 1 'eps/config.json: "layer_norm_epsilon" is -1; expected a number > 0' "$generate" --model eps
+  expect 1 "'eps/config.json': \"layer_norm_epsilon\" must be a number in (0, 1)" "$generate" --model eps
   cp -r hf heads && sed -i 's/"n_head": [^,]*/"n_head": 3/' heads/config.json
-  expect 1 'heads/config.json does not fit heads/model.safetensors: its "n_head" is 3; must divide' "$generate" --model heads
+  expect 1 "'heads/config.json': \"n_head\" 3 must divide the weights' n_embd 64" "$generate" --model heads
   printf '{"ctx": "a", "ctx": "b", "endings": ["x", "y"], "label": 0}\n' > dup.jsonl
   expect 1 'dup.jsonl line 1: "ctx" appears twice in the object' "$eval" --model "$m" --multiple-choice dup.jsonl
   printf '{"ctx": "a", "endings": ["x", "y"], "label": null}\n' > null.jsonl
