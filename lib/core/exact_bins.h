@@ -1,0 +1,147 @@
+/*
+ * Rank-invariant sums of fp32 values (issue 36; docs/distributed.md,
+ * "Rank-invariant training"): a sum whose bits do not depend on the order of
+ * its terms, nor on how they are split into partial sums, because every term
+ * is cut at fixed bit positions and the pieces are added as integers.
+ *
+ * Positions. A finite fp32 value is m * 2^e with an integer m < 2^24 and
+ * e >= -149; its bits sit at positions p .. p + 23 with p = e + EXACT_BIAS
+ * (EXACT_BIAS = 192: the lowest bit of the smallest subnormal is position 43,
+ * the top bit of FLT_MAX position 319). Bin b holds positions [32 b, 32 b +
+ * 32), bins 1 .. 9; bin 0 holds nothing, so a window of 0 (EXACT_EMPTY) is a
+ * chunk no nonzero term has reached, and zero-filled bins and windows are an
+ * empty sum.
+ *
+ * Windows. Values are summed in chunks of EXACT_CHUNK consecutive elements
+ * (a layout fact, fixed by the buffer alone). A chunk keeps three bins per
+ * element, its window: levels 0, 1, 2 = bins top, top - 1, top - 2, as
+ * signed int64 sums of the pieces (each piece < 2^32 in magnitude, so up to
+ * 2^31 terms cannot overflow). top is the highest bin any term of the chunk
+ * has reached so far; a term with a higher bit raises it, and the levels that
+ * fall below the new window are dropped. A piece below the window is dropped
+ * too. So, whatever the order and the grouping, what the window keeps is
+ * exactly the sum, over every term, of its pieces in the final window's
+ * three bins: the final window depends only on the largest term, and two
+ * partial sums combine by raising both to the higher window and adding the
+ * levels as integers.
+ *
+ * Accuracy. Let the chunk's top bin be t, so its largest |term| is at least
+ * 2^(32 t - EXACT_BIAS). A term loses at most the bits below position
+ * 32 (t - 2), i.e. less than 2^(32 (t - 2) - EXACT_BIAS), truncated toward
+ * zero; the result is then rounded once to fp32 (nearest even). So for n
+ * terms |result - exact sum| <= 0.5 ulp(result) + n 2^-64 max|term|: every
+ * term within 2^-40 of the chunk's largest is kept whole, and the result is
+ * the exact sum correctly rounded, never worse than a float sum in any
+ * order. A non-finite term marks its chunk (EXACT_NONFINITE), whose values
+ * then read back as NaN; a sum beyond FLT_MAX reads back as +-inf (the
+ * rounding of the exact value). Neither is silent: the optimizer refuses a
+ * non-finite gradient norm.
+ *
+ * Plain C, no state: the CPU backend runs it, and CUDA device code can.
+ */
+#ifndef GPTX_EXACT_BINS_H
+#define GPTX_EXACT_BINS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__CUDACC__)
+#define GPTX_EXACT_FN static __host__ __device__ inline
+#else
+#define GPTX_EXACT_FN static inline
+#endif
+
+#define EXACT_CHUNK 1024     /* elements per window */
+#define EXACT_LEVELS 3       /* bins kept per element */
+#define EXACT_BIAS 192       /* position of the bit 2^0 */
+#define EXACT_EMPTY 0        /* a chunk no nonzero term has reached */
+#define EXACT_NONFINITE 1000 /* a chunk with an inf or NaN term (above every bin) */
+
+/* The chunk count of n elements. */
+GPTX_EXACT_FN size_t gptx_exact_chunks(size_t n) { return (n + EXACT_CHUNK - 1) / EXACT_CHUNK; }
+
+/* The bin of x's top bit; EXACT_EMPTY for a zero, EXACT_NONFINITE for inf and NaN. */
+GPTX_EXACT_FN int32_t gptx_exact_top(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t ex = (u >> 23) & 0xffu, frac = u & 0x7fffffu;
+    if (ex == 0xffu) return EXACT_NONFINITE;
+    if (ex == 0 && frac == 0) return EXACT_EMPTY;
+    /* top position: normal e + 23 + bias with e = ex - 150; subnormal: the
+     * top set bit of frac, at position -149 + bias + its index */
+    int top;
+    if (ex) top = (int)ex - 150 + 23 + EXACT_BIAS;
+    else {
+        int k = 22;
+        while (!(frac >> k)) k--;
+        top = -149 + EXACT_BIAS + k;
+    }
+    return top / 32;
+}
+
+/* Adds x's pieces in the bins of window `top` to lvl[0..2] (top, top - 1,
+ * top - 2); pieces below the window are dropped. x finite, its top bin <= top. */
+GPTX_EXACT_FN void gptx_exact_add(int64_t *lvl, int32_t top, float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t ex = (u >> 23) & 0xffu;
+    uint64_t m = u & 0x7fffffu;
+    int p = -149 + EXACT_BIAS; /* subnormal */
+    if (ex) {
+        m |= 0x800000u;
+        p = (int)ex - 150 + EXACT_BIAS;
+    }
+    if (m == 0) return;
+    int neg = (int)(u >> 31);
+    for (int k = 0; k < EXACT_LEVELS; k++) {
+        int s = p - 32 * (top - k); /* x's bits relative to the bin's lowest */
+        uint64_t piece;
+        if (s >= 32 || s <= -24) piece = 0;
+        else if (s >= 0) piece = (m << s) & 0xffffffffu;
+        else piece = m >> -s;
+        lvl[k] += neg ? -(int64_t)piece : (int64_t)piece;
+    }
+}
+
+/* Moves an element's levels from window `from` to the higher window `to`:
+ * the levels that fall below it are dropped. */
+GPTX_EXACT_FN void gptx_exact_raise(int64_t *lvl, int32_t from, int32_t to) {
+    int s = to - from;
+    if (s <= 0) return;
+    for (int k = EXACT_LEVELS - 1; k >= 0; k--) lvl[k] = k - s >= 0 ? lvl[k - s] : 0;
+}
+
+/* The value of an element's levels in window `top`, rounded once to fp32
+ * (nearest, ties to even). */
+GPTX_EXACT_FN float gptx_exact_value(const int64_t *lvl, int32_t top) {
+    if (top == EXACT_NONFINITE) return NAN;
+    if (top == EXACT_EMPTY) return 0.0f;
+    /* v = lvl0 2^64 + lvl1 2^32 + lvl2, times 2^(32 (top - 2) - BIAS): each
+     * |lvl| < 2^63, so |v| < 2^127 fits a signed 128-bit integer */
+    __extension__ typedef __int128 i128;
+    __extension__ typedef unsigned __int128 u128;
+    i128 v = ((i128)lvl[0] << 64) + ((i128)lvl[1] << 32) + (i128)lvl[2];
+    if (v == 0) return 0.0f;
+    int neg = v < 0;
+    u128 a = neg ? (u128)(-v) : (u128)v;
+    int msb = 127;
+    while (!((a >> msb) & 1u)) msb--;
+    int scale = 32 * (top - 2) - EXACT_BIAS; /* value of bit 0 of a: 2^scale */
+    /* keep 24 bits from msb down, but no bit below 2^-149 (subnormals) */
+    int lsb = msb - 23;
+    if (lsb + scale < -149) lsb = -149 - scale;
+    uint64_t mant;
+    if (lsb <= 0) mant = (uint64_t)(a << -lsb); /* exact: every bit kept */
+    else {
+        mant = (uint64_t)(a >> lsb);
+        u128 rest = a & (((u128)1 << lsb) - 1), half = (u128)1 << (lsb - 1);
+        if (rest > half || (rest == half && (mant & 1u))) mant++;
+    }
+    /* mant <= 2^24: exact in a float; ldexpf rounds nothing it can hold and
+     * gives +-inf past FLT_MAX */
+    float r = ldexpf((float)mant, lsb + scale);
+    return neg ? -r : r;
+}
+
+#endif
