@@ -40,6 +40,7 @@
 
 #include "../bench_common.h"
 #include "prog_flags.h"
+#include "table_timing.h"
 
 #define PROG "gptx-bench-attention"
 
@@ -177,23 +178,26 @@ static int call_backward(att_env *e, const gptx_backend_ops *ops, const att_args
 
 typedef int (*att_call)(att_env *, const gptx_backend_ops *, const att_args *);
 
+/* one call of a kernel set, as table_time_median calls it */
+typedef struct {
+    att_env *e;
+    const gptx_backend_ops *ops;
+    const att_args *a;
+    att_call call;
+} att_timed;
+
+static int timed_call(void *arg) {
+    att_timed *t = arg;
+    return t->call(t->e, t->ops, t->a);
+}
+
 /* --warmup untimed calls, then the median of --iters calls, each between
- * two events on the compute stream (device time, no host gaps counted) */
+ * two events on the compute stream (table_timing.h) */
 static int time_calls(att_env *e, const gptx_backend_ops *ops, const att_args *a, att_call call,
                       double *median_s) {
-    for (int i = 0; i < a->warmup; i++) GPTX_TRY(call(e, ops, a));
-    double *t = malloc((size_t)a->iters * sizeof *t);
-    if (!t) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
-    int rc = GPTX_OK;
-    for (int i = 0; i < a->iters && rc == GPTX_OK; i++) {
-        rc = e->ops->event_record(e->be, e->ev_start);
-        if (rc == GPTX_OK) rc = call(e, ops, a);
-        if (rc == GPTX_OK) rc = e->ops->event_record(e->be, e->ev_stop);
-        if (rc == GPTX_OK) rc = e->ops->event_elapsed(e->be, e->ev_start, e->ev_stop, &t[i]);
-    }
-    if (rc == GPTX_OK) *median_s = bench_median(t, a->iters);
-    free(t);
-    return rc;
+    att_timed t = {e, ops, a, call};
+    return table_time_median(e->ops, e->be, e->ev_start, e->ev_stop, a->warmup, a->iters, NULL,
+                             timed_call, &t, median_s);
 }
 
 /* forward timed, then backward timed (after the forward it reads), then the

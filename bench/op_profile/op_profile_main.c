@@ -4,7 +4,9 @@
  * creating the model and its optimizer, runs --warmup steps, forgets them,
  * runs --steps more and prints the report. A step is what gptx-train does:
  * zero_grad, gptx_model_forward_backward, the AdamW step, on a fixed
- * pseudo-random batch already in host memory. Links the public library only. */
+ * pseudo-random batch already in host memory. --batch replaces the preset's
+ * rows per step, so the profile is the one of a benchmark's own batch
+ * (gptx-bench-gpu's 64). Links the public library only. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdint.h>
@@ -24,7 +26,7 @@
 
 typedef struct args {
     const char *backend, *config, *precision;
-    int threads, warmup, steps;
+    int threads, warmup, steps, batch;
 } args;
 
 #define ROW(field, name, kind, lo, hi, choices, arg, help) \
@@ -38,12 +40,14 @@ static const prog_flag rows[] = {
         "CPU threads, 0 = all online cores (CPU only)"),
     ROW(warmup, "--warmup", PROG_FLAG_INT, 0, 1000000, NULL, NULL, "untimed steps"),
     ROW(steps, "--steps", PROG_FLAG_INT, 1, 1000000, NULL, NULL, "profiled steps"),
+    ROW(batch, "--batch", PROG_FLAG_INT, 0, 1000000, NULL, "B",
+        "rows per step; 0 = the preset's (below)"),
 };
 #undef ROW
 
 /* 0 to go on, 1 after --help/--version, -1 after a message. */
 static int parse_args(args *a, int argc, char **argv) {
-    static const args defaults = {"cpu", "small", "fp32", 0, 2, 5};
+    static const args defaults = {"cpu", "small", "fp32", 0, 2, 5, 0};
     static const prog_cli cli = {"gptx-op-profile",
                                  "usage: gptx-op-profile [options]\n"
                                  "Time per operation of a training step, by the library's "
@@ -124,10 +128,11 @@ static int run_steps(gptx_context *ctx, gptx_model *m, gptx_optimizer *o, const 
 static void print_header(gptx_context *ctx, const args *a, const prog_preset *p, double sec,
                          int clock) {
     int threads = gptx_context_num_threads(ctx);
-    printf("gptx-op-profile: %s (%d layers, %d heads, width %d; B %d x T %d), %s backend, %s, "
+    printf("gptx-op-profile: %s (%d layers, %d heads, width %d; B %d%s x T %d), %s backend, %s, "
            "%d thread%s\n",
-           p->name, p->n_layer, p->n_head, p->n_embd, p->batch, p->context,
-           gptx_context_backend_name(ctx), a->precision, threads, threads == 1 ? "" : "s");
+           p->name, p->n_layer, p->n_head, p->n_embd, p->batch, a->batch ? " (--batch)" : "",
+           p->context, gptx_context_backend_name(ctx), a->precision, threads,
+           threads == 1 ? "" : "s");
     printf("step: %.4f s, wall clock per step (zero_grad, forward_backward, AdamW step), mean of "
            "%d after %d warm-up, synchronized at both ends\n", sec, a->steps, a->warmup);
     if (clock == GPTX_PROFILE_DEVICE_EVENTS)
@@ -193,11 +198,13 @@ int main(int argc, char **argv) {
     args a;
     int prc = parse_args(&a, argc, argv);
     if (prc) return prc > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
-    const prog_preset *p = prog_preset_lookup("gptx-op-profile", "--config", a.config);
-    if (!p) return PROG_EXIT_USAGE;
+    const prog_preset *found = prog_preset_lookup("gptx-op-profile", "--config", a.config);
+    if (!found) return PROG_EXIT_USAGE;
+    prog_preset p = *found;
+    if (a.batch) p.batch = a.batch;
     gptx_context *ctx = NULL;
     int rc = open_context(&ctx, &a);
-    if (rc == 0) rc = profile(ctx, &a, p);
+    if (rc == 0) rc = profile(ctx, &a, &p);
     gptx_context_destroy(ctx);
     return rc;
 }

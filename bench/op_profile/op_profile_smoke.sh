@@ -2,6 +2,7 @@
 # Smoke test of gptx-op-profile (ctest bench_op_profile_smoke):
 #   - the tiny preset on the CPU exits 0 and prints the header, the per-op
 #     lines of a step's ops and every group line;
+#   - --batch replaces the preset's batch, and the header says so;
 #   - --backend cuda exits 77 with its reason where no device (or no cuda
 #     module) is reachable, or 0 with a device-event profile where one is;
 #   - a bad flag exits 2.
@@ -24,6 +25,12 @@ for line in "tiny (4 layers" "op times: host clock" "matmul_forward lm_head 128x
             "elementwise" "copies and fills" "sum of the ops" "outside the ops"; do
   grep -qF -- "$line" "$out" || err "cpu: no line with '$line'"
 done
+
+# --batch 2 (the preset's is 8): the steps and the header take it
+"$prog" --backend cpu --config tiny --threads 1 --warmup 0 --steps 1 --batch 2 > "$out" 2>&1
+rc=$?
+[[ $rc -eq 0 ]] || err "--batch 2: exit status $rc, expected 0"
+grep -qF "B 2 (--batch) x T 64" "$out" || err "--batch 2: header without 'B 2 (--batch) x T 64': $(head -n 1 "$out")"
 
 "$prog" --backend cuda --config micro --warmup 0 --steps 1 > "$out" 2>&1
 rc=$?
