@@ -81,27 +81,25 @@ GPTX_EXACT_FN int32_t gptx_exact_top(float x) {
 }
 
 /* Adds x's pieces in the bins of window `top` to lvl[0..2] (top, top - 1,
- * top - 2); pieces below the window are dropped. x finite, its top bin <= top. */
+ * top - 2); pieces below the window are dropped. x finite, its top bin <=
+ * top. x's bits, placed at their positions relative to the window's lowest
+ * bit, fit 96 bits: one 128-bit shift cuts all three pieces, and the sign
+ * is applied without a branch. */
 GPTX_EXACT_FN void gptx_exact_add(int64_t *lvl, int32_t top, float x) {
+    __extension__ typedef unsigned __int128 u128;
     uint32_t u;
     memcpy(&u, &x, 4);
     uint32_t ex = (u >> 23) & 0xffu;
-    uint64_t m = u & 0x7fffffu;
-    int p = -149 + EXACT_BIAS; /* subnormal */
-    if (ex) {
-        m |= 0x800000u;
-        p = (int)ex - 150 + EXACT_BIAS;
-    }
-    if (m == 0) return;
-    int neg = (int)(u >> 31);
-    for (int k = 0; k < EXACT_LEVELS; k++) {
-        int s = p - 32 * (top - k); /* x's bits relative to the bin's lowest */
-        uint64_t piece;
-        if (s >= 32 || s <= -24) piece = 0;
-        else if (s >= 0) piece = (m << s) & 0xffffffffu;
-        else piece = m >> -s;
-        lvl[k] += neg ? -(int64_t)piece : (int64_t)piece;
-    }
+    uint64_t m = (u & 0x7fffffu) | (ex ? 0x800000u : 0u);
+    int p = (ex ? (int)ex - 150 : -149) + EXACT_BIAS;
+    int s = p - 32 * (top - 2); /* < 96 - 23: x's top bit is in the window */
+    u128 v = s >= 0 ? (u128)m << s : s > -24 ? (u128)(m >> -s) : 0;
+    int64_t neg = -(int64_t)(u >> 31); /* 0 or -1 */
+    int64_t p0 = (int64_t)(uint64_t)(v >> 64), p1 = (int64_t)(uint32_t)(v >> 32),
+            p2 = (int64_t)(uint32_t)v;
+    lvl[0] += (p0 ^ neg) - neg;
+    lvl[1] += (p1 ^ neg) - neg;
+    lvl[2] += (p2 ^ neg) - neg;
 }
 
 /* Moves an element's levels from window `from` to the higher window `to`:
@@ -125,8 +123,8 @@ GPTX_EXACT_FN float gptx_exact_value(const int64_t *lvl, int32_t top) {
     if (v == 0) return 0.0f;
     int neg = v < 0;
     u128 a = neg ? (u128)(-v) : (u128)v;
-    int msb = 127;
-    while (!((a >> msb) & 1u)) msb--;
+    uint64_t hi = (uint64_t)(a >> 64), lo = (uint64_t)a;
+    int msb = hi ? 127 - __builtin_clzll(hi) : 63 - __builtin_clzll(lo); /* a != 0 */
     int scale = 32 * (top - 2) - EXACT_BIAS; /* value of bit 0 of a: 2^scale */
     /* keep 24 bits from msb down, but no bit below 2^-149 (subnormals) */
     int lsb = msb - 23;
