@@ -52,12 +52,11 @@ configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/gptxConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/gptxConfig.cmake"
   INSTALL_DESTINATION "${GPTX_INSTALL_CMAKEDIR}")
-write_basic_package_version_file(
-  "${PROJECT_BINARY_DIR}/gptxConfigVersion.cmake"
-  VERSION "${PROJECT_VERSION}"
-  # 0.x: a new minor release may change the API (CHANGELOG.md), so a
-  # consumer asking for 0.2 gets 0.2.x only
-  COMPATIBILITY SameMinorVersion)
+# The version policy is the ABI promise's (docs/abi.md): any request from
+# GPTX_ABI_FIRST_VERSION up to this version is answered (find_package(gptx
+# 0.5) finds 0.7), an older ABI generation or a newer release is not.
+configure_file("${PROJECT_SOURCE_DIR}/cmake/gptxConfigVersion.cmake.in"
+               "${PROJECT_BINARY_DIR}/gptxConfigVersion.cmake" @ONLY)
 install(FILES
     "${PROJECT_BINARY_DIR}/gptxConfig.cmake"
     "${PROJECT_BINARY_DIR}/gptxConfigVersion.cmake"

@@ -1,14 +1,16 @@
 /* gptx-export: a model in any format gptx reads, written for other tools: a
  * Hugging Face GPT-2 folder (transformers' GPT2LMHeadModel.from_pretrained
  * loads it; with the tokenizer files vocab.json and merges.txt, copies of
- * the GPT-2 encoder.json and vocab.bpe) or an llm.c model file (fp32,
- * version 3, or bf16, version 5). docs/export.md. */
+ * the GPT-2 encoder.json and vocab.bpe, and tokenizer_config.json) or an
+ * llm.c model file (fp32, version 3, or bf16, version 5) with llm.c's
+ * gpt2_tokenizer.bin beside it. docs/export.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <gptx/gptx.h>
 
+#include "gptx_export_tokenizer.h"
 #include "prog_data.h"
 #include "prog_error.h"
 #include "prog_files.h"
@@ -30,7 +32,8 @@ static const prog_flag rows[] = {
         PROG_FLAG_NO_DEFAULT),
     ROW(format, "--format", PROG_FLAG_CHOICE, "hf|llmc", NULL,
         "hf: a Hugging Face GPT-2 folder (model.safetensors, config.json,\n"
-        "vocab.json, merges.txt); llmc: an llm.c model file (required)",
+        "vocab.json, merges.txt, tokenizer_config.json); llmc: an llm.c model\n"
+        "file, and gpt2_tokenizer.bin in its folder (required)",
         PROG_FLAG_NO_DEFAULT),
     ROW(out, "--out", PROG_FLAG_STR, NULL, "PATH",
         "the folder (hf; created if absent) or the file (llmc) to write\n(required)",
@@ -38,10 +41,11 @@ static const prog_flag rows[] = {
     ROW(dtype, "--dtype", PROG_FLAG_CHOICE, "fp32|bf16", NULL,
         "llmc only: fp32 (version 3) or bf16 (version 5, rounded to nearest\neven)", 0),
     ROW(encoder, "--encoder", PROG_FLAG_STR, NULL, "FILE",
-        "hf only: GPT-2 encoder.json, copied as vocab.json (default: the bundled one)",
+        "GPT-2 encoder.json: hf copies it as vocab.json, llmc writes its tokens\n"
+        "to gpt2_tokenizer.bin (default: the bundled one)",
         PROG_FLAG_NO_DEFAULT),
     ROW(vocab, "--vocab", PROG_FLAG_STR, NULL, "FILE",
-        "hf only: GPT-2 vocab.bpe, copied as merges.txt (default: the bundled one)",
+        "GPT-2 vocab.bpe: hf copies it as merges.txt (default: the bundled one)",
         PROG_FLAG_NO_DEFAULT),
 };
 static const prog_cli cli = {
@@ -76,6 +80,32 @@ static int copy_file(const char *what, const char *src, const char *dir, const c
     return rc;
 }
 
+/* llm.c's trainers read T positions (train_gpt2.c: T = 64, fixed): a model
+ * with fewer would have them read past its position table. */
+#define LLMC_DEFAULT_T 64
+
+/* The llm.c model file and gpt2_tokenizer.bin beside it. 0, or -1 after a
+ * message. */
+static int export_llmc(const export_opts *o, const gptx_model *m, const gptx_tokenizer *tok,
+                       const char *fmt, int T) {
+    int bf16 = strcmp(o->dtype, "bf16") == 0;
+    if (gptx_model_export_llmc(m, o->out, bf16 ? GPTX_PRECISION_BF16 : GPTX_PRECISION_FP32) !=
+        GPTX_OK) {
+        fprintf(stderr, "%s: %s\n", PROG, prog_error_text());
+        return -1;
+    }
+    char *tok_path = NULL;
+    if (export_llmc_tokenizer(PROG, tok, o->out, &tok_path) != 0) return -1;
+    printf("%s: %s model %s -> llm.c model file %s (version %d, %s) and its tokenizer %s\n", PROG,
+           fmt, o->model, o->out, bf16 ? 5 : 3, o->dtype, tok_path);
+    free(tok_path);
+    if (T < LLMC_DEFAULT_T)
+        fprintf(stderr, "%s: warning: the model's context is %d positions; llm.c's train_gpt2.c "
+                "runs T = %d and would read past them: run llm.c with T <= %d "
+                "(train_gpt2.cu -t %d)\n", PROG, T, LLMC_DEFAULT_T, T, T);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     export_opts defaults = {NULL, NULL, NULL, "fp32", NULL, NULL};
     export_opts o = defaults;
@@ -90,11 +120,6 @@ int main(int argc, char **argv) {
     if (hf && given[prog_flags_find(&cli, "--dtype") - rows])
         return prog_usage_error(PROG, "--dtype", o.dtype, "is for --format llmc (the Hugging "
                                 "Face export is fp32)"), PROG_EXIT_USAGE;
-    if (!hf && (o.encoder || o.vocab))
-        return prog_usage_error(PROG, o.encoder ? "--encoder" : "--vocab",
-                                o.encoder ? o.encoder : o.vocab,
-                                "is for --format hf (llm.c keeps its tokenizer apart)"),
-               PROG_EXIT_USAGE;
     if (!o.encoder) o.encoder = prog_data_path("gpt2/encoder.json");
     if (!o.vocab) o.vocab = prog_data_path("gpt2/vocab.bpe");
 
@@ -113,38 +138,31 @@ int main(int argc, char **argv) {
     int rc = PROG_EXIT_FAILURE;
     gptx_tokenizer *tok = NULL;
     if (prog_model_open(PROG, &m, ctx, o.model, &fmt) != GPTX_OK) goto done;
+    /* the tokenizer files must be a GPT-2 tokenizer, checked before anything is written */
+    if (gptx_tokenizer_load_gpt2(&tok, o.encoder, o.vocab) != GPTX_OK) {
+        fprintf(stderr, "%s: %s, %s: not a GPT-2 tokenizer: %s\n", PROG, o.encoder, o.vocab,
+                prog_error_text());
+        goto done;
+    }
+    gptx_model_config c;
+    gptx_model_config_init(&c);
+    if (gptx_model_get_config(m, &c) == GPTX_OK && gptx_tokenizer_vocab_size(tok) != c.vocab_size)
+        fprintf(stderr, "%s: note: the tokenizer has %d tokens and the model's vocabulary %d; "
+                "ids the model lacks will fail in %s\n", PROG, gptx_tokenizer_vocab_size(tok),
+                c.vocab_size, hf ? "transformers" : "llm.c");
     if (hf) {
-        /* the tokenizer files must be a GPT-2 tokenizer, checked before anything is written */
-        if (gptx_tokenizer_load_gpt2(&tok, o.encoder, o.vocab) != GPTX_OK) {
-            fprintf(stderr, "%s: %s, %s: not a GPT-2 tokenizer: %s\n", PROG, o.encoder, o.vocab,
-                    prog_error_text());
-            goto done;
-        }
-        gptx_model_config c;
-        gptx_model_config_init(&c);
-        if (gptx_model_get_config(m, &c) == GPTX_OK &&
-            gptx_tokenizer_vocab_size(tok) != c.vocab_size)
-            fprintf(stderr, "%s: note: the tokenizer has %d tokens and the model's vocabulary %d; "
-                    "ids the model lacks will fail in transformers\n", PROG,
-                    gptx_tokenizer_vocab_size(tok), c.vocab_size);
         if (gptx_model_export_hf(m, o.out) != GPTX_OK) { /* the message names the path */
             fprintf(stderr, "%s: %s\n", PROG, prog_error_text());
             goto done;
         }
         if (copy_file("the encoder", o.encoder, o.out, "vocab.json") != 0 ||
-            copy_file("the merges", o.vocab, o.out, "merges.txt") != 0)
+            copy_file("the merges", o.vocab, o.out, "merges.txt") != 0 ||
+            export_hf_tokenizer_config(PROG, tok, c.context_length, o.out) != 0)
             goto done;
         printf("%s: %s model %s -> Hugging Face GPT-2 folder %s (model.safetensors, config.json, "
-               "vocab.json, merges.txt)\n", PROG, fmt, o.model, o.out);
-    } else {
-        int bf16 = strcmp(o.dtype, "bf16") == 0;
-        if (gptx_model_export_llmc(m, o.out, bf16 ? GPTX_PRECISION_BF16 : GPTX_PRECISION_FP32) !=
-            GPTX_OK) {
-            fprintf(stderr, "%s: %s\n", PROG, prog_error_text());
-            goto done;
-        }
-        printf("%s: %s model %s -> llm.c model file %s (version %d, %s)\n", PROG, fmt, o.model,
-               o.out, bf16 ? 5 : 3, o.dtype);
+               "vocab.json, merges.txt, tokenizer_config.json)\n", PROG, fmt, o.model, o.out);
+    } else if (export_llmc(&o, m, tok, fmt, c.context_length) != 0) {
+        goto done;
     }
     rc = PROG_EXIT_OK;
 done:

@@ -306,6 +306,10 @@ int main(int argc, char **argv) {
     gptx_model_config mc;
     gptx_model_config_init(&mc);
     if ((rc = gptx_model_get_config(model, &mc))) goto fail;
+    /* the format read (stderr: stdout is the text), as gptx-eval prints it */
+    fprintf(stderr, "gptx-generate: model %s (%s; %d layers, width %d, %d heads, context %d, "
+            "vocabulary %d)\n", o.model, format, mc.n_layer, mc.n_embd, mc.n_head,
+            mc.context_length, mc.vocab_size);
     for (size_t i = 0; i < n_ids; i++)
         if (ids[i] >= mc.vocab_size) {
             fprintf(stderr, "gptx-generate: the prompt's token %zu is id %d (GPT-2 tokenizer), "

@@ -10,8 +10,9 @@
  * unit (gptx_tokenize_pair.h).
  *
  *   gptx-tokenize --input 'corpus/part-?.txt,more/' --out-dir shards --shard-tokens 100000000
- *     -> shards/NAME_val_000000.bin, NAME_train_000001.bin, ..., NAME.manifest
- *        (gptx_tokenize_shards.h: fixed-size shards, resumable)
+ *     -> shards/NAME_train_000000.bin, ..., NAME_val_000007.bin, ..., NAME.manifest
+ *        (gptx_tokenize_shards.h: fixed-size shards, resumable; validation held
+ *        out from the whole corpus: gptx_tokenize_split.h)
  *
  * The text is read and encoded in blocks on --threads threads, each cut
  * where the GPT-2 pre-tokenizer always has a piece boundary
@@ -39,6 +40,7 @@
 typedef struct {
     const char *input, *out_dir, *prefix, *encoder, *vocab, *doc_separator, *special_tokens;
     double val_fraction;
+    long long seed;
     int eot, special, threads, resume;
     long long chunk_bytes;
     long long shard_tokens; /* 0: the train/val pair */
@@ -59,19 +61,25 @@ static const prog_flag flags[] = {
         "shard name prefix (default: the first file's\n"
         "name without its extension)", PROG_FLAG_NO_DEFAULT),
     ROW(val_fraction, "--val-fraction", PROG_FLAG_DOUBLE, 0, 1, NULL, "X",
-        "one file's pair: the share of the tokens, from\n"
-        "the end, in NAME_val.bin; in [0, 1) (0 = an\n"
-        "empty val shard)", 0),
+        "validation, in [0, 1): one file's pair: the share\n"
+        "of the tokens, from the end, in NAME_val.bin (0 =\n"
+        "an empty val shard); --shard-tokens: the share of\n"
+        "pieces (a document, or 4096 tokens of a longer\n"
+        "one) held out into NAME_val_*.bin, drawn from the\n"
+        "whole corpus by a hash of their tokens", 0),
+    ROW(seed, "--seed", PROG_FLAG_I64, 0, 9.2e18, NULL, "N",
+        "(--shard-tokens) the key of the validation hash:\n"
+        "another seed, another held-out set", 0),
     ROW(eot, "--eot", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
         "one file's pair: start the tokens with\n"
         "<|endoftext|> (50256), as llm.c does before each\n"
         "document (always so with --shard-tokens)", 0),
     ROW(shard_tokens, "--shard-tokens", PROG_FLAG_I64, 1, 2147483647, NULL, "N",
         "shards of N tokens (llm.c uses 100000000), each\n"
-        "document after <|endoftext|>: NAME_val_000000.bin\n"
-        "(the first N: validation), NAME_train_000001.bin,\n"
-        "..., then NAME.manifest; memory: 4 bytes a token\n"
-        "of one shard", PROG_FLAG_NO_DEFAULT),
+        "document after <|endoftext|>: NAME_train_*.bin\n"
+        "and NAME_val_*.bin (--val-fraction), numbered in\n"
+        "the order written, then NAME.manifest; memory: 8\n"
+        "bytes a token of one shard", PROG_FLAG_NO_DEFAULT),
     ROW(doc_separator, "--doc-separator", PROG_FLAG_STR, 0, 0, NULL, "S",
         "(--shard-tokens) a document also ends at each S\n"
         "in a file, S dropped; escapes \\n \\t \\r \\\\ \\xHH",
@@ -121,6 +129,7 @@ static int parse_args(int argc, char **argv, tokenize_args *a) {
                          .vocab = prog_data_path("gpt2/vocab.bpe"),
                          .special_tokens = "text",
                          .val_fraction = 0.1,
+                         .seed = 1337,
                          .threads = cores > 0 ? (int)(cores > 256 ? 256 : cores) : 1,
                          .chunk_bytes = 4 << 20};
     const tokenize_args defaults = *a;
@@ -140,11 +149,13 @@ static int parse_args(int argc, char **argv, tokenize_args *a) {
     if (!a->shard_tokens && (a->doc_separator || a->resume))
         return prog_usage_error("gptx-tokenize", a->resume ? "--resume" : "--doc-separator",
                                 NULL, "needs --shard-tokens");
-    if (a->shard_tokens && (given(g, "--val-fraction") || a->eot))
-        return prog_usage_error("gptx-tokenize", a->eot ? "--eot" : "--val-fraction", NULL,
-                                "is for one file's train/val pair; with --shard-tokens the "
-                                "first shard is validation and every document starts with "
-                                "<|endoftext|>");
+    if (a->shard_tokens && a->eot)
+        return prog_usage_error("gptx-tokenize", "--eot", NULL,
+                                "is for one file's train/val pair; with --shard-tokens every "
+                                "document starts with <|endoftext|>");
+    if (!a->shard_tokens && given(g, "--seed"))
+        return prog_usage_error("gptx-tokenize", "--seed", NULL,
+                                "needs --shard-tokens (one file's pair holds out its tail)");
     if (a->prefix && strchr(a->prefix, '/'))
         return prog_usage_error("gptx-tokenize", "--prefix", a->prefix,
                                 "must be a name without '/'");
@@ -304,7 +315,8 @@ int main(int argc, char **argv) {
     if (a.shard_tokens) {
         sa.eot = 1;
         shards_args sh = {.s = sa, .out_dir = a.out_dir, .name = name,
-                          .shard_tokens = a.shard_tokens, .resume = a.resume};
+                          .shard_tokens = a.shard_tokens, .val_fraction = a.val_fraction,
+                          .seed = (unsigned long long)a.seed, .resume = a.resume};
         status = tokenize_shards(&sh);
         goto done;
     }

@@ -69,7 +69,7 @@ int gptx_fuzz_one_input(const uint8_t *data, size_t size) {
         m = NULL;
         gptx_model_config c = gptx_fuzz_config();
         c.padded_vocab_size = 0; /* = the file's vocabulary */
-        if (gptx_import_hf_st(&m, ctx, &f, &c) == GPTX_OK) accepted++;
+        if (gptx_import_hf_st(&m, ctx, &f, &c, NULL) == GPTX_OK) accepted++;
         gptx_model_destroy(m);
         gptx_st_close(&f);
     }

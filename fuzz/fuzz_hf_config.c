@@ -1,18 +1,19 @@
-/* The programs' reading of a Hugging Face config.json (fuzz_util.h).
+/* The library's reading of a Hugging Face config.json (fuzz_util.h).
  *
- * Input: the text of config.json. prog_hf_config_parse (examples/common/
- * prog_model.c, what every program runs on a Hugging Face folder) reads it;
- * the settings it accepts then import a small Hugging Face model
- * (GPTX_FUZZ_HF_WEIGHTS: width 4, so 1, 2 or 4 heads fit; an untied
- * head, so seeds say "tie_word_embeddings": false) the way the
- * programs do. An accepted config has 1..4096 heads and a model imported
- * with it carries exactly the parsed settings; anything else abort()s. */
+ * Input: the text of config.json. gptx_hf_config_parse (lib/io/hf_config.c,
+ * what gptx_model_import_hf runs on the config.json beside the weights)
+ * reads it; a config it accepts then imports a small Hugging Face model
+ * (GPTX_FUZZ_HF_WEIGHTS: width 4, so 1, 2 or 4 heads fit; an untied head,
+ * so seeds say "tie_word_embeddings": false) with cfg NULL, the folder's
+ * settings. An accepted config has 1..4096 heads and a positive eps, and a
+ * model imported with it carries exactly its settings; anything else
+ * abort()s. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "prog_model.h"
+#include "hf_config.h"
 #include "safetensors.h"
 
 #ifndef GPTX_FUZZ_HF_WEIGHTS
@@ -39,26 +40,24 @@ static void setup(void) {
 
 int gptx_fuzz_hf_config(const uint8_t *data, size_t size) {
     setup();
-    char *json = gptx_fuzz_strndup(data, size);
-    gptx_model_config c;
+    gptx_hf_config hc;
     int accepted = 0;
-    char why[160];
-    if (prog_hf_config_parse(json, &c, why, sizeof why) == 0) {
+    if (gptx_hf_config_parse(&hc, (const char *)data, size, "<fuzz input>") == GPTX_OK) {
         accepted++;
-        if (c.n_head < 1 || c.n_head > 4096) broken("accepted a head count outside [1, 4096]");
+        if (hc.n_head < 1 || hc.n_head > 4096) broken("accepted a head count outside [1, 4096]");
+        if (!(hc.layernorm_eps > 0)) broken("accepted an eps that is not positive");
         gptx_model *m = NULL;
-        if (gptx_import_hf_st(&m, ctx, &weights, &c) == GPTX_OK) {
+        if (gptx_import_hf_st(&m, ctx, &weights, NULL, &hc) == GPTX_OK) {
             accepted++;
             gptx_model_config got;
             gptx_model_config_init(&got);
             gptx_model_get_config(m, &got);
-            if (got.n_head != c.n_head || got.layernorm_eps != c.layernorm_eps ||
-                got.tied_head != c.tied_head)
+            if (got.n_head != hc.n_head || got.layernorm_eps != hc.layernorm_eps ||
+                got.tied_head != hc.tied_head)
                 broken("the imported model differs from the parsed settings");
         }
         gptx_model_destroy(m);
     }
-    free(json);
     return accepted;
 }
 

@@ -43,7 +43,7 @@ settings() {
     tok_files) echo "tests/text/corpus_files 8192" ;;
     tok_roundtrip) echo "tests/text/corpus_roundtrip 4096" ;;
     shard) echo "tests/data/corpus 8192" ;;
-    hf_config) echo "tests/examples/corpus_hf_config 2048 -close_fd_mask=3" ;;
+    hf_config) echo "tests/io/corpus_hf_config 2048 -close_fd_mask=3" ;;
     train_options) echo "tests/examples/corpus_train_options 1024 -close_fd_mask=3" ;;
     *) return 1 ;;
     esac

@@ -21,13 +21,10 @@ set(GPTX_FUZZ_tok_roundtrip_DEFS ${GPTX_FUZZ_tok_files_DEFS})
 set(GPTX_FUZZ_shard_SOURCES fuzz/fuzz_shard.c)
 set(GPTX_FUZZ_shard_CORPUS tests/data/corpus)
 
-# the programs' code is compiled in (no examples build needed)
-set(GPTX_FUZZ_hf_config_SOURCES fuzz/fuzz_hf_config.c examples/common/prog_model.c
-                                examples/common/prog_files.c examples/common/prog_error.c)
-set(GPTX_FUZZ_hf_config_CORPUS tests/examples/corpus_hf_config)
+set(GPTX_FUZZ_hf_config_SOURCES fuzz/fuzz_hf_config.c)
+set(GPTX_FUZZ_hf_config_CORPUS tests/io/corpus_hf_config)
 set(GPTX_FUZZ_hf_config_DEFS
     GPTX_FUZZ_HF_WEIGHTS="${PROJECT_SOURCE_DIR}/tests/io/corpus/seed_hf_f16.safetensors")
-set(GPTX_FUZZ_hf_config_INCLUDES examples/common)
 set(GPTX_FUZZ_hf_config_SEED_MIN 2) # parsed and imported
 
 set(GPTX_FUZZ_train_options_SOURCES fuzz/fuzz_train_options.c examples/train/train_options.c

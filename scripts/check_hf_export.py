@@ -5,19 +5,28 @@ Run by scripts/check_hf_export.sh (outside CI: needs PyTorch and transformers).
 Loads HF_DIR with GPT2LMHeadModel.from_pretrained (fp32, eager attention), runs the
 token ids and prints the max |logit difference| against gptx's logits (T, V) fp32.
   check_hf_export.py --tokenize HF_DIR TEXT
-prints the ids of TEXT by the folder's own tokenizer (vocab.json, merges.txt).
+prints the ids of TEXT by the folder's own tokenizer (AutoTokenizer: vocab.json,
+merges.txt, tokenizer_config.json) and fails when its model_max_length is not the
+model's context (config.json's n_positions).
 """
 import sys
 
 import numpy as np
 import torch
-from transformers import GPT2LMHeadModel, GPT2TokenizerFast
+import json
+
+from transformers import AutoTokenizer, GPT2LMHeadModel
 
 
 def main():
     if sys.argv[1] == "--tokenize":
-        tok = GPT2TokenizerFast.from_pretrained(sys.argv[2])
+        tok = AutoTokenizer.from_pretrained(sys.argv[2])
+        with open(sys.argv[2] + "/config.json") as f:
+            n_positions = json.load(f)["n_positions"]
         print(" ".join(str(i) for i in tok(sys.argv[3])["input_ids"]))
+        if tok.model_max_length != n_positions:
+            print(f"model_max_length {tok.model_max_length}, context {n_positions}", file=sys.stderr)
+            return 1
         return 0
     hf_dir, gptx_bin, ids = sys.argv[1], sys.argv[2], [int(t) for t in sys.argv[3:]]
     model = GPT2LMHeadModel.from_pretrained(hf_dir, dtype=torch.float32,

@@ -2,21 +2,29 @@
 # Outside CI: transformers' GPT2LMHeadModel loads gptx-export's Hugging Face
 # folders and its logits equal gptx's within 1e-4 (docs/export.md).
 #   scripts/check_hf_export.sh [BUILD_DIR]     (default build)
-# Needs a PyTorch 2 venv with transformers and safetensors; made when absent:
-#   TORCH2_VENV=/tmp/torch2-export ../shared/tools/install-torch2.sh
-#   /tmp/torch2-export/bin/pip install transformers safetensors
+# From a clone, nothing else needed: the first run makes a venv with PyTorch 2,
+# transformers, safetensors and numpy from PyPI (about 1.5 GB with PyPI's
+# torch; GPTX_TORCH_INDEX=https://download.pytorch.org/whl/cpu takes the
+# smaller CPU-only wheels) at $HF_VENV (default BUILD_DIR/hf-venv) and keeps
+# it. PYTHON=/path/to/python uses a Python that has those packages instead.
 # Models: gptx-train's tiny preset (tied head, qkv bias; 40 steps), and three
 # random small models (untied head, no qkv bias, padded vocabulary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-venv=${TORCH2_VENV:-/tmp/torch2-export}
+venv=${HF_VENV:-$build/hf-venv}
 work=${WORK:-/tmp/gptx_check_hf_export}
-if [ ! -x "$venv/bin/python" ]; then
-  TORCH2_VENV=$venv ../shared/tools/install-torch2.sh
-  "$venv/bin/pip" install -q transformers safetensors
+if [ -z "${PYTHON:-}" ]; then
+  if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.gptx-hf-ready" ]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q ${GPTX_TORCH_INDEX:+--index-url "$GPTX_TORCH_INDEX"} torch
+    "$venv/bin/pip" install -q transformers safetensors numpy
+    touch "$venv/.gptx-hf-ready"
+  fi
+  PYTHON=$venv/bin/python
 fi
-py() { "$venv/bin/python" "$@"; }
+py() { "$PYTHON" "$@"; }
 rm -rf "$work" && mkdir -p "$work"
 cc -O2 -std=c11 -Iinclude scripts/export_logits.c -L"$build" -lgptx -Wl,-rpath,"$PWD/$build" \
    -o "$work/export_logits"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (CI runs it through .ci/run):
-#   1. normal build in build/ (RelWithDebInfo, warnings are errors), all tests;
+#   1. normal build in build/ (RelWithDebInfo, warnings are errors, the tests
+#      asked for: GPTX_BUILD_TESTS is off in a plain build), all tests;
 #   2. ASan+UBSan build in build-asan/, tests labelled `unit`;
 #   3. the libFuzzer targets built with clang in build-fuzz/ (nothing else),
 #      each run for GPTX_FUZZ_SMOKE_SECONDS (15): a crash fails the run;
@@ -22,7 +23,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 step() { printf '\n##### %s\n' "$*"; }
 
 step "configure build/"
-cmake -S . -B build -DGPTX_WERROR=ON
+cmake -S . -B build -DGPTX_WERROR=ON -DGPTX_BUILD_TESTS=ON
 step "build build/"
 cmake --build build -j"$jobs"
 step "test build/"
@@ -32,7 +33,7 @@ step "configure build-asan/"
 # CUDA off: sanitizers do not see device code, and the CUDA runtime needs
 # ASAN_OPTIONS=protect_shadow_gap=0 (tests/gpu runs the kernels' logic on the CPU instead)
 cmake -S . -B build-asan -DGPTX_SANITIZE=ON -DGPTX_WERROR=ON -DGPTX_CUDA=OFF \
-    -DGPTX_BUILD_BENCH=OFF -DGPTX_BUILD_EXAMPLES=OFF
+    -DGPTX_BUILD_TESTS=ON -DGPTX_BUILD_BENCH=OFF -DGPTX_BUILD_EXAMPLES=OFF
 step "build build-asan/"
 cmake --build build-asan -j"$jobs"
 step "test build-asan/ (label unit)"
@@ -63,7 +64,7 @@ else
     touch "${dnnl3_venv}/.gptx-onednn-${dnnl3_pin}"
 fi
 step "configure build-dnnl3/ (oneDNN 3, the bf16 tests only)"
-cmake -S . -B build-dnnl3 -DGPTX_WERROR=ON -DGPTX_CUDA=OFF -DGPTX_DNNL=ON \
+cmake -S . -B build-dnnl3 -DGPTX_WERROR=ON -DGPTX_CUDA=OFF -DGPTX_DNNL=ON -DGPTX_BUILD_TESTS=ON \
     -DGPTX_DNNL_ROOT="$PWD/${dnnl3_venv}" -DGPTX_BUILD_EXAMPLES=OFF -DGPTX_BUILD_BENCH=OFF
 step "build build-dnnl3/"
 cmake --build build-dnnl3 -j"$jobs" --target test_cpu_bf16 test_cpu_precision \

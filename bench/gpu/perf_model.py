@@ -136,7 +136,9 @@ def bandwidth_bytes(m):
         ("residual + LayerNorm fwd (x2 per layer)", L * e * 2 * (4 + 2 + 4 + 2)),
         ("attention fwd DRAM (qkv once, out)", L * e * (6 + 2)),
         ("attention bwd DRAM (D, qkv, dout, dqkv)", L * e * (4 + 12 + 4 + 6)),
-        ("LayerNorm bwd (x2: rows, column sums)", L * e * 2 * (2 + 4 + 8 + 6)),
+        # dout, input, dinp read and written; dw, db summed in the same pass (issue 33:
+        # the separate column sums read dout and the input again, 6 B more)
+        ("LayerNorm bwd (x2: rows, column sums fused)", L * e * 2 * (2 + 4 + 8)),
         ("residual gradient's bf16 copy (x2, in LN bwd)", L * e * 2 * 2),
         ("bias gradients (column sums of dout)", L * e * 2 * (3 + 1 + 4 + 1)),
         ("ln_f fwd + bwd, embedding fwd + bwd", e * (6 + 20 + 12 + 8)),
@@ -192,8 +194,9 @@ def predicted_attention_tflops(m):
 
 
 def ln_backward_bytes_per_call(m):
-    """Bytes of one layernorm_backward_act call (rows, column sums, the bf16 copy)."""
-    return m["B"] * m["T"] * m["C"] * (2 + 4 + 8 + 6 + 2)
+    """Bytes of one layernorm_backward_act call (rows with the column sums fused, the bf16
+    copy)."""
+    return m["B"] * m["T"] * m["C"] * (2 + 4 + 8 + 2)
 
 
 # ---- the recalibrated model -----------------------------------------------------------------

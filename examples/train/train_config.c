@@ -67,6 +67,36 @@ static int resolve_resume(train_run *run) {
     return 0;
 }
 
+/* --resume: each file the run recorded and the command line does not
+ * replace is still there (a moved corpus, a removed copy): else the message
+ * says which flag gives its new place, once, before anything is opened.
+ * Globs and folders are left to the inputs' own messages. 0, or -1. */
+static int recorded_paths_exist(const train_options *o, const train_options *cli,
+                                const char *arg) {
+    const struct { const char *flag, *path; } data[] = {
+        {"--encoder", o->encoder}, {"--vocab", o->vocab}, {"--text", o->text},
+        {"--train-shards", o->train_shards}, {"--val-shards", o->val_shards}};
+    for (size_t i = 0; i < sizeof data / sizeof data[0]; i++) {
+        const char *list = data[i].path;
+        if (!list || !strcmp(list, "-") || train_options_given(cli, data[i].flag)) continue;
+        for (const char *p = list; *p;) {
+            size_t n = strcspn(p, ",");
+            char *one = strndup(p, n);
+            struct stat st;
+            int gone = one && !strpbrk(one, "*?[") && stat(one, &st) != 0;
+            if (gone)
+                fprintf(stderr, "gptx-train: --resume %s: the run's %s %s is gone (%s); give "
+                                "%s with where it is now (the data must hash the same as the "
+                                "run's)\n", arg, data[i].flag, one, strerror(errno),
+                        data[i].flag);
+            free(one);
+            if (gone) return -1;
+            p += n + (p[n] == ',');
+        }
+    }
+    return 0;
+}
+
 /* --resume: o becomes the configuration saved in the checkpoint, with the
  * flags of the command line a resumed run may change. run->saved gets the
  * whole record (for data_hash, world_size, best_val_loss), run->saved_flags
@@ -112,7 +142,9 @@ static int resume_config(train_run *run) {
     }
     run->status = 2; /* the flags against the run's */
     const train_options cli = *o;
-    return train_options_resume(o, &cli, run->saved_flags, cli.resume);
+    if (train_options_resume(o, &cli, run->saved_flags, cli.resume) != 0) return -1;
+    run->status = 1;
+    return recorded_paths_exist(o, &cli, run->resume_arg);
 }
 
 /* --resume DIR fell back at load (a damaged tensor): the record of the

@@ -1,6 +1,7 @@
 /* gptx-train's data: --text (tokenized here, the tail held out for
  * validation) or llm.c shards, the loaders over it, the hash that tells a
- * resumed run it trains on the same data, and the unigram baseline. */
+ * resumed run it trains on the same data, and the unigram baseline (of the
+ * text's splits, or of the train and val shards). */
 #define _GNU_SOURCE /* memmem */
 #include <errno.h>
 #include <math.h>
@@ -60,24 +61,71 @@ static int hash_files(char **paths, int n, uint64_t *out) {
     return 0;
 }
 
-/* Cross-entropy on the validation tokens of predicting each with its
- * frequency among the training tokens (add-one smoothed over the real
- * vocabulary): the loss a model that ignores the context gets; a trained
- * model should be well below it. */
+/* The unigram baseline: the cross-entropy on the validation tokens of
+ * predicting each with its frequency among the training tokens (add-one
+ * smoothed over the real vocabulary): the loss a model that ignores the
+ * context gets; a trained model should be well below it. Counted in
+ * pieces (a text's two splits, or shard after shard). */
+typedef struct {
+    double *count; /* per id, over the training tokens */
+    double n_train, nll;
+    size_t targets;
+    int vocab;
+} unigram;
+
+static int unigram_open(unigram *u, int vocab) {
+    *u = (unigram){calloc((size_t)vocab, sizeof(double)), 0, 0, 0, vocab};
+    return u->count ? 0 : -1;
+}
+
+static void unigram_train(unigram *u, const int32_t *ids, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < u->vocab) u->count[ids[i]] += 1;
+    u->n_train += (double)n;
+}
+
+/* Validation tokens of one file (or split): every token after its first
+ * is a target, as the loader's windows have them. */
+static void unigram_val(unigram *u, const int32_t *ids, size_t n) {
+    double total = u->n_train + u->vocab;
+    for (size_t i = 1; i < n; i++)
+        u->nll -= log((ids[i] >= 0 && ids[i] < u->vocab ? u->count[ids[i]] + 1 : 1) / total);
+    u->targets += n > 1 ? n - 1 : 0;
+}
+
+static double unigram_close(unigram *u) {
+    free(u->count);
+    return u->targets ? u->nll / (double)u->targets : NAN;
+}
+
 static double unigram_baseline(const int32_t *train, size_t n_train, const int32_t *val,
                                size_t n_val, int vocab) {
-    double *count = calloc((size_t)vocab, sizeof *count);
-    if (!count || n_val < 2) {
-        free(count);
-        return NAN;
+    unigram u;
+    if (unigram_open(&u, vocab)) return NAN;
+    unigram_train(&u, train, n_train);
+    unigram_val(&u, val, n_val);
+    return unigram_close(&u);
+}
+
+/* The same over shard files, one in memory at a time (rank 0 reports it).
+ * NAN when a shard cannot be read again or memory is short: a figure for
+ * the record, not a reason to stop. */
+static double unigram_shards(const train_run *run) {
+    unigram u;
+    if (run->n_val_paths == 0 || unigram_open(&u, run->o.vocab_size)) return NAN;
+    int ok = 1;
+    for (int k = 0; k < run->n_train_paths + run->n_val_paths && ok; k++) {
+        int train = k < run->n_train_paths;
+        int32_t *ids = NULL;
+        size_t n = 0;
+        const char *path = train ? run->train_paths[k] : run->val_paths[k - run->n_train_paths];
+        ok = gptx_shard_read(path, &ids, &n) == GPTX_OK;
+        if (ok && train) unigram_train(&u, ids, n);
+        else if (ok) unigram_val(&u, ids, n);
+        gptx_free(ids);
     }
-    for (size_t i = 0; i < n_train; i++)
-        if (train[i] >= 0 && train[i] < vocab) count[train[i]] += 1;
-    double total = (double)n_train + vocab, nll = 0;
-    for (size_t i = 1; i < n_val; i++) /* targets: every token after the first */
-        nll -= log((val[i] >= 0 && val[i] < vocab ? count[val[i]] + 1 : 1) / total);
-    free(count);
-    return nll / (double)(n_val - 1);
+    double loss = unigram_close(&u);
+    return ok ? loss : NAN;
 }
 
 /* Training: each rank its own disjoint share of every epoch, shuffled, with
@@ -123,6 +171,7 @@ static int open_shards(train_run *run, const gptx_dataloader_options *lo,
     TRY(run, gptx_dataloader_create_from_files(&run->val, run->ctx,
                                                (const char *const *)run->val_paths,
                                                run->n_val_paths, vo));
+    if (run->rank == 0) run->unigram = unigram_shards(run);
     return 0;
 }
 

@@ -232,6 +232,32 @@ static size_t put_escaped(char *buf, size_t cap, size_t at, const char *s) {
     return at;
 }
 
+/* A path into the bundled data folder (the GPT-2 tokenizer, a preset's
+ * text) is recorded relative to it, so a moved or reinstalled prefix finds
+ * it again (train_options_resume resolves it); other paths stay as given. */
+#define BUNDLED "bundled:"
+
+static const char *bundled_name(const prog_flag *f, const char *v) {
+    const char *dir = prog_data_dir();
+    size_t n = strlen(dir);
+    if (f->kind != PROG_FLAG_STR || strncmp(v, dir, n) != 0 || v[n] != '/' || !v[n + 1])
+        return NULL;
+    return v + n + 1;
+}
+
+/* --resume: each recorded "bundled:NAME" becomes NAME in this program's
+ * data folder (prog_data.h). */
+static void resolve_bundled(train_options *o) {
+    static char paths[8][4096 + 64];
+    int k = 0;
+    for (int i = 0; i < N_FLAGS && k < 8; i++) {
+        const char **v = flags[i].kind == PROG_FLAG_STR ? FIELD(o, &flags[i], const char *) : NULL;
+        if (!v || !*v || strncmp(*v, BUNDLED, strlen(BUNDLED)) != 0) continue;
+        snprintf(paths[k], sizeof paths[k], "%s/%s", prog_data_dir(), *v + strlen(BUNDLED));
+        *v = paths[k++];
+    }
+}
+
 size_t train_options_format(const train_options *o, char *buf, size_t cap) {
     size_t at = 0;
     char num[64];
@@ -240,6 +266,9 @@ size_t train_options_format(const train_options *o, char *buf, size_t cap) {
         const char *v = f->kind == PROG_FLAG_SECTION || f->tag == NOSAVE
                             ? NULL : prog_flags_format(f, o, num, sizeof num);
         if (!v) continue;
+        const char *name = bundled_name(f, v);
+        char rel[4096 + 64];
+        if (name && (size_t)snprintf(rel, sizeof rel, "%s%s", BUNDLED, name) < sizeof rel) v = rel;
         at = put_escaped(buf, cap, at, f->name);
         if (at + 1 < cap) buf[at] = ' ';
         at = put_escaped(buf, cap, at + 1, v);
@@ -315,6 +344,7 @@ int train_options_resume(train_options *run, const train_options *cli, char *sav
         }
         line = next;
     }
+    resolve_bundled(run);
     char a[64], b[64];
     for (int i = 0; i < N_FLAGS; i++) {
         const prog_flag *f = &flags[i];

@@ -69,7 +69,7 @@ typedef struct {
     long long train_tokens, tokens_per_step, steps;
     double lr, min_lr_frac, weight_decay, grad_clip, beta1, beta2;
     unsigned long long seed, data_hash;
-    double unigram_val_loss; /* NAN: not computed (shards) */
+    double unigram_val_loss; /* NAN: not computed (no validation data) */
     const char *flags;       /* the run configuration, as saved in checkpoints */
     const char *run_id;      /* the run's id: every record and checkpoint of one run has it */
 } train_config_record;

@@ -42,7 +42,7 @@ typedef struct train_run {
     int text_docs;         /* --text: 1 each document after an EOT; 0 a run saved before 0.6 (as is) */
     int64_t n_docs, val_docs; /* --text: documents, and those held out (0: the tail of one) */
     uint64_t data_hash;    /* FNV-1a of the data: a resumed run must train on the same */
-    double unigram;        /* the unigram baseline's validation loss, NAN with shards */
+    double unigram;        /* the unigram baseline's validation loss, NAN without validation */
     gptx_dataloader *train, *val;
     gptx_dataloader_info ti;
     /* the model and its training */

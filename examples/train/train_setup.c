@@ -222,8 +222,8 @@ static void print_header(const train_run *run) {
            run->data_name, (long long)ti->total_tokens, (long long)ti->total_windows, T,
            (long long)ti->batches_per_epoch, run->val ? "" : " (no validation data)");
     if (isfinite(run->unigram))
-        printf("unigram baseline on the validation text: loss %.4f (training-token "
-               "frequencies, no context)\n", run->unigram);
+        printf("unigram baseline on the validation %s: loss %.4f (training-token "
+               "frequencies, no context)\n", o->train_shards ? "shards" : "text", run->unigram);
     printf("model: %d layers, %d heads, width %d, context %d, vocab %d padded to %d, %zu parameters\n",
            o->layers, o->heads, o->width, T, o->vocab_size, o->padded_vocab,
            gptx_model_num_parameters(run->model));

@@ -35,10 +35,10 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define GPTX_VERSION_MAJOR 0
-#define GPTX_VERSION_MINOR 6
+#define GPTX_VERSION_MINOR 7
 #define GPTX_VERSION_PATCH 0
-#define GPTX_VERSION_STRING "0.6.0"
-/* Monotonic integer for compile-time comparisons: 0.6.0 -> 600. */
+#define GPTX_VERSION_STRING "0.7.0"
+/* Monotonic integer for compile-time comparisons: 0.7.0 -> 700. */
 #define GPTX_VERSION_NUMBER \
     (GPTX_VERSION_MAJOR * 10000 + GPTX_VERSION_MINOR * 100 + GPTX_VERSION_PATCH)
 /* The ABI generation: the N of the SONAME libgptx.so.N. It changes only when
@@ -817,8 +817,18 @@ GPTX_API int gptx_file_save(const char *path, const void *data, size_t size);
 GPTX_API int gptx_model_load(gptx_model **out, gptx_context *ctx, const char *path);
 /* Loads weights into an existing model; names, shapes and dtypes must match. */
 GPTX_API int gptx_model_load_weights(gptx_model *model, const char *path);
-/* Imports Hugging Face GPT-2 safetensors (Conv1D weights transposed, lm_head
- * tied). cfg gives what the file cannot: padded vocab and masking. */
+/* Imports a Hugging Face GPT-2 model (docs/checkpoints.md): path is a folder
+ * (its model.safetensors and config.json) or the safetensors file (with the
+ * config.json beside it when there is one). Sizes come from the tensors
+ * (Conv1D weights transposed; nanoGPT's state_dict layout is read too);
+ * n_head, layernorm_eps and tied_head from config.json (transformers'
+ * defaults for keys it lacks), which must agree with the tensors. cfg gives
+ * padded_vocab_size (0 = the file's vocabulary) and mask_padded_logits;
+ * its n_head, layernorm_eps and tied_head must equal config.json's or be
+ * 0, 0 and -1 (take the folder's): a cfg that contradicts config.json is
+ * GPTX_ERR_MISMATCH. cfg NULL takes the folder's settings and
+ * gptx_model_config_init's padding. Without a config.json, cfg (NULL: GPT-2
+ * 124M's) gives the three settings. (config.json read since 0.7.0.) */
 GPTX_API int gptx_model_import_hf(gptx_model **out, gptx_context *ctx, const char *path,
                                   const gptx_model_config *cfg);
 /* Imports llm.c's gpt2_124M.bin model format. */

@@ -133,8 +133,10 @@ int gptx_ckpt_check_config(const gptx_model_config *c, const char *label);
 int gptx_ckpt_model_load_st(gptx_model **out, gptx_context *ctx, const gptx_st_file *f);
 int gptx_ckpt_load_weights_st(gptx_model *model, const gptx_st_file *f);
 int gptx_ckpt_load_st(gptx_model *model, gptx_train_state *st, const gptx_st_file *f);
+/* hc: the folder's config.json (hf_config.h), or NULL when there is none */
+struct gptx_hf_config;
 int gptx_import_hf_st(gptx_model **out, gptx_context *ctx, const gptx_st_file *f,
-                      const gptx_model_config *cfg);
+                      const gptx_model_config *cfg, const struct gptx_hf_config *hc);
 int gptx_import_llmc_src(gptx_model **out, gptx_context *ctx, const gptx_src *src);
 
 #endif

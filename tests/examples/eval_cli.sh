@@ -56,8 +56,13 @@ grep -q 'over 49 predicted tokens' hf.txt
 "$eval" --model "$corpus/seed_llmc_v3.bin" --tokens ids.bin | grep -q '(llm.c; 1 layers'
 "$generate" --model hf --prompt '"#' --max-tokens 4 --ignore-eot > hf_gen.txt 2> hf_gen.err
 grep -q 'key/value cache' hf_gen.err
-"$generate" --model "$corpus/seed_llmc_v3.bin" --prompt '!' --max-tokens 4 --ignore-eot > /dev/null 2>&1
-echo "ok: a Hugging Face folder and an llm.c file load in gptx-eval and gptx-generate"
+# each program names the format it read (docs/programs.md)
+grep -q 'gptx-generate: model hf (Hugging Face; 1 layers, width 4, 2 heads, context 4, vocabulary 8)' hf_gen.err
+"$generate" --model "$corpus/seed_llmc_v3.bin" --prompt '!' --max-tokens 4 --ignore-eot > /dev/null 2> llmc_gen.err
+grep -q '(llm.c; 1 layers' llmc_gen.err
+"$generate" --model "$model" --prompt '!' --max-tokens 2 > /dev/null 2> gptx_gen.err
+grep -q "model $model (gptx; 4 layers, width 128" gptx_gen.err
+echo "ok: a Hugging Face folder and an llm.c file load in gptx-eval and gptx-generate, each named"
 
 # the prompt from a file and from stdin: the same text as --prompt
 printf 'I had always thought' > prompt.txt
@@ -76,16 +81,20 @@ expect_fail() { # <what the message must contain> <command...>
   echo "ok: $* -> $msg"
 }
 # config.json's settings have their JSON types: a string where true/false or a
-# number belongs is refused, naming the key, not read as the default
+# number belongs is refused, naming the file and the key, not read as the
+# default (the library reads config.json: lib/io/hf_config.c)
 printf '{"n_head": 2, "tie_word_embeddings": "yes"}\n' > hf/config.json
-expect_fail 'hf/config.json: "tie_word_embeddings" is "yes"; expected true or false' \
+expect_fail "hf/config.json': \"tie_word_embeddings\" must be true or false" \
   "$eval" --model hf --tokens ids.bin
 printf '{"n_head": 2, "tie_word_embeddings": 1}\n' > hf/config.json
-expect_fail '"tie_word_embeddings" is 1; expected true or false' "$generate" --model hf
+expect_fail '"tie_word_embeddings" must be true or false' "$generate" --model hf
 printf '{"n_head": "2", "tie_word_embeddings": false}\n' > hf/config.json
-expect_fail '"n_head" is "2"; expected a number' "$eval" --model hf --tokens ids.bin
+expect_fail '"n_head" must be a whole number in [1, 4096]' "$eval" --model hf --tokens ids.bin
 printf '{"n_head": 2, "layer_norm_epsilon": "1e-5", "tie_word_embeddings": false}\n' > hf/config.json
-expect_fail '"layer_norm_epsilon" is "1e-5"; expected a number' "$eval" --model hf --tokens ids.bin
+expect_fail '"layer_norm_epsilon" must be a number' "$eval" --model hf --tokens ids.bin
+# the folder's parts must agree: config.json's sizes are the weights'
+printf '{"n_head": 2, "n_layer": 3, "tie_word_embeddings": false}\n' > hf/config.json
+expect_fail "says n_layer 3" "$eval" --model hf --tokens ids.bin
 rm hf/config.json
 expect_fail "without config.json" "$eval" --model hf --tokens ids.bin
 expect_fail "give the file itself" "$eval" --model run --tokens ids.bin

@@ -69,4 +69,20 @@ for bad in "--steps x" "--lr-schedule wavy" "--nope 1" "--text /nonexistent/file
   if [ "$rc" -eq 0 ] || [ -z "$msg" ]; then echo "'$bad' should fail with a message (rc=$rc)"; exit 1; fi
   echo "ok: '$bad' -> rc $rc: $(echo "$msg" | head -n 1)"
 done
+# the bundled tokenizer and text are recorded relative to the data folder (a
+# moved prefix resumes: install_downstream); a file the run recorded that is
+# gone is named once, with the flag that gives its new place (issue 35, item 4)
+grep -q 'bundled:gpt2/encoder.json' "$work/part/metrics.jsonl" ||
+  { echo "the record has no bundled tokenizer"; grep -m1 config "$work/part/metrics.jsonl"; exit 1; }
+cp "$text" "$work/mine.txt"
+"$train" "${common[@]}" --steps 2 --checkpoint-every 2 --text "$work/mine.txt" --out-dir "$work/gone" \
+  > "$work/gone1.log"
+rm "$work/mine.txt"
+set +e; msg=$("$train" --resume "$work/gone" --steps 3 2>&1 >/dev/null); rc=$?; set -e
+want="gptx-train: --resume $work/gone: the run's --text $work/mine.txt is gone (No such file or directory); give --text with where it is now"
+if [ "$rc" != 1 ] || [ "$(grep -c . <<< "$msg")" != 1 ] || [[ "$msg" != "$want"* ]]; then
+  echo "a gone --text: rc $rc, message '$msg' (wanted one line starting '$want')"; exit 1
+fi
+echo "ok: $msg"
+
 echo "train_resume: all checks passed"

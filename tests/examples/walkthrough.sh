@@ -18,9 +18,20 @@ bash -euxo pipefail walkthrough.sh > walkthrough.log 2>&1 || { cat walkthrough.l
 
 if [ "$which" = corpus ]; then
   fail() { echo "FAIL: $*"; exit 1; }
-  # 1. shards: the validation shard first, train shards after it, the manifest last
-  [ -s shards/corpus_val_000000.bin ] && [ -s shards/corpus_train_000001.bin ] &&
-    [ -s shards/corpus.manifest ] || fail "the shards or their manifest are missing: $(ls shards)"
+  # 1. shards: train and validation shards, the manifest stating the split; the
+  # held-out tokens more than the-verdict's 5145 (so Shakespeare's too: before
+  # 0.7 validation was the-verdict alone, the first file)
+  ls shards/corpus_val_*.bin shards/corpus_train_*.bin > /dev/null && [ -s shards/corpus.manifest ] ||
+    fail "the shards or their manifest are missing: $(ls shards)"
+  grep -q '^val_fraction 0.1$' shards/corpus.manifest || fail "the manifest does not state the split"
+  vt=$(sed -n 's/^val_tokens //p' shards/corpus.manifest)
+  [ "${vt:-0}" -gt 5145 ] || fail "$vt tokens held out: not drawn from both texts"
+  # the shard run's unigram baseline, and a validation loss that learns with the training loss
+  grep -q '"unigram_val_loss": [0-9]' crun/metrics.jsonl || fail "the shard run has no unigram baseline"
+  val() { sed -n "s/^{\"type\": \"val\", \"step\": $1, \"val_loss\": \([0-9.]*\).*/\1/p" crun/metrics.jsonl | tail -1; }
+  v0=$(val 0) v160=$(val 160)
+  awk -v a="$v0" -v b="$v160" 'BEGIN { exit !(a != "" && b != "" && b < a - 2.0) }' ||
+    fail "validation loss $v0 at step 0, $v160 at step 160: it did not follow training"
   # 2-3. retention: exactly the newest two numbered checkpoints, latest naming the newest
   ckpts=$(cd crun && ls checkpoint-*.safetensors | tr '\n' ' ')
   [ "$ckpts" = "checkpoint-00000120.safetensors checkpoint-00000160.safetensors " ] ||
@@ -33,7 +44,7 @@ if [ "$which" = corpus ]; then
     fail "metrics.jsonl does not hold steps 1..160 once each"
   # 4. the exports, whole
   for f in crun/hf/model.safetensors crun/hf/config.json crun/hf/vocab.json crun/hf/merges.txt \
-           crun/model.bin; do
+           crun/hf/tokenizer_config.json crun/model.bin crun/gpt2_tokenizer.bin; do
     [ -s "$f" ] || fail "the walkthrough did not write $f"
   done
   # 5. the model and its Hugging Face export score the same (the export is exact)
@@ -43,7 +54,7 @@ if [ "$which" = corpus ]; then
       fail "$k: the model $(acc mc.json $k), its export $(acc mc_hf.json $k)"
   done
   grep -v '^+' walkthrough.log | grep -E '^(acc|final)' || true
-  echo "ok: shards, checkpoints 120 and 160 kept, steps 1..160, exports, acc $(acc mc.json acc)"
+  echo "ok: shards ($vt tokens held out), val loss $v0 -> $v160, checkpoints 120 and 160 kept, steps 1..160, exports, acc $(acc mc.json acc)"
   exit 0
 fi
 

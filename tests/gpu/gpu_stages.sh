@@ -644,7 +644,7 @@ do_build() {
         hook=(-DCMAKE_PROJECT_INCLUDE="$root/tests/gpu/cmake_hook.cmake")
     run_stage "$(index_of configure)" cmake -S . -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DGPTX_CUDA=ON -DGPTX_CUDA_ARCHITECTURES="$ARCH" -DGPTX_CUDA_PTXAS_VERBOSE=ON -DGPTX_MPI=OFF \
-        -DGPTX_BUILD_EXAMPLES=OFF "${hook[@]}" "${cmake_extra[@]}" || {
+        -DGPTX_BUILD_EXAMPLES=OFF -DGPTX_BUILD_TESTS=ON "${hook[@]}" "${cmake_extra[@]}" || {
         not_reached "$(index_of build)" "configure failed"
         return 1
     }

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ckpt_util.h"
@@ -76,7 +78,9 @@ typedef struct hf_opts {
     int dtype;
     int buffers;       /* attn.bias / attn.masked_bias buffers */
     int head_for_tied; /* also write lm_head.weight (= wte) for a tied model */
-    int untransposed;  /* bug to detect: Conv1D written (out, in) */
+    int untransposed;  /* 1: Conv1D written (out, in) as nn.Linear (nanoGPT); 2: c_attn only */
+    const char *head_prefix; /* before lm_head.weight (nanoGPT compiled: "_orig_mod.") */
+    int no_bias;       /* 1: no .bias tensor (nanoGPT's bias=False); 2: only ln_1's left out */
 } hf_opts;
 
 static int fetch_host(void *ud, const gptx_st_entry *e, float *dst) {
@@ -97,16 +101,23 @@ static int write_hf(const gptx_model *m, const char *path, hf_opts o) {
         gptx_tensor_info info;
         gptx_tensor_info_init(&info);
         gptx_model_tensor_info(m, i, &info);
+        if ((o.no_bias == 1 && ends_with(info.name, ".bias")) ||
+            (o.no_bias == 2 && ends_with(info.name, "ln_1.bias"))) {
+            n--;
+            continue;
+        }
         float *p = param_copy(m, info.name, NULL);
         int is_head = strcmp(info.name, "lm_head.weight") == 0;
-        snprintf(names[n], sizeof names[n], "%s%s", is_head ? "" : o.prefix, info.name);
+        const char *hp = o.head_prefix ? o.head_prefix : "";
+        snprintf(names[n], sizeof names[n], "%s%s", is_head ? hp : o.prefix, info.name);
         e[n].name = names[n];
         e[n].dtype = o.dtype;
         e[n].ndim = info.ndim;
         e[n].shape[0] = info.shape[0];
         e[n].shape[1] = info.shape[1];
         e[n].numel = info.numel;
-        if (is_conv1d(info.name) && !o.untransposed) {
+        int linear = o.untransposed == 1 || (o.untransposed == 2 && ends_with(info.name, "c_attn.weight"));
+        if (is_conv1d(info.name) && !linear) {
             size_t out = (size_t)info.shape[0], in = (size_t)info.shape[1];
             float *t = malloc(info.numel * sizeof *t);
             for (size_t r = 0; r < out; r++)
@@ -124,7 +135,7 @@ static int write_hf(const gptx_model *m, const char *path, hf_opts o) {
         e[n].src = p;
         if (strcmp(info.name, "wte.weight") == 0 && o.head_for_tied && c.tied_head) {
             n++;
-            snprintf(names[n], sizeof names[n], "lm_head.weight");
+            snprintf(names[n], sizeof names[n], "%slm_head.weight", o.head_prefix ? o.head_prefix : "");
             e[n] = e[n - 1];
             e[n].name = names[n];
         }
@@ -253,15 +264,15 @@ static void test_hf(void) {
     untied.tied_head = 0;
     untied.qkv_bias = 0;
     cases[0].cfg = small_config();
-    cases[0].o = (hf_opts){"transformer.", GPTX_ST_F32, 1, 0, 0};
+    cases[0].o = (hf_opts){"transformer.", GPTX_ST_F32, 1, 0, 0, NULL, 0};
     cases[1].cfg = small_config();
-    cases[1].o = (hf_opts){"", GPTX_ST_F16, 1, 1, 0};
+    cases[1].o = (hf_opts){"", GPTX_ST_F16, 1, 1, 0, NULL, 0};
     cases[2].cfg = small_config();
-    cases[2].o = (hf_opts){"", GPTX_ST_BF16, 0, 0, 0};
+    cases[2].o = (hf_opts){"", GPTX_ST_BF16, 0, 0, 0, NULL, 0};
     cases[3].cfg = untied;
-    cases[3].o = (hf_opts){"transformer.", GPTX_ST_F32, 0, 0, 0};
+    cases[3].o = (hf_opts){"transformer.", GPTX_ST_F32, 0, 0, 0, NULL, 0};
     cases[4].cfg = untied;
-    cases[4].o = (hf_opts){"", GPTX_ST_F16, 1, 0, 0};
+    cases[4].o = (hf_opts){"", GPTX_ST_F16, 1, 0, 0, NULL, 0};
     for (int i = 0; i < 5; i++) {
         gptx_model *want = make_model(cases[i].cfg, 20 + (uint64_t)i), *got = NULL;
         if (!want) {
@@ -280,7 +291,7 @@ static void test_hf(void) {
     /* an untied import of a tied file: the head starts as a copy of wte */
     gptx_model *tied = make_model(small_config(), 5), *got = NULL;
     zero_padded_rows(tied);
-    CHECK(write_hf(tied, path, (hf_opts){"", GPTX_ST_F32, 0, 0, 0}) == GPTX_OK);
+    CHECK(write_hf(tied, path, (hf_opts){"", GPTX_ST_F32, 0, 0, 0, NULL, 0}) == GPTX_OK);
     gptx_model_config c = small_config();
     c.tied_head = 0;
     CHECK_OK(gptx_model_import_hf(&got, ctx, path, &c));
@@ -306,18 +317,18 @@ static void test_hf(void) {
     c.padded_vocab_size = 40;
     CHECK_STATUS(gptx_model_import_hf(&out, ctx, path, &c), GPTX_ERR_INVALID);
     CHECK_MSG("padded_vocab_size");
-    /* Conv1D written in the wrong orientation: c_attn is (3C, C), not (C, 3C) */
-    CHECK(write_hf(tied, path, (hf_opts){"", GPTX_ST_F32, 0, 0, 1}) == GPTX_OK);
+    /* orientations mixed: c_attn (3C, C) as nn.Linear, c_fc (C, 4C) as Conv1D */
+    CHECK(write_hf(tied, path, (hf_opts){"", GPTX_ST_F32, 0, 0, 2, NULL, 0}) == GPTX_OK);
     c = small_config();
     CHECK_STATUS(gptx_model_import_hf(&out, ctx, path, &c), GPTX_ERR_FORMAT);
-    CHECK_MSG("h.0.attn.c_attn.weight");
-    CHECK_MSG("Conv1D");
+    CHECK_MSG("h.0.mlp.c_fc.weight");
+    CHECK_MSG("nn.Linear");
     /* a tied import of a file whose lm_head differs from wte */
     gptx_model_config uc = small_config();
     uc.tied_head = 0;
     gptx_model *u = make_model(uc, 8);
     zero_padded_rows(u);
-    CHECK(write_hf(u, path, (hf_opts){"", GPTX_ST_F32, 0, 0, 0}) == GPTX_OK);
+    CHECK(write_hf(u, path, (hf_opts){"", GPTX_ST_F32, 0, 0, 0, NULL, 0}) == GPTX_OK);
     CHECK_STATUS(gptx_model_import_hf(&out, ctx, path, &c), GPTX_ERR_MISMATCH);
     CHECK_MSG("lm_head.weight");
     gptx_model_destroy(u);
@@ -325,6 +336,7 @@ static void test_hf(void) {
     const char *g = scratch_file(dir, "gptx.safetensors");
     CHECK_OK(gptx_model_save(tied, g));
     CHECK_STATUS(gptx_model_import_hf(&out, ctx, g, &c), GPTX_ERR_FORMAT);
+    CHECK_MSG("gptx_model_load");
     /* no wte at all */
     const char *meta[] = {"format", "pt"};
     float one = 1.0f;
@@ -335,13 +347,177 @@ static void test_hf(void) {
     gptx_model_destroy(tied);
 }
 
+/* ---- the folder's config.json ------------------------------------------------------------ */
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* transformers' config.json for the model of test_hf_config, `extra` keys
+ * first (they win: JSON objects here have no duplicate keys, so extra
+ * replaces a default by leaving it out of `rest`). */
+static void write_config(const char *folder, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/config.json", folder);
+    write_text(path, text);
+}
+
+#define CFG_SIZES "\"model_type\": \"gpt2\", \"vocab_size\": 50, \"n_positions\": 16, " \
+                  "\"n_embd\": 48, \"n_layer\": 2, \"activation_function\": \"gelu_new\""
+
+/* Issue 35, item 2: a width-48 model of 4 heads (12 would divide 48 as
+ * well) with eps 1e-6 and an untied head imports as itself from its folder,
+ * whatever cfg leaves to the folder; a cfg that contradicts config.json,
+ * and a config.json that contradicts the weights, are refused. */
+static void test_hf_config(void) {
+    const char *folder = scratch_file(dir, "hf_folder");
+    char weights[512];
+    snprintf(weights, sizeof weights, "%s/model.safetensors", folder);
+    CHECK(mkdir(folder, 0755) == 0);
+    gptx_model_config c = small_config();
+    c.n_embd = 48;
+    c.n_head = 4;
+    c.tied_head = 0;
+    c.layernorm_eps = 1e-6f;
+    gptx_model *want = make_model(c, 41), *got = NULL, *out = NULL;
+    zero_padded_rows(want);
+    CHECK(write_hf(want, weights, (hf_opts){"transformer.", GPTX_ST_F32, 1, 0, 0, NULL, 0}) == GPTX_OK);
+    write_config(folder, "{" CFG_SIZES ", \"n_head\": 4, \"layer_norm_epsilon\": 1e-06, "
+                         "\"tie_word_embeddings\": false}");
+    gptx_model_config leave = small_config(); /* the programs' cfg: all but the padding left */
+    leave.n_head = 0;
+    leave.layernorm_eps = 0.0f;
+    leave.tied_head = -1;
+    CHECK_OK(gptx_model_import_hf(&got, ctx, folder, &leave));
+    check_same_model(__LINE__, want, got);
+    gptx_model_destroy(got);
+    got = NULL;
+    /* NULL: the folder's settings (the file path finds config.json beside it) */
+    CHECK_OK(gptx_model_import_hf(&got, ctx, weights, NULL));
+    gptx_model_config g = got ? config_of(got) : small_config();
+    CHECK(g.n_head == 4 && g.layernorm_eps == 1e-6f && g.tied_head == 0);
+    gptx_model_destroy(got);
+    got = NULL;
+    /* cfg saying what the folder says is fine; saying otherwise is refused */
+    CHECK_OK(gptx_model_import_hf(&got, ctx, folder, &c));
+    check_same_model(__LINE__, want, got);
+    gptx_model_destroy(got);
+    gptx_model_config other = c;
+    other.n_head = 12;
+    CHECK_STATUS(gptx_model_import_hf(&out, ctx, folder, &other), GPTX_ERR_MISMATCH);
+    CHECK_MSG("cfg.n_head is 12");
+    CHECK_MSG("config.json' says 4");
+    other = c;
+    other.tied_head = 1;
+    CHECK_STATUS(gptx_model_import_hf(&out, ctx, folder, &other), GPTX_ERR_MISMATCH);
+    CHECK_MSG("tied_head");
+    other = c;
+    other.layernorm_eps = 1e-5f;
+    CHECK_STATUS(gptx_model_import_hf(&out, ctx, folder, &other), GPTX_ERR_MISMATCH);
+    CHECK_MSG("layernorm_eps");
+    /* transformers' other spelling; and its defaults (12 heads, tied) */
+    write_config(folder, "{" CFG_SIZES ", \"num_attention_heads\": 4, \"layer_norm_epsilon\": "
+                         "1e-06, \"tie_word_embeddings\": false}");
+    CHECK_OK(gptx_model_import_hf(&got, ctx, folder, &leave));
+    check_same_model(__LINE__, want, got);
+    gptx_model_destroy(got);
+    got = NULL;
+    write_config(folder, "{" CFG_SIZES "}");
+    CHECK_STATUS(gptx_model_import_hf(&out, ctx, folder, NULL), GPTX_ERR_MISMATCH);
+    CHECK_MSG("lm_head.weight differs"); /* tied by default: the file's head is not wte */
+    /* config.json against the weights, and what gptx does not compute */
+    static const struct { const char *json; int status; const char *msg; } bad[] = {
+        {"{" CFG_SIZES ", \"n_head\": 4, \"n_layer\": 3}", GPTX_ERR_FORMAT, "n_layer"},
+        {"{\"n_head\": 4, \"n_positions\": 1024}", GPTX_ERR_FORMAT, "n_positions 1024"},
+        {"{\"n_head\": 4, \"num_attention_heads\": 2}", GPTX_ERR_FORMAT, "disagree"},
+        {"{\"n_head\": 4, \"tie_word_embeddings\": \"yes\"}", GPTX_ERR_FORMAT, "true or false"},
+        {"{\"n_head\": \"4\"}", GPTX_ERR_FORMAT, "whole number"},
+        {"{\"n_head\": 4, \"layer_norm_epsilon\": -1}", GPTX_ERR_FORMAT, "layer_norm_epsilon"},
+        {"{\"n_head\": 4, \"activation_function\": \"relu\"}", GPTX_ERR_UNSUPPORTED, "relu"},
+        {"{\"n_head\": 4, \"model_type\": \"llama\"}", GPTX_ERR_UNSUPPORTED, "llama"},
+        {"{\"n_head\": 4, \"scale_attn_weights\": false}", GPTX_ERR_UNSUPPORTED, "scale_attn"},
+        {"[4]", GPTX_ERR_FORMAT, "JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_config(folder, bad[i].json);
+        CHECK_STATUS(gptx_model_import_hf(&out, ctx, folder, &leave), bad[i].status);
+        CHECK_MSG(bad[i].msg);
+        CHECK(out == NULL);
+    }
+    /* without config.json: a folder is refused; a file takes cfg, and cfg
+     * cannot leave a setting to a config that is not there */
+    char config[512];
+    snprintf(config, sizeof config, "%s/config.json", folder);
+    CHECK(unlink(config) == 0);
+    CHECK_STATUS(gptx_model_import_hf(&out, ctx, folder, &c), GPTX_ERR_IO);
+    CHECK_MSG("without config.json");
+    CHECK_STATUS(gptx_model_import_hf(&out, ctx, weights, &leave), GPTX_ERR_INVALID);
+    CHECK_MSG("cfg.n_head 0");
+    CHECK_OK(gptx_model_import_hf(&got, ctx, weights, &c));
+    check_same_model(__LINE__, want, got);
+    gptx_model_destroy(got);
+    gptx_model_destroy(want);
+}
+
+/* Every bias of the model set to 0 (nanoGPT's bias=False computes so). */
+static void zero_biases(gptx_model *m) {
+    for (int i = 0; i < gptx_model_num_tensors(m); i++) {
+        gptx_tensor_info info;
+        gptx_tensor_info_init(&info);
+        gptx_model_tensor_info(m, i, &info);
+        if (!ends_with(info.name, ".bias")) continue;
+        float *z = calloc(info.numel, sizeof *z);
+        gptx_model_set_parameter(m, info.name, z, info.numel);
+        free(z);
+    }
+}
+
+/* Item 7: nanoGPT's state_dict saved as safetensors (docs/checkpoints.md):
+ * "_orig_mod.transformer." names from torch.compile, lm_head.weight beside
+ * wte, nn.Linear weights (out, in), the causal-mask buffers, and with
+ * bias=False no bias at all. */
+static void test_hf_nanogpt(void) {
+    const char *path = scratch_file(dir, "nano.safetensors");
+    const hf_opts nano = {"_orig_mod.transformer.", GPTX_ST_F32, 1, 1, 1, "_orig_mod.", 1};
+    gptx_model_config c = small_config();
+    c.qkv_bias = 0;
+    c.padded_vocab_size = 0;
+    gptx_model *want = make_model(c, 51), *got = NULL, *out = NULL;
+    zero_biases(want);
+    CHECK(write_hf(want, path, nano) == GPTX_OK);
+    CHECK_OK(gptx_model_import_hf(&got, ctx, path, &c));
+    check_same_model(__LINE__, want, got);
+    gptx_model_destroy(got);
+    got = NULL;
+    gptx_model_destroy(want);
+    /* bias=True (model.py's default): nn.Linear with every bias */
+    c.qkv_bias = 1;
+    want = make_model(c, 52);
+    hf_opts biased = nano;
+    biased.no_bias = 0;
+    CHECK(write_hf(want, path, biased) == GPTX_OK);
+    CHECK_OK(gptx_model_import_hf(&got, ctx, path, &c));
+    check_same_model(__LINE__, want, got);
+    gptx_model_destroy(got);
+    /* some biases but not all is no layout */
+    biased.no_bias = 2;
+    CHECK(write_hf(want, path, biased) == GPTX_OK);
+    CHECK_STATUS(gptx_model_import_hf(&out, ctx, path, &c), GPTX_ERR_FORMAT);
+    CHECK_MSG("all of GPT-2's biases or none");
+    gptx_model_destroy(want);
+}
+
 static void test_hf_edited(void) {
     /* edit a valid F32 file: an extra tensor, a missing one */
     const char *path = scratch_file(dir, "hf2.safetensors");
     gptx_model *m = make_model(small_config(), 6), *out = NULL;
     zero_padded_rows(m);
     gptx_model_config c = small_config();
-    CHECK(write_hf(m, path, (hf_opts){"", GPTX_ST_F32, 1, 0, 0}) == GPTX_OK);
+    CHECK(write_hf(m, path, (hf_opts){"", GPTX_ST_F32, 1, 0, 0, NULL, 0}) == GPTX_OK);
     gptx_st_file f;
     CHECK_OK(gptx_st_open(&f, path));
     size_t n = f.ntensors;
@@ -495,7 +671,7 @@ static void test_fixture(const char *fixture_path) {
     CHECK_OK(gptx_model_import_llmc(&llmc, ctx, llmc_path));
     check_same_model(__LINE__, ref, llmc); /* the padded rows travel too */
     const char *hf_path = scratch_file(dir, "fixture.safetensors");
-    CHECK(write_hf(ref, hf_path, (hf_opts){"transformer.", GPTX_ST_F32, 1, 0, 0}) == GPTX_OK);
+    CHECK(write_hf(ref, hf_path, (hf_opts){"transformer.", GPTX_ST_F32, 1, 0, 0, NULL, 0}) == GPTX_OK);
     CHECK_OK(gptx_model_import_hf(&hf, ctx, hf_path, &c));
     size_t n = (size_t)B * T * (size_t)c.padded_vocab_size, n1 = 0, n2 = 0;
     float *l_ref = logits_for(ref, in->i32, B, T, &n1);
@@ -533,6 +709,8 @@ int main(int argc, char **argv) {
     if (scratch_make(&d, "import") != 0) return 1;
     dir = &d;
     test_hf();
+    test_hf_config();
+    test_hf_nanogpt();
     test_hf_edited();
     test_llmc();
     test_fixture(argv[1]);

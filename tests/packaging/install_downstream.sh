@@ -11,9 +11,16 @@
 #   5. the installed programs, copied to another prefix, run with the source
 #      and build trees hidden (unshare + tmpfs where allowed) and no
 #      LD_LIBRARY_PATH: gptx-train, then gptx-generate on its model;
+#   5b. a run with checkpoints, the prefix moved again, and --resume from the
+#      new place: the bundled tokenizer is recorded as bundled (issue 35);
 #   6. the prefix moved (mv): pkg-config --cflags --libs gptx and gptx-static
 #      from the moved .pc files (prefix=${pcfiledir}/../..) build main.c
-#      against the moved copy, and both programs run.
+#      against the moved copy, and both programs run;
+#   7. the README's consumer snippets as written (pkg-config with its rpath,
+#      the static recipe, CMake C with an older version request, a C++
+#      project with COMPONENTS: cuda where this gptx has it, else its clear
+#      refusal), and find_package's version policy (one ABI generation:
+#      0.2 up to this version answered; 0.1 and a newer version not).
 # <work dir> is deleted first.
 #
 # Environment (set by tests/packaging/CMakeLists.txt; defaults in brackets):
@@ -186,24 +193,44 @@ done
 ../bin/gptx-tokenize --help > /dev/null
 ../bin/numerics_check > /dev/null
 WALK
+    # a run with checkpoints to resume after the next move (5b)
+    cat >> "$moved/run/walk.sh" <<'WALK'
+../bin/gptx-train --preset micro --steps 4 --checkpoint-every 2 --sample-tokens 0 --out-dir ck > ck.log
+grep -q 'bundled:gpt2/encoder.json' ck/metrics.jsonl
+WALK
+    cat > "$moved/run/resume.sh" <<'WALK'
+set -euo pipefail
+cd "$(dirname "$0")"
+unset LD_LIBRARY_PATH GPTX_DATA_DIR
+../bin/gptx-train --resume ck --steps 6 > resume.log 2>&1
+grep -q 'resumed from ck/checkpoint-00000004.safetensors at step 4' resume.log
+[ -s ck/checkpoint-00000006.safetensors ]
+WALK
     hidden="no (unshare unavailable: relied on the moved prefix and the RUNPATH check)"
-    if unshare -m --propagation private true 2>/dev/null; then
-        unshare -m --propagation private bash -c \
-            'mount -t tmpfs none "$1" && mount -t tmpfs none "$2" && bash "$3"' _ \
-            "$build_dir" "$srcdir" "$moved/run/walk.sh" || { # the build may be inside the source
-            cat "$moved/run/train.log" "$moved/run/gen.err" 2>/dev/null || true
-            fail "the installed programs failed with the source and build trees hidden"
-        }
-        hidden="yes ($srcdir and $build_dir under empty tmpfs mounts)"
-    else
-        bash "$moved/run/walk.sh" || {
-            cat "$moved/run/train.log" "$moved/run/gen.err" 2>/dev/null || true
-            fail "the installed programs failed from the moved prefix"
-        }
-    fi
+    run_hidden() { # <script> <log files...>: with the source and build trees hidden where possible
+        local script=$1; shift
+        if unshare -m --propagation private true 2>/dev/null; then
+            unshare -m --propagation private bash -c \
+                'mount -t tmpfs none "$1" && mount -t tmpfs none "$2" && bash "$3"' _ \
+                "$build_dir" "$srcdir" "$script" || { cat "$@" 2>/dev/null || true; return 1; }
+            hidden="yes ($srcdir and $build_dir under empty tmpfs mounts)"
+        else
+            bash "$script" || { cat "$@" 2>/dev/null || true; return 1; }
+        fi
+    }
+    run_hidden "$moved/run/walk.sh" "$moved/run/train.log" "$moved/run/gen.err" "$moved/run/ck.log" ||
+        fail "the installed programs failed from the moved prefix (trees hidden where possible)"
     tail -n 3 "$moved/run/train.log"
     echo "generated: $(head -c 200 "$moved/run/gen.txt")"
     echo "installed programs ran from $moved, without LD_LIBRARY_PATH; trees hidden: $hidden"
+
+    # 5b. moved again: the run resumes, its bundled tokenizer and text found in the new prefix
+    moved2=$(mktemp -d /tmp/gptx-moved-again.XXXXXX)
+    trap 'rm -rf "$moved" "$moved2"' EXIT
+    rmdir "$moved2" && mv "$moved" "$moved2"
+    run_hidden "$moved2/run/resume.sh" "$moved2/run/resume.log" ||
+        fail "--resume of a run after its prefix moved failed"
+    echo "a run of $moved resumed from $moved2: $(grep -m1 "resumed from" "$moved2/run/resume.log")"
 fi
 
 # ---- 6. pkg-config from a moved prefix -----------------------------------------
@@ -235,5 +262,71 @@ read -r -a mv_flags <<<"$(PKG_CONFIG_PATH="$mpcdir" "$PKG_CONFIG" --cflags --lib
 "$work/app_moved_static" > /dev/null || fail "app_moved_static failed"
 mv "$moved_pc" "$prefix"
 echo "pkg-config from the moved prefix $moved_pc: gptx and gptx-static build and run"
+
+# ---- 7. the README's consumer snippets, as written ----------------------------------
+readme="$here/../../README.md"
+snippet() { # <name>: the code block between <!-- consumer: NAME begin/end --> in README.md
+    awk -v b="<!-- consumer: $1 begin -->" -v e="<!-- consumer: $1 end -->" \
+        '$0 == b { on = 1; next } $0 == e { on = 0 } on && !/^```/' "$readme" |
+        sed "s#/opt/gptx#$prefix#g"
+}
+rd="$work/readme"
+if [ -n "${GPTX_DOWNSTREAM_CFLAGS:-}" ]; then
+    step "the README's snippets: skipped (a sanitizer build's library needs $GPTX_DOWNSTREAM_CFLAGS)"
+else
+    step "the README's consumer snippets"
+    mkdir -p "$rd/c" "$rd/cxx"
+    cp "$src/main.c" "$rd/app.c"
+    snippet pkg-config > "$rd/pkgconfig.sh"
+    grep -q 'pkg-config --variable=libdir gptx' "$rd/pkgconfig.sh" || fail "README.md: no pkg-config snippet"
+    (cd "$rd" && env -u LD_LIBRARY_PATH -u PKG_CONFIG_PATH bash -euo pipefail -x pkgconfig.sh) ||
+        fail "the README's pkg-config snippet failed as written"
+    cp "$src/main.c" "$rd/c/app.c"
+    snippet cmake > "$rd/c/CMakeLists.txt"
+    grep -q 'find_package(gptx 0.5 ' "$rd/c/CMakeLists.txt" || fail "README.md: no CMake snippet asking for 0.5"
+    readme_cmake() { # <dir>: configure (the README's -DCMAKE_PREFIX_PATH), build, run what it built
+        "$CMAKE" -S "$1" -B "$1/b" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+            -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF > "$1/configure.log" 2>&1 &&
+            "$CMAKE" --build "$1/b" > "$1/build.log" 2>&1
+    }
+    readme_cmake "$rd/c" || fail "the README's CMake snippet: $(tail -n 20 "$rd/c/configure.log" "$rd/c/build.log")"
+    env -u LD_LIBRARY_PATH "$rd/c/b/app" > /dev/null || fail "the README's CMake app failed"
+    echo "README: pkg-config (shared with its rpath, static) and CMake (find_package(gptx 0.5)) build and run"
+    # C++, COMPONENTS: the modules this gptx has are found; one it lacks is refused, named
+    cp "$src/app.cpp" "$rd/cxx/app.cpp"
+    snippet "cmake components" > "$rd/cxx/CMakeLists.txt"
+    grep -q 'project(app_cxx CXX)' "$rd/cxx/CMakeLists.txt" || fail "README.md: no C++ components snippet"
+    have=()
+    for m in cuda mpi; do
+        if [ -e "$libdir/libgptx_$m.so" ]; then have+=("$m"); continue; fi
+        readme_cmake "$rd/cxx" && fail "COMPONENTS $m succeeded without libgptx_$m.so"
+        grep -q "gptx component '$m': libgptx_$m.so is not installed" "$rd/cxx/configure.log" ||
+            fail "COMPONENTS $m without the module: $(tail -n 20 "$rd/cxx/configure.log")"
+        echo "README C++ snippet as written: refused, naming the missing module ($m)"
+        rm -rf "$rd/cxx/b"
+    done
+    sed -i "s/COMPONENTS cuda mpi/COMPONENTS ${have[*]:-}/" "$rd/cxx/CMakeLists.txt"
+    readme_cmake "$rd/cxx" || fail "the README's C++ snippet with COMPONENTS ${have[*]:-(none)}: $(tail -n 20 "$rd/cxx/configure.log" "$rd/cxx/build.log")"
+    env -u LD_LIBRARY_PATH "$rd/cxx/b/app_cxx" | grep -q "^app_cxx: gptx ${GPTX_VERSION:-}" ||
+        fail "the README's C++ app failed"
+    echo "README: a C++ project with COMPONENTS ${have[*]:-(none)} builds and runs"
+fi
+
+# find_package's version policy: the ABI promise, one generation (libgptx.so.1, 0.2 on)
+step "find_package(gptx VERSION): the versions of this ABI generation"
+ask() { # <version or range>: configures components/ asking for it
+    rm -rf "$work/version"
+    "$CMAKE" -S "$here/components" -B "$work/version" -DCMAKE_PREFIX_PATH="$prefix" \
+        -DGPTX_FIND_VERSION="$1" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF > "$work/version.log" 2>&1
+}
+ver=${GPTX_VERSION:-$(sed -n 's/^Version: //p' "$pc")}
+next="${ver%%.*}.$(( $(cut -d. -f2 <<< "$ver") + 1 ))"
+for v in 0.2 0.5 "$ver" "0.5...<1.0"; do
+    ask "$v" || fail "find_package(gptx $v) failed against $ver: $(tail -n 5 "$work/version.log")"
+done
+for v in 0.1 "$next"; do
+    if ask "$v"; then fail "find_package(gptx $v) accepted $ver"; fi
+done
+echo "find_package(gptx V): 0.2, 0.5, $ver and 0.5...<1.0 found $ver; 0.1 and $next refused"
 
 step "install_downstream: all passed"
