@@ -346,7 +346,8 @@ struct gptx_backend_ops {
     /* OPTIONAL rank-invariant gradient sums (lib/core/exact_bins.h; NULL: a
      * context with gptx_context_options.rank_invariant is refused). n values
      * in chunks of EXACT_CHUNK; bins: EXACT_LEVELS int64 per value
-     * (value-major); win: one int32 per chunk, the chunk's window. Host
+     * (level-major: level k of value i at bins[k n + i]); win: one int32
+     * per chunk, the chunk's window. Host
      * memory for the bins and windows of a backend without
      * GPTX_BACKEND_CAP_CUDA_DEVICE. Every result depends only on the
      * values, never on the thread count.

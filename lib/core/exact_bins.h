@@ -15,7 +15,8 @@
  * Windows. Values are summed in chunks of EXACT_CHUNK consecutive elements
  * (a layout fact, fixed by the buffer alone). A chunk keeps three bins per
  * element, its window: levels 0, 1, 2 = bins top, top - 1, top - 2, as
- * signed int64 sums of the pieces (each piece < 2^32 in magnitude, so up to
+ * signed int64 sums of the pieces (stored level-major: level k of element i
+ * at bins[k n + i] of an n-element buffer) (each piece < 2^32 in magnitude, so up to
  * 2^31 terms cannot overflow). top is the highest bin any term of the chunk
  * has reached so far; a term with a higher bit raises it, and the levels that
  * fall below the new window are dropped. A piece below the window is dropped
@@ -61,45 +62,40 @@
 /* The chunk count of n elements. */
 GPTX_EXACT_FN size_t gptx_exact_chunks(size_t n) { return (n + EXACT_CHUNK - 1) / EXACT_CHUNK; }
 
-/* The bin of x's top bit; EXACT_EMPTY for a zero, EXACT_NONFINITE for inf and NaN. */
+/* The window a term x needs: the bin of its top bit (for a subnormal, that
+ * of the largest subnormal: an upper bound, a function of x alone like the
+ * rest); EXACT_EMPTY for a zero, EXACT_NONFINITE for inf and NaN.
+ * Branch-free, so a chunk's maximum vectorizes. */
 GPTX_EXACT_FN int32_t gptx_exact_top(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
-    uint32_t ex = (u >> 23) & 0xffu, frac = u & 0x7fffffu;
-    if (ex == 0xffu) return EXACT_NONFINITE;
-    if (ex == 0 && frac == 0) return EXACT_EMPTY;
-    /* top position: normal e + 23 + bias with e = ex - 150; subnormal: the
-     * top set bit of frac, at position -149 + bias + its index */
-    int top;
-    if (ex) top = (int)ex - 150 + 23 + EXACT_BIAS;
-    else {
-        int k = 22;
-        while (!(frac >> k)) k--;
-        top = -149 + EXACT_BIAS + k;
-    }
-    return top / 32;
+    int32_t ex = (int32_t)((u >> 23) & 0xffu);
+    int32_t top = ((ex ? ex : 1) - 150 + 23 + EXACT_BIAS) / 32;
+    top = (u << 1) == 0 ? EXACT_EMPTY : top;
+    return ex == 0xff ? EXACT_NONFINITE : top;
 }
 
-/* Adds x's pieces in the bins of window `top` to lvl[0..2] (top, top - 1,
- * top - 2); pieces below the window are dropped. x finite, its top bin <=
- * top. x's bits, placed at their positions relative to the window's lowest
- * bit, fit 96 bits: one 128-bit shift cuts all three pieces, and the sign
- * is applied without a branch. */
-GPTX_EXACT_FN void gptx_exact_add(int64_t *lvl, int32_t top, float x) {
-    __extension__ typedef unsigned __int128 u128;
+/* x's signed pieces in the bins of window `top`: p[0], p[1], p[2] for bins
+ * top, top - 1, top - 2 (each under 2^32 in magnitude); pieces below the
+ * window are dropped (truncation toward zero). x finite, its top bin <= top;
+ * a zero gives zeros. Shifts by lane amounts and no branch: a loop of it
+ * vectorizes (AVX2's variable 64-bit shifts). */
+GPTX_EXACT_FN void gptx_exact_pieces(float x, int32_t top, int64_t p[EXACT_LEVELS]) {
     uint32_t u;
     memcpy(&u, &x, 4);
     uint32_t ex = (u >> 23) & 0xffu;
     uint64_t m = (u & 0x7fffffu) | (ex ? 0x800000u : 0u);
-    int p = (ex ? (int)ex - 150 : -149) + EXACT_BIAS;
-    int s = p - 32 * (top - 2); /* < 96 - 23: x's top bit is in the window */
-    u128 v = s >= 0 ? (u128)m << s : s > -24 ? (u128)(m >> -s) : 0;
+    int32_t s = (ex ? (int32_t)ex - 150 : -149) + EXACT_BIAS - 32 * (top - 2);
     int64_t neg = -(int64_t)(u >> 31); /* 0 or -1 */
-    int64_t p0 = (int64_t)(uint64_t)(v >> 64), p1 = (int64_t)(uint32_t)(v >> 32),
-            p2 = (int64_t)(uint32_t)v;
-    lvl[0] += (p0 ^ neg) - neg;
-    lvl[1] += (p1 ^ neg) - neg;
-    lvl[2] += (p2 ^ neg) - neg;
+    for (int k = 0; k < EXACT_LEVELS; k++) {
+        /* x's lowest bit relative to the bin's lowest: up >= 32 puts all of m
+         * above the bin, down >= 24 all of it below */
+        int32_t t = s - 32 * (EXACT_LEVELS - 1 - k);
+        uint32_t up = (uint32_t)(t > 0 ? (t < 40 ? t : 40) : 0);
+        uint32_t down = (uint32_t)(t < 0 ? (-t < 31 ? -t : 31) : 0);
+        int64_t v = (int64_t)(((m << up) >> down) & 0xffffffffu);
+        p[k] = (v ^ neg) - neg;
+    }
 }
 
 /* Moves an element's levels from window `from` to the higher window `to`:
@@ -136,10 +132,26 @@ GPTX_EXACT_FN float gptx_exact_value(const int64_t *lvl, int32_t top) {
         u128 rest = a & (((u128)1 << lsb) - 1), half = (u128)1 << (lsb - 1);
         if (rest > half || (rest == half && (mant & 1u))) mant++;
     }
-    /* mant <= 2^24: exact in a float; ldexpf rounds nothing it can hold and
-     * gives +-inf past FLT_MAX */
-    float r = ldexpf((float)mant, lsb + scale);
-    return neg ? -r : r;
+    /* the float's bits: mant (<= 2^24) times 2^(lsb + scale); the value is
+     * normal when mant has its 24th bit (exponent field e + 127 + 23), else
+     * subnormal (field 0, mant < 2^23); a carry to 2^24 moves the exponent
+     * up by one, and past 254 the result is +-inf */
+    int e = lsb + scale;
+    uint32_t bits;
+    if (mant >> 24) { /* 2^24 after rounding up */
+        mant >>= 1;
+        e++;
+    }
+    if (mant >> 23) {
+        int field = e + 127 + 23;
+        bits = field >= 255 ? 0x7f800000u : (uint32_t)field << 23 | ((uint32_t)mant & 0x7fffffu);
+    } else {
+        bits = (uint32_t)mant; /* subnormal: lsb + scale == -149 */
+    }
+    bits |= (uint32_t)neg << 31;
+    float r;
+    memcpy(&r, &bits, 4);
+    return r;
 }
 
 #endif
