@@ -50,7 +50,9 @@ add_library(gptx_prog_common STATIC "${PROJECT_SOURCE_DIR}/examples/common/prog_
                                     "${PROJECT_SOURCE_DIR}/examples/common/prog_model.c"
                                     "${PROJECT_SOURCE_DIR}/examples/common/prog_error.c"
                                     "${PROJECT_SOURCE_DIR}/examples/common/prog_text.c"
-                                    "${PROJECT_SOURCE_DIR}/examples/common/prog_inputs.c")
+                                    "${PROJECT_SOURCE_DIR}/examples/common/prog_inputs.c"
+                                    "${PROJECT_SOURCE_DIR}/examples/common/prog_outputs.c"
+                                    "${PROJECT_SOURCE_DIR}/examples/common/prog_threads.c")
 target_include_directories(gptx_prog_common PUBLIC "${PROJECT_SOURCE_DIR}/examples/common")
 target_link_libraries(gptx_prog_common PUBLIC gptx)
 gptx_target_warnings(gptx_prog_common)

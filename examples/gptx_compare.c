@@ -64,6 +64,12 @@ static int parse_side(const char *flag, const char *spec, side_spec *side) {
         if (field++ == 1 && tok[0] >= '0' && tok[0] <= '9') {
             int n = 0;
             if (parse_int(flag, tok, 0, &n)) return -1;
+            if (co->backend == GPTX_BACKEND_CPU && n > gptx_cpu_max_threads()) {
+                char why[96];
+                snprintf(why, sizeof why, "the CPU threads must be in [0, %d] on this machine",
+                         gptx_cpu_max_threads());
+                return bad(flag, spec, why);
+            }
             if (co->backend == GPTX_BACKEND_CPU) co->num_threads = n;
             else co->device = n;
         } else if (!strcmp(tok, "naive")) {

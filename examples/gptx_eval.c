@@ -8,6 +8,7 @@
  * rest. The loss is the mean cross-entropy over all predicted tokens, in
  * nats; the perplexity is its exponential. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,15 +24,36 @@
 #include "prog_files.h"
 #include "prog_inputs.h"
 #include "prog_model.h"
+#include "prog_outputs.h"
 #include "prog_text.h"
+#include "prog_threads.h"
 
 typedef struct eval_args {
     const char *model, *text, *tokens, *mc, *details, *json, *backend, *encoder, *vocab;
-    int special_tokens, special, seq, batch, threads;
+    int special_tokens, special, seq, batch, threads, overwrite;
     long long max_tokens;
 } eval_args;
 
 #define PROG "gptx-eval"
+
+/* --json and --details: never an input, an existing file only with
+ * --overwrite (prog_outputs.h). -1 go on, else the exit status. */
+static int check_outputs(const eval_args *a) {
+    prog_input_ids in = {.n = 0};
+    prog_input_add(&in, "--model", a->model);
+    prog_input_add(&in, "--text", a->text);
+    prog_input_add(&in, "--multiple-choice", a->mc);
+    prog_input_add(&in, "--encoder", a->encoder);
+    prog_input_add(&in, "--vocab", a->vocab);
+    if (a->tokens && !strpbrk(a->tokens, ",*?[")) prog_input_add(&in, "--tokens", a->tokens);
+    int rc = a->json ? prog_output_check(PROG, "--json", a->json, a->overwrite, &in) : 0;
+    if (!rc && a->details) rc = prog_output_check(PROG, "--details", a->details, a->overwrite, &in);
+    if (!rc && a->json && a->details && !strcmp(a->json, a->details)) {
+        prog_usage_error(PROG, "--details", a->details, "is --json's file too");
+        rc = 2;
+    }
+    return rc ? rc : -1;
+}
 
 /* The flags (prog_flags.h): -1 go on, else the exit status. */
 static int parse(eval_args *a, int argc, char **argv) {
@@ -81,6 +103,10 @@ static int parse(eval_args *a, int argc, char **argv) {
         ROW(vocab, "--vocab", PROG_FLAG_STR, 0, 0, NULL, "FILE", "GPT-2 tokenizer: vocab.bpe", 0),
         ROW(json, "--json", PROG_FLAG_STR, 0, 0, NULL, "FILE", "also write the results as JSON",
             0),
+        ROW(overwrite, "--overwrite", PROG_FLAG_SWITCH, 0, 0, NULL, NULL,
+            "replace an existing --json or --details file (without it one is\n"
+            "refused; never an input file; a device or the standard output is\n"
+            "written as it is)", 0),
     };
 #undef ROW
     static const prog_cli cli = {
@@ -109,7 +135,8 @@ static int parse(eval_args *a, int argc, char **argv) {
         return PROG_EXIT_USAGE;
     }
     if (a->special) a->special_tokens = 1;
-    return -1;
+    if (prog_threads_check(PROG, a->threads) != 0) return PROG_EXIT_USAGE;
+    return check_outputs(a);
 }
 
 static double now_s(void) {
@@ -222,6 +249,9 @@ int main(int argc, char **argv) {
     }
     if (text_path) {
         size_t len = 0;
+        char *one[] = {(char *)text_path};
+        const prog_inputs text_in = {one, NULL, 1, 0};
+        if (prog_inputs_check_text("gptx-eval", "--text", &text_in)) goto done; /* not a shard */
         if (!(text = prog_read_file("gptx-eval", "--text", text_path, &len))) goto done;
         if ((rc = gptx_tokenizer_load_gpt2(&tok, encoder, vocab))) goto fail;
         ids = malloc((len ? len : 1) * sizeof *ids);
@@ -305,15 +335,20 @@ int main(int argc, char **argv) {
            predicted, ppl);
     printf("time     : %.2f s (%.0f tokens/s)\n", secs, secs > 0 ? (double)predicted / secs : 0.0);
     if (json_path) {
+        /* a plain fopen, not the atomic writer: --json /dev/stdout works */
         FILE *f = fopen(json_path, "w");
-        int ok = f && fprintf(f,
-                              "{\"model\": \"%s\", \"format\": \"%s\", \"tokens\": %zu, "
-                              "\"predicted\": %zu, \"seq\": %d, \"loss\": %.6f, "
-                              "\"perplexity\": %.6f, \"seconds\": %.3f}\n",
-                              model_path, format, n, predicted, T, loss, ppl, secs) > 0;
-        if (f && fclose(f) != 0) ok = 0;
-        if (!ok) {
-            fprintf(stderr, "gptx-eval: cannot write --json %s\n", json_path);
+        int err = f ? 0 : errno;
+        if (f) {
+            fprintf(f, "{\"model\": \"%s\", \"format\": \"%s\", \"tokens\": %zu, "
+                       "\"predicted\": %zu, \"seq\": %d, \"loss\": %.6f, "
+                       "\"perplexity\": %.6f, \"seconds\": %.3f}\n",
+                    model_path, format, n, predicted, T, loss, ppl, secs);
+            /* a full disk shows at the flush (ENOSPC): the reason is named */
+            if (fflush(f) != 0 || ferror(f)) err = errno ? errno : EIO;
+            if (fclose(f) != 0 && !err) err = errno ? errno : EIO;
+        }
+        if (err) {
+            fprintf(stderr, "gptx-eval: cannot write --json %s: %s\n", json_path, strerror(err));
             goto done;
         }
     }

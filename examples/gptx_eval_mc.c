@@ -215,7 +215,7 @@ int eval_mc_parse_line(const char *line, size_t len, eval_mc_example *ex, char *
                        size_t err_cap) {
     memset(ex, 0, sizeof *ex);
     jp j = {line, line + len, err, err_cap};
-    int have_label = 0, have_endings = 0;
+    int have_label = 0, have_endings = 0, have_ctx = 0;
     double label = -1;
     ws(&j);
     if (j.p >= j.end || *j.p != '{') return jfail(&j, "not a JSON object");
@@ -237,11 +237,19 @@ int eval_mc_parse_line(const char *line, size_t len, eval_mc_example *ex, char *
             j.p++;
             ws(&j);
             int rc = 0;
+            int *seen = !strcmp(key, "ctx") ? &have_ctx : !strcmp(key, "label") ? &have_label
+                        : !strcmp(key, "endings") ? &have_endings : NULL;
+            if (seen && *seen) { /* which one would count? neither: refused (issue 34, item 9) */
+                snprintf(err, err_cap, "\"%s\" appears twice in the object", key);
+                free(key);
+                goto bad;
+            }
             if (!strcmp(key, "ctx")) {
-                free(ex->ctx);
-                ex->ctx = NULL;
+                have_ctx = 1;
                 if (j.p < j.end && *j.p == '"') rc = jstring(&j, &ex->ctx);
                 else rc = jfail(&j, "\"ctx\" is not a string");
+            } else if (!strcmp(key, "label") && (j.p >= j.end || !strchr("\"-0123456789", *j.p))) {
+                rc = jfail(&j, "\"label\" is not a number: expected an ending's index");
             } else if (!strcmp(key, "label")) {
                 if (j.p < j.end && *j.p == '"') { /* some copies hold it as "3" */
                     char *s = NULL, *e = NULL;
@@ -256,8 +264,6 @@ int eval_mc_parse_line(const char *line, size_t len, eval_mc_example *ex, char *
                 }
                 have_label = 1;
             } else if (!strcmp(key, "endings")) {
-                for (int i = 0; i < ex->n_endings; i++) free(ex->endings[i]);
-                ex->n_endings = 0;
                 have_endings = 1;
                 if (j.p >= j.end || *j.p != '[') {
                     free(key);
@@ -522,6 +528,9 @@ int eval_mc_run(gptx_model *m, const gptx_tokenizer *tok, const eval_mc_options 
     size_t len = 0;
     char *text = prog_read_file(PROG, "--multiple-choice", o->path, &len);
     if (!text) return 1;
+    /* a UTF-8 byte order mark (some editors and exports write one) is not
+     * part of the first line's object */
+    size_t bom = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0;
     /* the examples of one pass, and room for the one read after them */
     int cap = o->batch_rows / 2 + 2;
     mc_item *items = calloc((size_t)cap, sizeof *items);
@@ -533,7 +542,7 @@ int eval_mc_run(gptx_model *m, const gptx_tokenizer *tok, const eval_mc_options 
     }
     if (o->details && prog_out_open(&details, PROG, o->details)) goto done;
     size_t line = 0;
-    for (const char *p = text, *end = text + len; p < end;) {
+    for (const char *p = text + bom, *end = text + len; p < end;) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *stop = nl ? nl : end, *s = p, *q = p;
         p = nl ? nl + 1 : end;

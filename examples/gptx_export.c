@@ -16,11 +16,13 @@
 #include "prog_files.h"
 #include "prog_flags.h"
 #include "prog_model.h"
+#include "prog_outputs.h"
 
 #define PROG "gptx-export"
 
 typedef struct export_opts {
     const char *model, *format, *out, *dtype, *encoder, *vocab;
+    int overwrite;
 } export_opts;
 
 #define ROW(field, name, kind, choices, arg, help, bits) \
@@ -47,16 +49,20 @@ static const prog_flag rows[] = {
     ROW(vocab, "--vocab", PROG_FLAG_STR, NULL, "FILE",
         "GPT-2 vocab.bpe: hf copies it as merges.txt (default: the bundled one)",
         PROG_FLAG_NO_DEFAULT),
+    ROW(overwrite, "--overwrite", PROG_FLAG_SWITCH, NULL, NULL,
+        "replace an existing --out file (hf: the folder's files below); without\n"
+        "it an existing one is refused. Never an input file, with it or not", 0),
 };
 static const prog_cli cli = {
     PROG,
     "usage: gptx-export --model FILE --format hf|llmc --out PATH [--dtype fp32|bf16]\n"
-    "                   [--encoder FILE --vocab FILE]\n"
+    "                   [--encoder FILE --vocab FILE] [--overwrite]\n"
     "Writes a model for other tools: a Hugging Face GPT-2 folder that transformers'\n"
     "GPT2LMHeadModel.from_pretrained loads, or an llm.c model file.\n",
     rows, sizeof rows / sizeof rows[0],
     "Exit status: 0 written, 1 the export failed (a file that cannot be read or\n"
-    "written, a model the format cannot hold), 2 the command line is wrong.\n"
+    "written, an existing --out without --overwrite, a model the format cannot\n"
+    "hold), 2 the command line is wrong (also an --out that is an input).\n"
     "See docs/export.md.\n"};
 
 /* Copies the tokenizer file src to dir/name, after checking that the pair
@@ -104,10 +110,39 @@ static int export_llmc(const export_opts *o, const gptx_model *m, const gptx_tok
                 "runs T = %d and would read past them: run llm.c with T <= %d "
                 "(train_gpt2.cu -t %d)\n", PROG, T, LLMC_DEFAULT_T, T, T);
     return 0;
+
+/* The files the export writes: --out and gpt2_tokenizer.bin in its folder
+ * (llmc), or these in the --out folder (hf; the last three are
+ * gptx-export's own, not the library's). */
+static const char *const hf_files[] = {"model.safetensors", "config.json", "vocab.json",
+                                       "merges.txt", "tokenizer_config.json"};
+
+/* Before anything is read or written: no output is an input, and none
+ * exists unless --overwrite (prog_outputs.h). 0, or the exit status. */
+static int check_outputs(const export_opts *o, int hf) {
+    prog_input_ids in = {.n = 0};
+    prog_input_add(&in, "--model", o->model);
+    prog_input_add(&in, "--encoder", o->encoder); /* both formats read the tokenizer */
+    prog_input_add(&in, "--vocab", o->vocab);
+    if (!hf) {
+        const char *slash = strrchr(o->out, '/');
+        char tok[4200];
+        if (slash) snprintf(tok, sizeof tok, "%.*s/gpt2_tokenizer.bin", (int)(slash - o->out), o->out);
+        else snprintf(tok, sizeof tok, "gpt2_tokenizer.bin");
+        int rc = prog_output_check(PROG, "--out", o->out, o->overwrite, &in);
+        return rc ? rc : prog_output_check(PROG, "--out", tok, o->overwrite, &in);
+    }
+    int rc = 0;
+    for (size_t i = 0; i < sizeof hf_files / sizeof hf_files[0] && rc == 0; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", o->out, hf_files[i]);
+        rc = prog_output_check(PROG, "--out", path, o->overwrite, &in);
+    }
+    return rc;
 }
 
 int main(int argc, char **argv) {
-    export_opts defaults = {NULL, NULL, NULL, "fp32", NULL, NULL};
+    export_opts defaults = {NULL, NULL, NULL, "fp32", NULL, NULL, 0};
     export_opts o = defaults;
     unsigned char given[sizeof rows / sizeof rows[0]] = {0};
     int prc = prog_flags_parse(&cli, &o, given, argc, argv, &defaults);
@@ -122,6 +157,8 @@ int main(int argc, char **argv) {
                                 "Face export is fp32)"), PROG_EXIT_USAGE;
     if (!o.encoder) o.encoder = prog_data_path("gpt2/encoder.json");
     if (!o.vocab) o.vocab = prog_data_path("gpt2/vocab.bpe");
+    int orc = check_outputs(&o, hf);
+    if (orc) return orc;
 
     gptx_context_options co;
     gptx_context_options_init(&co);

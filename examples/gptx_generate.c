@@ -17,6 +17,7 @@
 #include "prog_files.h"
 #include "prog_model.h"
 #include "prog_text.h"
+#include "prog_threads.h"
 
 
 typedef struct gen_opts {
@@ -235,6 +236,28 @@ fail:
     return -1;
 }
 
+/* --window and --keep against the model's context, once it is known: a
+ * usage error naming the flag (exit 2), not the library's "opts.window"
+ * (issue 34, item 9). 0, or -1 after the message. */
+static int window_flags(const gen_opts *o, int context, const char *model) {
+    char v[32], why[256];
+    int window = o->window > 0 ? o->window : context;
+    if (o->window > context) {
+        snprintf(v, sizeof v, "%d", o->window);
+        snprintf(why, sizeof why, "must be in [0, %d]: the context length of %s (0 = all of it)",
+                 context, model);
+        return prog_usage_error("gptx-generate", "--window", v, why);
+    }
+    if (o->keep >= window) {
+        snprintf(v, sizeof v, "%d", o->keep);
+        snprintf(why, sizeof why, "must be -1 (half the window) or in [0, %d]: below the window "
+                 "of %d positions%s", window - 1, window,
+                 o->window > 0 ? "" : ", the model's context length");
+        return prog_usage_error("gptx-generate", "--keep", v, why);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     gen_opts defaults = {
         .prompt = "Every effort moves you", .backend = "cpu",
@@ -243,12 +266,20 @@ int main(int argc, char **argv) {
         .repetition_penalty = 1.0f, .penalty_window = GPTX_SAMPLER_PENALTY_WINDOW_DEFAULT,
         .seed = 1337, .keep = -1};
     gen_opts o = defaults;
-    int parsed = prog_flags_parse(&cli, &o, NULL, argc, argv, &defaults);
+    unsigned char given[sizeof rows / sizeof rows[0]] = {0};
+    int parsed = prog_flags_parse(&cli, &o, given, argc, argv, &defaults);
     if (parsed) return parsed > 0 ? PROG_EXIT_OK : PROG_EXIT_USAGE;
     if (!o.model) {
         prog_usage_error(cli.name, "--model", NULL, "is required");
         return PROG_EXIT_USAGE;
     }
+    if (o.prompt_file && given[prog_flags_find(&cli, "--prompt") - rows]) {
+        /* one would be dropped without a word (issue 34, item 8) */
+        prog_usage_error(cli.name, "--prompt-file", o.prompt_file,
+                         "not with --prompt: give the prompt one way");
+        return PROG_EXIT_USAGE;
+    }
+    if (prog_threads_check(cli.name, o.threads) != 0) return PROG_EXIT_USAGE;
 
     const char *prompt = o.prompt;
     char *prompt_buf = NULL;
@@ -297,15 +328,19 @@ int main(int argc, char **argv) {
     if (!ids) goto done;
     if ((rc = gptx_context_create(&ctx, &co))) goto fail;
     if (prog_model_open("gptx-generate", &model, ctx, o.model, &format) != GPTX_OK) goto done;
+    gptx_model_config mc;
+    gptx_model_config_init(&mc);
+    if ((rc = gptx_model_get_config(model, &mc))) goto fail;
+    if (window_flags(&o, mc.context_length, o.model) != 0) {
+        status = PROG_EXIT_USAGE;
+        goto done;
+    }
     if ((rc = gptx_tokenizer_load_gpt2(&tok, o.encoder, o.vocab)) ||
         (rc = gptx_sampler_create(&sampler, &so)) ||
         (rc = gptx_generator_create(&gen, model, &go)) ||
         (rc = gptx_tokenizer_encode(tok, prompt, plen, o.special, ids, plen + 1, &n_ids)))
         goto fail;
     if (n_ids == 0) ids[n_ids++] = gptx_tokenizer_eot_token(tok);
-    gptx_model_config mc;
-    gptx_model_config_init(&mc);
-    if ((rc = gptx_model_get_config(model, &mc))) goto fail;
     /* the format read (stderr: stdout is the text), as gptx-eval prints it */
     fprintf(stderr, "gptx-generate: model %s (%s; %d layers, width %d, %d heads, context %d, "
             "vocabulary %d)\n", o.model, format, mc.n_layer, mc.n_embd, mc.n_head,

@@ -19,6 +19,7 @@
  * (gptx_tokenize_stream.h), so the ids are exactly those of encoding each
  * document at once. Every flag is listed by --help.
  */
+#define _DEFAULT_SOURCE /* realpath */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +187,49 @@ static int make_dirs(const char *path) {
     return rc;
 }
 
+/* Whether base is a file name a run of NAME writes, replaces or removes in
+ * its --out-dir: the pair NAME_train.bin, NAME_val.bin, the shards
+ * NAME_train_N.bin, NAME_val_N.bin, NAME.manifest, NAME.progress. */
+static int output_name(const char *name, const char *base) {
+    size_t n = strlen(name), b = strlen(base);
+    if (strncmp(base, name, n) != 0) return 0;
+    const char *rest = base + n;
+    if (!strcmp(rest, ".manifest") || !strcmp(rest, ".progress")) return 1;
+    return (!strncmp(rest, "_train", 6) || !strncmp(rest, "_val", 4)) && b > 4 &&
+           !strcmp(base + b - 4, ".bin");
+}
+
+/* Inputs and outputs never overlap (issue 34, item 4): an input that is a
+ * file this run writes or removes in --out-dir (by its real path: through
+ * a link, the pair's NAME.shards folders too) is refused before anything
+ * is read or written. 0, or -1 after a message. */
+static int inputs_apart(const prog_inputs *in, const char *out_dir, const char *name) {
+    char *od = realpath(out_dir, NULL); /* none yet: no input is in it */
+    int rc = 0;
+    for (size_t i = 0; od && i < in->n && rc == 0; i++) {
+        char *rp = realpath(in->paths[i], NULL);
+        char *slash = rp ? strrchr(rp, '/') : NULL;
+        if (!slash) {
+            free(rp);
+            continue;
+        }
+        *slash = '\0'; /* rp: its folder, slash + 1: its name */
+        char *up = strrchr(rp, '/');
+        size_t n = strlen(name);
+        int in_pair = up && !strncmp(up + 1, name, n) && !strncmp(up + 1 + n, ".shards", 7) &&
+                      (size_t)(up - rp) == strlen(od) && !strncmp(rp, od, (size_t)(up - rp));
+        if ((!strcmp(rp, od) && output_name(name, slash + 1)) || in_pair) {
+            fprintf(stderr, "gptx-tokenize: --input %s is one of the files this run writes in "
+                            "--out-dir %s (NAME %s): inputs and outputs never overlap; choose "
+                            "another --out-dir or --prefix\n", in->paths[i], out_dir, name);
+            rc = -1;
+        }
+        free(rp);
+    }
+    free(od);
+    return rc;
+}
+
 /* Default prefix: the input's file name without its last extension. */
 static char *default_prefix(const char *input) {
     const char *base = strrchr(input, '/');
@@ -307,6 +351,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "gptx-tokenize: out of memory\n");
         goto done;
     }
+    /* nothing read as text is an output: of this run, or any shard or record */
+    if (inputs_apart(&in, a.out_dir, name) != 0 ||
+        prog_inputs_check_text("gptx-tokenize", "--input", &in) != 0)
+        goto done;
     if (make_dirs(a.out_dir) != 0) {
         fprintf(stderr, "gptx-tokenize: cannot create --out-dir %s: %s\n", a.out_dir,
                 strerror(errno));
@@ -320,6 +368,7 @@ int main(int argc, char **argv) {
         status = tokenize_shards(&sh);
         goto done;
     }
+    if (pair_check(a.out_dir, name) != 0) goto done; /* before the text is read */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (stream_encode(&sa, append, &v) != 0) goto done;

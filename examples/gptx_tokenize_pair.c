@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,6 +13,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "prog_files.h"
 
 /* printf into a new string (NULL when out of memory) */
 static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
@@ -49,8 +52,25 @@ static void remove_folder(const char *path) {
     rmdir(path);
 }
 
+static int replaceable(const char *path);
+
+int pair_check(const char *dir, const char *name) {
+    for (int i = 0; i < 2; i++) {
+        char *path = fmt("%s/%s_%s.bin", dir, name, i ? "val" : "train");
+        int err = path ? replaceable(path) : ENOMEM;
+        if (err)
+            fprintf(stderr, "gptx-tokenize: %s: %s%s\n", path ? path : name, strerror(err),
+                    err == EEXIST ? " (not a link or a token shard: not this program's to "
+                                    "replace; remove it or choose another --prefix)" : "");
+        free(path);
+        if (err) return -1;
+    }
+    return 0;
+}
+
 int pair_begin(shard_pair *p, const char *dir, const char *name) {
     *p = (shard_pair){0};
+    if (pair_check(dir, name) != 0) return -1;
     char host[256];
     host_name(host, sizeof host);
     p->dir = fmt("%s", dir);
@@ -100,13 +120,27 @@ static void current_gen(const shard_pair *p, const char *link, char *out, size_t
         out[0] = '\0';
 }
 
-/* A file name the switch will point at the pair must be absent, a link or
- * a file (the shards of an older gptx-tokenize): anything else is not ours
- * to replace, and is refused before anything changes. */
+/* Whether a regular file is an llm.c token shard (magic 20240520): what an
+ * older gptx-tokenize wrote at the pair's names. */
+static int is_shard(const char *path) {
+    const char *why;
+    int fd = prog_open_regular(path, SIZE_MAX - 1, &why);
+    unsigned char b[4] = {0};
+    int ok = fd >= 0 && read(fd, b, 4) == 4 &&
+             ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+              (uint32_t)b[3] << 24) == 20240520u;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+/* A file name the switch will point at the pair must be absent, a link
+ * (replaced, its target left alone) or the shard an older gptx-tokenize
+ * wrote there: anything else (a folder, a FIFO, a file of the user's) is
+ * not ours to replace, and is refused before anything changes. */
 static int replaceable(const char *path) {
     struct stat st;
     if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : errno;
-    return S_ISLNK(st.st_mode) || S_ISREG(st.st_mode) ? 0 : EEXIST;
+    return S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && is_shard(path)) ? 0 : EEXIST;
 }
 
 /* Folders of runs on this host whose process is gone and that no link
@@ -175,7 +209,8 @@ int pair_commit(shard_pair *p) {
     }
     if (err)
         fprintf(stderr, "gptx-tokenize: cannot put the new shards in place: %s: %s%s\n", what,
-                strerror(err), err == EEXIST ? " (not a file or a link: left as it is)" : "");
+                strerror(err), err == EEXIST ? " (not a link or a token shard: left as it is)"
+                                             : "");
     sync_dir(p->dir);
     if (!err) remove_old(p, old);
     free(link);

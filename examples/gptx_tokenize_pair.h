@@ -22,8 +22,14 @@ typedef struct shard_pair {
     char *gen_path;   /* DIR/gen */
 } shard_pair;
 
-/* Creates the run's own folder in dir (which must exist). 0, or -1 after a
- * message. */
+/* Whether the pair's names in dir may be switched: each absent, a link
+ * (replaced, its target left alone) or a token shard of an older
+ * gptx-tokenize; a folder, FIFO or any other file is not this program's to
+ * replace. Checked before the text is read. 0, or -1 after a message. */
+int pair_check(const char *dir, const char *name);
+
+/* Creates the run's own folder in dir (which must exist), after
+ * pair_check. 0, or -1 after a message. */
 int pair_begin(shard_pair *p, const char *dir, const char *name);
 
 /* Where the run writes a split ("train", "val"): DIR/gen/NAME_split.bin,

@@ -160,6 +160,7 @@ typedef struct {
 } writer;
 
 static int save_text(const char *path, const char *what, const char *text) {
+    if (prog_replace_link("gptx-tokenize", path) != 0) return -1; /* never through a link */
     if (gptx_file_save(path, text, strlen(text)) != GPTX_OK) {
         fprintf(stderr, "gptx-tokenize: cannot write %s %s: %s\n", what, path, prog_error_text());
         return -1;
@@ -205,7 +206,9 @@ static int save_progress(writer *w, int kind, const stream_pos *pos, uint64_t co
         for (size_t i = 0; i < w->nrecs; i++)
             fprintf(f, "count %s %lld\n", kind_name[w->recs[i].kind], w->recs[i].count);
         fclose(f);
-        if (gptx_shard_write(pp, w->buf[other], first + n) != GPTX_OK)
+        if (prog_replace_link("gptx-tokenize", pp) != 0) /* never through a link */
+            ;
+        else if (gptx_shard_write(pp, w->buf[other], first + n) != GPTX_OK)
             fprintf(stderr, "gptx-tokenize: %s\n", prog_error_text());
         else if (rec && save_text(rpath, "the progress record", rec) == 0)
             rc = 0;
@@ -227,8 +230,11 @@ static int flush_shard(writer *w, int kind, const stream_pos *pos, uint64_t cons
         fprintf(stderr, "gptx-tokenize: out of memory\n");
         return -1;
     }
-    int rc = gptx_shard_write(path, w->buf[kind], w->fill[kind]);
-    if (rc != GPTX_OK) fprintf(stderr, "gptx-tokenize: %s\n", prog_error_text());
+    /* a link at a shard's name (to another corpus's shard) is replaced, not written through */
+    int rc = GPTX_ERR_IO;
+    if (prog_replace_link("gptx-tokenize", path) == 0 &&
+        (rc = gptx_shard_write(path, w->buf[kind], w->fill[kind])) != GPTX_OK)
+        fprintf(stderr, "gptx-tokenize: %s\n", prog_error_text());
     free(path);
     if (rc != GPTX_OK || add_rec(w, kind, (long long)w->fill[kind])) return -1;
     w->k++;

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* memmem */
 #include "gptx_tokenize_stream.h"
 
+#include "prog_files.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -43,11 +45,8 @@ typedef struct {
 
 static int reader_open(reader *r) {
     const char *path = r->a->in->paths[r->fi];
-    r->f = fopen(path, "rb");
-    if (!r->f) {
-        fprintf(stderr, "gptx-tokenize: cannot open --input %s: %s\n", path, strerror(errno));
-        return -1;
-    }
+    r->f = prog_open_read("gptx-tokenize", "--input", path); /* a FIFO is not waited on */
+    if (!r->f) return -1;
     r->off = 0;
     r->doc_start = 1;
     if (!r->started && (r->a->start.off > 0 || !r->a->start.doc_start)) {

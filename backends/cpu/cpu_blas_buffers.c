@@ -28,7 +28,9 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "cpu_runtime.h"
 #include "errors.h"
@@ -72,6 +74,31 @@ static int no_room(int nthreads) {
                      "out of host memory: OpenBLAS needs %zu MiB of address space for each thread "
                      "that multiplies matrices (%d here), and cannot have them (a memory limit, "
                      "ulimit -v?)", BLAS_BUFFER_BYTES >> 20, nthreads);
+}
+
+int gptx_cpu_blas_max_threads(void) {
+    const char *cfg = openblas_get_config();
+    const char *at = cfg ? strstr(cfg, "MAX_THREADS=") : NULL;
+    long n = at ? strtol(at + strlen("MAX_THREADS="), NULL, 10) : 0;
+    return n > 0 && n <= (1 << 20) ? (int)(2 * n - 1) : 0;
+}
+
+/* the most threads a context may ask for, or 8 per core if that is more */
+#define GPTX_CPU_MAX_THREADS 1024
+
+long gptx_cpu_cores_online(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online < 1 ? 1 : online;
+}
+
+/* A ceiling, so that a typo costs an error rather than minutes of spawning
+ * threads (oversubscribing by 8x is already useless for throughput), and no
+ * more than OpenBLAS can serve. */
+int gptx_cpu_thread_limit(void) {
+    long online = gptx_cpu_cores_online();
+    long ceiling = online * 8 > GPTX_CPU_MAX_THREADS ? online * 8 : GPTX_CPU_MAX_THREADS;
+    int blas = gptx_cpu_blas_max_threads();
+    return blas > 0 && blas < ceiling ? blas : (int)ceiling;
 }
 
 static void blas_single(void) {

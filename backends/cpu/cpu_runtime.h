@@ -70,5 +70,19 @@ int gptx_cpu_fill_f32(gptx_backend *be, float *dst, float value, size_t n);
 int gptx_cpu_blas_enter(void);
 /* The same for every thread of be's pool, the caller's included (at create). */
 int gptx_cpu_blas_warm_pool(gptx_backend *be);
+/* The most pool threads OpenBLAS can serve, or 0 when it does not say.
+ * Without USE_TLS it keeps one table of 2 x MAX_CPU_NUMBER work buffers
+ * (its build's NUM_THREADS, which openblas_get_config() reports as
+ * MAX_THREADS=N; OpenBLAS's USAGE.md), one per thread that multiplies at
+ * once, the caller's too: past them it warns on stderr, then prints
+ * "BLAS : Program is Terminated" on stdout for each product (0.3.21,
+ * MAX_THREADS=64: 127 threads run clean, 128 warn, 700 printed 2,310 lines
+ * into gptx-generate's text; issue 34, item 6). */
+int gptx_cpu_blas_max_threads(void);
+/* The most threads a context runs: max(1024, 8 per core), at most
+ * gptx_cpu_blas_max_threads() (backend.h max_threads). */
+int gptx_cpu_thread_limit(void);
+/* Cores online (at least 1). */
+long gptx_cpu_cores_online(void);
 
 #endif

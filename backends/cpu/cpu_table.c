@@ -37,25 +37,19 @@ static int cpu_policy(const gptx_context_options *opts, int *precision) {
                      name);
 }
 
-/* the most threads a context may ask for, or 8 per core if that is more */
-#define GPTX_CPU_MAX_THREADS 1024
-
 static int cpu_create(gptx_backend **out, const gptx_context_options *opts) {
     *out = NULL;
     int precision = GPTX_PRECISION_FP32;
     GPTX_TRY(cpu_policy(opts, &precision));
-    int n = opts->num_threads;
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    if (online < 1) online = 1;
-    /* a ceiling, so that a typo costs an error rather than minutes of spawning
-     * threads: oversubscribing by 8x is already useless for throughput */
-    long ceiling = online * 8 > GPTX_CPU_MAX_THREADS ? online * 8 : GPTX_CPU_MAX_THREADS;
-    if (n > ceiling)
+    int n = opts->num_threads, most = gptx_cpu_thread_limit();
+    long online = gptx_cpu_cores_online();
+    if (n > most)
         return GPTX_FAIL(GPTX_ERR_INVALID,
-                         "options.num_threads is %d; the cpu backend runs at most %ld threads "
-                         "on this machine (%ld cores online; 0 = one per core)",
-                         n, ceiling, online);
-    if (n == 0) n = (int)online;
+                         "options.num_threads is %d; the cpu backend runs at most %d threads "
+                         "on this machine (%ld cores online%s; 0 = one per core)",
+                         n, most, online, most == gptx_cpu_blas_max_threads()
+                         ? ", and OpenBLAS's table of work buffers serves no more" : "");
+    if (n == 0) n = online < most ? (int)online : most;
     gptx_backend *be = calloc(1, sizeof *be);
     if (!be) return GPTX_FAIL(GPTX_ERR_NO_MEMORY, "out of host memory");
     int rc = gptx_threadpool_create(&be->pool, n);
@@ -324,6 +318,7 @@ static unsigned cpu_capabilities(const gptx_backend *be) {
 static const gptx_backend_ops cpu_ops = {
     .name = "cpu",
     .create = cpu_create,
+    .max_threads = gptx_cpu_thread_limit,
     .destroy = cpu_destroy,
     .num_threads = cpu_num_threads,
     .capabilities = cpu_capabilities,

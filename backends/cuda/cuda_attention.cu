@@ -342,13 +342,13 @@ static void launch_backward(gptx_backend *be, int HS, dim3 grid, A *dqkv, const 
 
 GPTX_CUDA_FN int gptx_cuda_attention_forward(gptx_backend *be, float *out, float *lse,
                                              const float *qkv, int B, int T, int C, int NH,
-                                             int tensor_cores) {
+                                             int flash) {
     int HS = 0;
     GPTX_TRY(check_shape(B, T, C, NH, &HS));
     GPTX_TRY(gptx_cuda_enter(be));
     const void *bufs[] = {out, qkv};
-    if (tensor_cores && gptx_cuda_flash_eligible(be, C, NH, bufs, 2))
-        return gptx_cuda_flash_forward(be, out, lse, qkv, B, T, C, NH);
+    if (flash != GPTX_CUDA_FLASH_SIMT && gptx_cuda_flash_eligible(be, C, NH, bufs, 2))
+        return gptx_cuda_flash_forward(be, flash, out, lse, qkv, B, T, C, NH);
     float scale = 1.0f / sqrtf((float)(C / NH));
     dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * NH));
     if (be->act_bf16)
@@ -362,7 +362,7 @@ GPTX_CUDA_FN int gptx_cuda_attention_forward(gptx_backend *be, float *out, float
 
 GPTX_CUDA_FN int gptx_cuda_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
                                               const float *qkv, const float *out, const float *lse,
-                                              int B, int T, int C, int NH, int tensor_cores) {
+                                              int B, int T, int C, int NH, int flash) {
     int HS = 0;
     GPTX_TRY(check_shape(B, T, C, NH, &HS));
     GPTX_TRY(gptx_cuda_enter(be));
@@ -375,8 +375,8 @@ GPTX_CUDA_FN int gptx_cuda_attention_backward(gptx_backend *be, float *dqkv, con
                     (const act_t *)dout, (const act_t *)out, B, T, C, NH);
     GPTX_CUDA_LAUNCHED("attention_dsum");
     const void *bufs[] = {dqkv, dout, qkv};
-    if (tensor_cores && gptx_cuda_flash_eligible(be, C, NH, bufs, 3))
-        return gptx_cuda_flash_backward(be, dqkv, dout, qkv, lse, dsum, B, T, C, NH);
+    if (flash != GPTX_CUDA_FLASH_SIMT && gptx_cuda_flash_eligible(be, C, NH, bufs, 3))
+        return gptx_cuda_flash_backward(be, flash, dqkv, dout, qkv, lse, dsum, B, T, C, NH);
     dim3 grid((unsigned)((T + ROWS - 1) / ROWS), (unsigned)(B * NH));
     if (be->act_bf16)
         launch_backward<gptx_bf16>(be, HS, grid, (gptx_bf16 *)dqkv, (const gptx_bf16 *)dout,
@@ -402,7 +402,7 @@ static void launch_kv(gptx_backend *be, int HS, dim3 grid, A *out, float *lse, c
 GPTX_CUDA_FN int gptx_cuda_attention_kv_forward(gptx_backend *be, float *out, float *lse,
                                                 const float *qkv, float *kcache, float *vcache,
                                                 int n, int pos0, int cap, int C, int NH,
-                                                int tensor_cores) {
+                                                int flash) {
     int HS = 0;
     GPTX_TRY(check_shape(1, n, C, NH, &HS));
     if (pos0 < 0 || pos0 + n > cap)
@@ -415,8 +415,9 @@ GPTX_CUDA_FN int gptx_cuda_attention_kv_forward(gptx_backend *be, float *out, fl
                     (act_t *)vcache, (const act_t *)qkv, n, pos0, cap, C, NH);
     GPTX_CUDA_LAUNCHED("kv_store");
     const void *bufs[] = {out, qkv, kcache, vcache};
-    if (tensor_cores && gptx_cuda_flash_eligible(be, C, NH, bufs, 4))
-        return gptx_cuda_flash_kv_forward(be, out, lse, qkv, kcache, vcache, n, pos0, cap, C, NH);
+    if (flash != GPTX_CUDA_FLASH_SIMT && gptx_cuda_flash_eligible(be, C, NH, bufs, 4))
+        return gptx_cuda_flash_kv_forward(be, flash, out, lse, qkv, kcache, vcache, n, pos0, cap,
+                                          C, NH);
     float scale = 1.0f / sqrtf((float)(C / NH));
     dim3 grid((unsigned)((n + ROWS - 1) / ROWS), (unsigned)NH);
     if (be->act_bf16)

@@ -148,6 +148,23 @@ static int resolve_precision(const gptx_context_options *opts, int *precision) {
     return GPTX_OK;
 }
 
+/* The tensor-core attention's tile configuration for the default table:
+ * GPTX_CUDA_FLASH_TILES = 1..GPTX_CUDA_FLASH_VARIANTS (docs/cuda.md), 1
+ * when unset; so a whole training step can be timed in each. */
+static int resolve_flash_tiles(int *variant) {
+    const char *e = getenv("GPTX_CUDA_FLASH_TILES");
+    *variant = 1;
+    if (!e || !*e) return GPTX_OK;
+    char *end = NULL;
+    long v = strtol(e, &end, 10);
+    if (*end || v < 1 || v > GPTX_CUDA_FLASH_VARIANTS)
+        return GPTX_FAIL(GPTX_ERR_INVALID,
+                         "environment GPTX_CUDA_FLASH_TILES is '%s'; expected 1..%d", e,
+                         GPTX_CUDA_FLASH_VARIANTS);
+    *variant = (int)v;
+    return GPTX_OK;
+}
+
 /* ---- lifetime ----------------------------------------------------------------- */
 
 GPTX_CUDA_FN void gptx_cuda_destroy(gptx_backend *be) {
@@ -203,8 +220,9 @@ static int create_blas(gptx_backend *be) {
 
 GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options *opts) {
     *out = NULL;
-    int precision = GPTX_PRECISION_FP32;
+    int precision = GPTX_PRECISION_FP32, flash_tiles = 1;
     GPTX_TRY(resolve_precision(opts, &precision));
+    GPTX_TRY(resolve_flash_tiles(&flash_tiles));
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
@@ -233,6 +251,8 @@ GPTX_CUDA_FN int gptx_cuda_create(gptx_backend **out, const gptx_context_options
     be->cc_major = prop.major;
     be->cc_minor = prop.minor;
     be->sm_count = prop.multiProcessorCount;
+    be->smem_optin = (int)prop.sharedMemPerBlockOptin;
+    be->flash_variant = flash_tiles;
     be->precision = precision;
     be->act_bf16 = precision == GPTX_PRECISION_BF16 || precision == GPTX_PRECISION_BF16_PURE;
     be->param_bf16 = precision == GPTX_PRECISION_BF16_PURE;

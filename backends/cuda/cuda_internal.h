@@ -179,6 +179,13 @@ struct gptx_backend {
     gptx_cuda_graph graph[GPTX_CUDA_GRAPH_SEGMENTS];
     int capture_segment; /* the segment being captured, -1 when none */
     int64_t graph_captures, graph_replays;
+    /* tensor-core attention (cuda_flash.cu): the tile configuration of the
+     * default table (1..GPTX_CUDA_FLASH_VARIANTS; environment
+     * GPTX_CUDA_FLASH_TILES), the device's shared memory per block, and the
+     * configurations that need more (bit v) */
+    int flash_variant;
+    int smem_optin;
+    unsigned flash_unfit;
 };
 
 /* GPTX_ERR_BACKEND naming the CUDA call that failed. */
@@ -238,15 +245,16 @@ GPTX_CUDA_FN int gptx_cuda_pinned_mark(gptx_cuda_pinned *p, cudaStream_t stream)
 GPTX_CUDA_FN int gptx_cuda_flash_init(gptx_backend *be);
 GPTX_CUDA_FN int gptx_cuda_flash_eligible(const gptx_backend *be, int C, int NH,
                                           const void *const *bufs, int nbufs);
-GPTX_CUDA_FN int gptx_cuda_flash_forward(gptx_backend *be, float *out, float *lse,
+/* variant: GPTX_CUDA_FLASH_DEFAULT or a tile configuration 1..N (cuda_ops.h) */
+GPTX_CUDA_FN int gptx_cuda_flash_forward(gptx_backend *be, int variant, float *out, float *lse,
                                          const float *qkv, int B, int T, int C, int NH);
-GPTX_CUDA_FN int gptx_cuda_flash_kv_forward(gptx_backend *be, float *out, float *lse,
-                                            const float *qkv, const float *kcache,
+GPTX_CUDA_FN int gptx_cuda_flash_kv_forward(gptx_backend *be, int variant, float *out,
+                                            float *lse, const float *qkv, const float *kcache,
                                             const float *vcache, int n, int pos0, int cap, int C,
                                             int NH);
-GPTX_CUDA_FN int gptx_cuda_flash_backward(gptx_backend *be, float *dqkv, const float *dout,
-                                          const float *qkv, const float *lse, const float *dsum,
-                                          int B, int T, int C, int NH);
+GPTX_CUDA_FN int gptx_cuda_flash_backward(gptx_backend *be, int variant, float *dqkv,
+                                          const float *dout, const float *qkv, const float *lse,
+                                          const float *dsum, int B, int T, int C, int NH);
 GPTX_CUDA_FN int gptx_cuda_column_sums(gptx_backend *be, float *acc, float *acc2, const float *x,
                                        const float *x2, const float *mean, const float *rstd, int N,
                                        int C);

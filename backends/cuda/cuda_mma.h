@@ -11,7 +11,12 @@
  *   gptx_cp_async16(dst, src, bytes)  16-byte asynchronous copy global -> shared, the
  *                                     last 16 - bytes zero-filled (cp.async.cg);
  *   gptx_cp_async_commit / _wait<N>   close a group of copies / wait until at most N
- *                                     groups are still in flight.
+ *                                     groups are still in flight;
+ *   gptx_mma_tf32_1688(d, a, b, c)    D (16x8) = A (16x8) B (8x8) + C, tf32 in (fp32 bit
+ *                                     patterns whose low 13 bits are zero), fp32
+ *                                     accumulation (mma.sync.aligned.m16n8k8.row.col,
+ *                                     .tf32); gptx_tf32_bits rounds an fp32 to tf32
+ *                                     (cvt.rna.tf32.f32: nearest, ties away from zero).
  *
  * Fragment layouts (PTX ISA 9.7.14.5.8, m16n8k16 with .bf16; g = lane / 4,
  * q = lane % 4; element pairs are packed low half first):
@@ -22,6 +27,19 @@
  * So the C fragments of two neighbouring 16x8 tiles are the A fragment of
  * one 16x16 tile: what flash attention multiplies its probabilities with
  * without a trip through shared memory (gptx_mma_c_to_a).
+ *
+ * m16n8k8 with .tf32 (PTX ISA 9.7.14.5.7; one element per register):
+ *   A (16x8):  a0 (g, q), a1 (g+8, q), a2 (g, q+4), a3 (g+8, q+4);
+ *   B (8x8):   b0 (row q, col g), b1 (row q+4, col g);   C/D as above.
+ * ldmatrix moves b16 elements, so it cannot gather these 32-bit fragments;
+ * the tf32 kernels read shared memory with 16-byte loads instead and let k
+ * run in another order: the sum over k of a product is the same for any
+ * order both operands share. A lane's 16-byte load of row r, columns
+ * 4q..4q+3 of a 16-column block, serves two k8 steps: step s takes column
+ * 4q + 2s as k = q and 4q + 2s + 1 as k = q + 4 (gptx_tf32_rows). Where k
+ * runs down a tile's rows (P V), step j takes row 8j + 2q as k = q and 8j +
+ * 2q + 1 as k = q + 4 -- the order in which a C fragment holds its columns,
+ * so a C fragment is an A fragment as it stands (gptx_mma_c_to_a_tf32).
  *
  * Every helper must be reached by all 32 lanes of the warp together (the
  * emulation aborts otherwise); addresses are 16-byte aligned (ldmatrix rows,
@@ -58,6 +76,66 @@ static __device__ __forceinline__ void gptx_copy16(void *dst, const void *src) {
 #endif
 }
 
+/* Four 32-bit words from 16-byte aligned shared memory (one 16-byte load). */
+static __device__ __forceinline__ void gptx_lds128(uint32_t r[4], const void *p) {
+#ifdef GPTX_CUDA_EMU
+    if ((uintptr_t)p % 16) {
+        fprintf(stderr, "cuda emu: 16-byte shared load at %p is not 16-byte aligned\n", p);
+        abort();
+    }
+    memcpy(r, p, 16);
+#else
+    uint4 v = *(const uint4 *)p;
+    r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
+#endif
+}
+
+/* fp32 to tf32 (cvt.rna.tf32.f32): the nearest value with 10 fraction bits,
+ * ties away from zero, as an fp32 bit pattern whose low 13 bits are zero. */
+static __device__ __forceinline__ uint32_t gptx_tf32_bits(float x) {
+#ifdef GPTX_CUDA_EMU
+    return gptx_emu::tf32_rna(x);
+#else
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+#endif
+}
+
+/* Two k8 steps of tf32 operands from 16-byte loads of rows (pre-rounded tf32
+ * bits, columns 4q..4q+3 of a 16-column block at lo and hi; see the top):
+ * A from rows g (lo) and g+8 (hi), a[s] for step s; B from row g (col n = g)
+ * alone, b[s] for step s. */
+static __device__ __forceinline__ void gptx_tf32_rows_a(uint32_t a[2][4], const void *lo,
+                                                        const void *hi) {
+    uint32_t x[4], y[4];
+    gptx_lds128(x, lo);
+    gptx_lds128(y, hi);
+    for (int s = 0; s < 2; s++) {
+        a[s][0] = x[2 * s];
+        a[s][1] = y[2 * s];
+        a[s][2] = x[2 * s + 1];
+        a[s][3] = y[2 * s + 1];
+    }
+}
+static __device__ __forceinline__ void gptx_tf32_rows_b(uint32_t b[2][2], const void *row) {
+    uint32_t x[4];
+    gptx_lds128(x, row);
+    for (int s = 0; s < 2; s++) {
+        b[s][0] = x[2 * s];
+        b[s][1] = x[2 * s + 1];
+    }
+}
+
+/* The C fragment (16x8 fp32) of one tile as the A fragment of a k8 step
+ * whose k = q is column 2q and k = q + 4 column 2q + 1, rounded to tf32. */
+static __device__ __forceinline__ void gptx_mma_c_to_a_tf32(uint32_t a[4], const float c[4]) {
+    a[0] = gptx_tf32_bits(c[0]);
+    a[1] = gptx_tf32_bits(c[2]);
+    a[2] = gptx_tf32_bits(c[1]);
+    a[3] = gptx_tf32_bits(c[3]);
+}
+
 /* The A fragment (16x16) of the C fragments lo (columns 0-7) and hi
  * (columns 8-15), rounded to bf16. */
 static __device__ __forceinline__ void gptx_mma_c_to_a(uint32_t a[4], const float lo[4],
@@ -74,6 +152,10 @@ static __device__ __forceinline__ void gptx_mma_c_to_a(uint32_t a[4], const floa
 static __device__ __forceinline__ void gptx_mma_bf16_16816(float d[4], const uint32_t a[4],
                                                            const uint32_t b[2], const float c[4]) {
     gptx_emu::mma_bf16_16816(d, a, b, c);
+}
+static __device__ __forceinline__ void gptx_mma_tf32_1688(float d[4], const uint32_t a[4],
+                                                          const uint32_t b[2], const float c[4]) {
+    gptx_emu::mma_tf32_1688(d, a, b, c);
 }
 static __device__ __forceinline__ void gptx_ldmatrix_x4(uint32_t r[4], const void *row) {
     gptx_emu::ldmatrix(r, 4, 0, row);
@@ -100,6 +182,14 @@ template <int N> static __device__ __forceinline__ void gptx_cp_async_wait(void)
 static __device__ __forceinline__ void gptx_mma_bf16_16816(float d[4], const uint32_t a[4],
                                                            const uint32_t b[2], const float c[4]) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+                   "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+static __device__ __forceinline__ void gptx_mma_tf32_1688(float d[4], const uint32_t a[4],
+                                                          const uint32_t b[2], const float c[4]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
                  "{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
                  : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),

@@ -125,19 +125,26 @@ GPTX_CUDA_FN int gptx_cuda_matmul_backward(gptx_backend *be, float *dinp, float 
                                            const float *dout, const float *inp, const float *w,
                                            int N, int C, int OC);
 
-/* cuda_attention.cu: causal flash attention; tensor_cores = 1 takes the
- * tensor-core kernels (cuda_flash.cu) where they apply, 0 always the
- * CUDA-core ones (the GPTX_ATTENTION_FLASH_SIMT variant) */
+/* cuda_attention.cu: causal flash attention. flash: GPTX_CUDA_FLASH_SIMT
+ * always the CUDA-core kernels (the GPTX_ATTENTION_FLASH_SIMT variant);
+ * otherwise the tensor-core kernels (cuda_flash.cu) where they apply, in
+ * the backend's tile configuration (GPTX_CUDA_FLASH_DEFAULT) or in
+ * configuration 1..GPTX_CUDA_FLASH_VARIANTS (GPTX_VARIANT_ATTENTION_TILES) */
+#define GPTX_CUDA_FLASH_SIMT 0
+#define GPTX_CUDA_FLASH_DEFAULT (-1)
+#define GPTX_CUDA_FLASH_VARIANTS 5
 GPTX_CUDA_FN int gptx_cuda_attention_forward(gptx_backend *be, float *out, float *lse,
                                              const float *qkv, int B, int T, int C, int NH,
-                                             int tensor_cores);
+                                             int flash);
 GPTX_CUDA_FN int gptx_cuda_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
                                               const float *qkv, const float *out, const float *lse,
-                                              int B, int T, int C, int NH, int tensor_cores);
+                                              int B, int T, int C, int NH, int flash);
 GPTX_CUDA_FN int gptx_cuda_attention_kv_forward(gptx_backend *be, float *out, float *lse,
                                                 const float *qkv, float *kcache, float *vcache,
                                                 int n, int pos0, int cap, int C, int NH,
-                                                int tensor_cores);
+                                                int flash);
+/* cuda_flash.cu: the name of tile configuration 1..GPTX_CUDA_FLASH_VARIANTS, else NULL */
+GPTX_CUDA_FN const char *gptx_cuda_flash_variant_name(int variant);
 
 /* cuda_table.c (the emulation renames it: tests/gpu/emu/cuda_emu.h) */
 const gptx_backend_ops *gptx_cuda_backend_ops(void);

@@ -1,7 +1,8 @@
 /* The CUDA backend's table, and its kernel variants: the separate-QKV
  * projection (backends/common/variant_ops.c over this backend's products)
- * and AdamW per tensor are offered, and attention on CUDA cores only
- * (GPTX_ATTENTION_FLASH_SIMT); naive attention and the step-by-step
+ * and AdamW per tensor are offered, attention on CUDA cores only
+ * (GPTX_ATTENTION_FLASH_SIMT) and the tensor-core attention's tile
+ * configurations (GPTX_VARIANT_ATTENTION_TILES); naive attention and the step-by-step
  * LayerNorm/GELU are not (GPTX_ERR_UNSUPPORTED when a context asks for
  * them). Entries are in declaration order (this file is also compiled as
  * C++20 by the CPU-emulation tests). */
@@ -10,51 +11,80 @@
 #include "variant_ops.h"
 
 /* Flash attention keeps nothing beyond lse and needs no workspace. The
- * default takes the tensor-core kernels where they apply (bf16, head size 64
- * or 128); the GPTX_ATTENTION_FLASH_SIMT variant keeps the CUDA-core ones. */
-static int cuda_attention_forward(gptx_backend *be, float *out, float *lse, void *state,
-                                  void *work, const float *qkv, int B, int T, int C, int NH) {
-    (void)state;
-    (void)work;
-    return gptx_cuda_attention_forward(be, out, lse, qkv, B, T, C, NH, 1);
+ * default takes the tensor-core kernels where they apply (bf16 or tf32, head
+ * size 64 or 128) in the backend's tile configuration; the
+ * GPTX_ATTENTION_FLASH_SIMT variant keeps the CUDA-core ones, and
+ * GPTX_VARIANT_ATTENTION_TILES picks configuration N (the _tN entries). */
+#define ATTENTION_OPS(suffix, flash)                                                               \
+    static int cuda_attention_forward##suffix(gptx_backend *be, float *out, float *lse,           \
+                                              void *state, void *work, const float *qkv, int B,    \
+                                              int T, int C, int NH) {                              \
+        (void)state;                                                                               \
+        (void)work;                                                                                \
+        return gptx_cuda_attention_forward(be, out, lse, qkv, B, T, C, NH, flash);                 \
+    }                                                                                              \
+    static int cuda_attention_backward##suffix(                                                    \
+        gptx_backend *be, float *dqkv, const float *dout, const float *qkv, const float *out,      \
+        const float *lse, const void *state, void *work, int B, int T, int C, int NH) {            \
+        (void)state;                                                                               \
+        (void)work;                                                                                \
+        return gptx_cuda_attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH, flash);    \
+    }                                                                                              \
+    static int cuda_attention_kv_forward##suffix(gptx_backend *be, float *out, float *lse,        \
+                                                 const float *qkv, float *kcache, float *vcache,   \
+                                                 int n, int pos0, int cap, int C, int NH) {        \
+        return gptx_cuda_attention_kv_forward(be, out, lse, qkv, kcache, vcache, n, pos0, cap, C,  \
+                                              NH, flash);                                          \
+    }
+ATTENTION_OPS(, GPTX_CUDA_FLASH_DEFAULT)
+ATTENTION_OPS(_simt, GPTX_CUDA_FLASH_SIMT)
+ATTENTION_OPS(_t1, 1)
+ATTENTION_OPS(_t2, 2)
+ATTENTION_OPS(_t3, 3)
+ATTENTION_OPS(_t4, 4)
+ATTENTION_OPS(_t5, 5)
+#undef ATTENTION_OPS
+
+/* The three attention entries of one variant. */
+typedef struct attention_entries {
+    int (*forward)(gptx_backend *, float *, float *, void *, void *, const float *, int, int, int,
+                   int);
+    int (*backward)(gptx_backend *, float *, const float *, const float *, const float *,
+                    const float *, const void *, void *, int, int, int, int);
+    int (*kv_forward)(gptx_backend *, float *, float *, const float *, float *, float *, int, int,
+                      int, int, int);
+} attention_entries;
+static const attention_entries tile_entries[GPTX_CUDA_FLASH_VARIANTS] = {
+    {cuda_attention_forward_t1, cuda_attention_backward_t1, cuda_attention_kv_forward_t1},
+    {cuda_attention_forward_t2, cuda_attention_backward_t2, cuda_attention_kv_forward_t2},
+    {cuda_attention_forward_t3, cuda_attention_backward_t3, cuda_attention_kv_forward_t3},
+    {cuda_attention_forward_t4, cuda_attention_backward_t4, cuda_attention_kv_forward_t4},
+    {cuda_attention_forward_t5, cuda_attention_backward_t5, cuda_attention_kv_forward_t5}};
+
+static void set_attention(gptx_backend_ops *ops, const attention_entries *e) {
+    ops->attention_forward = e->forward;
+    ops->attention_backward = e->backward;
+    ops->attention_kv_forward = e->kv_forward;
 }
 
-static int cuda_attention_backward(gptx_backend *be, float *dqkv, const float *dout,
-                                   const float *qkv, const float *out, const float *lse,
-                                   const void *state, void *work, int B, int T, int C, int NH) {
-    (void)state;
-    (void)work;
-    return gptx_cuda_attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH, 1);
-}
-
-static int cuda_attention_kv_forward(gptx_backend *be, float *out, float *lse, const float *qkv,
-                                     float *kcache, float *vcache, int n, int pos0, int cap, int C,
-                                     int NH) {
-    return gptx_cuda_attention_kv_forward(be, out, lse, qkv, kcache, vcache, n, pos0, cap, C, NH,
-                                          1);
-}
-
-static int cuda_attention_forward_simt(gptx_backend *be, float *out, float *lse, void *state,
-                                       void *work, const float *qkv, int B, int T, int C, int NH) {
-    (void)state;
-    (void)work;
-    return gptx_cuda_attention_forward(be, out, lse, qkv, B, T, C, NH, 0);
-}
-
-static int cuda_attention_backward_simt(gptx_backend *be, float *dqkv, const float *dout,
-                                        const float *qkv, const float *out, const float *lse,
-                                        const void *state, void *work, int B, int T, int C,
-                                        int NH) {
-    (void)state;
-    (void)work;
-    return gptx_cuda_attention_backward(be, dqkv, dout, qkv, out, lse, B, T, C, NH, 0);
-}
-
-static int cuda_attention_kv_forward_simt(gptx_backend *be, float *out, float *lse,
-                                          const float *qkv, float *kcache, float *vcache, int n,
-                                          int pos0, int cap, int C, int NH) {
-    return gptx_cuda_attention_kv_forward(be, out, lse, qkv, kcache, vcache, n, pos0, cap, C, NH,
-                                          0);
+/* The attention entries of variants v. */
+static int attention_variant(const gptx_kernel_variants *v, gptx_backend_ops *ops) {
+    static const attention_entries simt = {cuda_attention_forward_simt,
+                                           cuda_attention_backward_simt,
+                                           cuda_attention_kv_forward_simt};
+    if (v->attention_tiles < 0 || v->attention_tiles > GPTX_CUDA_FLASH_VARIANTS)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "attention tile configuration %d; the cuda backend has 1..%d (0: its "
+                         "default)",
+                         v->attention_tiles, GPTX_CUDA_FLASH_VARIANTS);
+    if (v->attention == GPTX_ATTENTION_FLASH_SIMT && v->attention_tiles)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "attention tile configuration %d is of the tensor-core kernels, which "
+                         "GPTX_ATTENTION_FLASH_SIMT leaves out",
+                         v->attention_tiles);
+    if (v->attention == GPTX_ATTENTION_FLASH_SIMT) set_attention(ops, &simt);
+    if (v->attention_tiles) set_attention(ops, &tile_entries[v->attention_tiles - 1]);
+    return GPTX_OK;
 }
 
 /* The QKV projection: one (3C, C) product. */
@@ -111,11 +141,7 @@ static int cuda_instance_ops(const gptx_backend *be, const gptx_kernel_variants 
                          "the cuda backend offers neither naive attention nor the step-by-step "
                          "LayerNorm/GELU variants (attention %d, fused_norm_gelu %d)",
                          v->attention, v->fused_norm_gelu);
-    if (v->attention == GPTX_ATTENTION_FLASH_SIMT) {
-        ops->attention_forward = cuda_attention_forward_simt;
-        ops->attention_backward = cuda_attention_backward_simt;
-        ops->attention_kv_forward = cuda_attention_kv_forward_simt;
-    }
+    GPTX_TRY(attention_variant(v, ops));
     if (!v->fused_qkv) {
         gptx_backend_storage st = {4, 0, 4, 0};
         gptx_cuda_storage(be, &st);
@@ -218,6 +244,7 @@ static const gptx_backend_ops cuda_table = {
     .grad_fusion = NULL,
     .grad_sumsq = NULL,
     .grad_overwrite = NULL,
+    .max_threads = NULL, /* its host threads: no bound of OpenBLAS's */
     /* no rank-invariant gradient sums yet: a rank_invariant context is
      * refused here (docs/distributed.md, "Rank-invariant training") */
     .exact_fold = NULL,

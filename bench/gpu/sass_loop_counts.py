@@ -14,6 +14,7 @@ cuobjdump is not in the CUDA toolkit installed here; Triton's wheel carries
 one (pip download triton --no-deps; triton/backends/nvidia/bin/cuobjdump).
 """
 import re
+import subprocess
 import sys
 from collections import Counter
 
@@ -61,6 +62,17 @@ def main_loop(body):
     return best
 
 
+def pretty(name):
+    """The demangled name without its parameter list (c++filt when present):
+    k_flash_forward<bf16, 64, 4, 1, 0>."""
+    try:
+        out = subprocess.run(["c++filt", name], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return name
+    out = re.sub(r"\(.*\)$", "", out or name)
+    return out.replace("__nv_bfloat16", "bf16").replace("void ", "")
+
+
 def classify(op):
     for cls, pat in CLASSES:
         if pat.match(op):
@@ -72,7 +84,7 @@ def main():
     text = open(sys.argv[1]).read()
     want = sys.argv[2] if len(sys.argv) > 2 else "flash"
     order = [c for c, _ in CLASSES] + ["other"]
-    print("%-44s %6s " % ("kernel (main loop, static count)", "total") +
+    print("%-48s %6s " % ("kernel (main loop, static count)", "total") +
           " ".join("%8s" % c for c in order))
     for name, body in functions(text):
         if want not in name:
@@ -81,7 +93,8 @@ def main():
         if not loop:
             continue
         c = Counter(classify(op) for addr, op, _ in body if loop[0] <= addr <= loop[1])
-        print("%-44s %6d " % (name[:44], sum(c.values())) + " ".join("%8d" % c[k] for k in order))
+        print("%-48s %6d " % (pretty(name)[:48], sum(c.values())) +
+              " ".join("%8d" % c[k] for k in order))
 
 
 if __name__ == "__main__":

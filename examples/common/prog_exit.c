@@ -1,6 +1,6 @@
 /* Compiled into every program (gptx_program in cmake/GptxPrograms.cmake):
  * a program's exit ends the process without running the shared libraries'
- * destructors.
+ * destructors, and a file size limit is an error, not a death.
  *
  * Why: a pthread build of OpenBLAS starts a worker thread per core when it
  * is loaded, before main (gptx never uses them: it runs OpenBLAS
@@ -14,9 +14,17 @@
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* on_exit */
 #endif
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+/* A write past a file size limit (ulimit -f, RLIMIT_FSIZE) raises SIGXFSZ,
+ * whose default action kills the process (exit 153) with no message, in the
+ * middle of a save: the temp file stays. Ignored, the write fails with
+ * EFBIG instead, and the library's error path names the file, removes its
+ * temp file and leaves the old one whole (issue 34, item 7). */
+__attribute__((constructor)) static void prog_fsize_is_an_error(void) { signal(SIGXFSZ, SIG_IGN); }
 
 /* The sanitizers check for leaks in a handler of their own, registered
  * before this one (which would skip it); and they need far more address

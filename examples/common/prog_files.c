@@ -14,32 +14,57 @@
 #include "gptx/gptx.h"
 #include "prog_error.h"
 
-/* The file at path for reading, or NULL after a message. O_NONBLOCK: a
- * FIFO at the path is refused below instead of waiting for a writer. */
-static FILE *open_regular(const char *prog, const char *what, const char *path, size_t max) {
+const char *prog_file_kind(mode_t mode) {
+    return S_ISREG(mode) ? "a regular file" : S_ISDIR(mode) ? "a folder"
+           : S_ISFIFO(mode) ? "a FIFO (named pipe)" : S_ISLNK(mode) ? "a symbolic link"
+           : S_ISSOCK(mode) ? "a socket" : "a device";
+}
+
+int prog_open_regular(const char *path, size_t max, const char **why) {
+    /* O_NONBLOCK: a FIFO at the path is refused below instead of waiting
+     * for a writer; then reads block as usual */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
+    static _Thread_local char text[96];
+    *why = NULL;
+    if (fd < 0) *why = strerror(errno);
+    else if (fstat(fd, &st) != 0) *why = strerror(errno);
+    else if (!S_ISREG(st.st_mode)) {
+        snprintf(text, sizeof text, "%s, not a regular file", prog_file_kind(st.st_mode));
+        *why = text;
+    } else if ((uint64_t)st.st_size > max) {
+        snprintf(text, sizeof text, "it is %lld bytes, over the limit of %zu",
+                 (long long)st.st_size, max);
+        *why = text;
+    } else if (fcntl(fd, F_SETFL, 0) != 0) *why = strerror(errno);
+    if (*why && fd >= 0) close(fd);
+    return *why ? -1 : fd;
+}
+
+int prog_replace_link(const char *prog, const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || unlink(path) == 0 || errno == ENOENT)
+        return 0;
+    fprintf(stderr, "%s: cannot replace the link %s by the program's own file: %s\n", prog, path,
+            strerror(errno));
+    return -1;
+}
+
+/* The file at path for reading, or NULL after a message. */
+static FILE *open_regular(const char *prog, const char *what, const char *path, size_t max) {
     const char *why = NULL;
-    if (fd < 0) why = strerror(errno);
-    else if (fstat(fd, &st) != 0) why = strerror(errno);
-    else if (!S_ISREG(st.st_mode)) why = "not a regular file";
-    if (why) {
+    int fd = prog_open_regular(path, max, &why);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) why = strerror(errno);
+    if (!f) {
         fprintf(stderr, "%s: cannot read %s %s: %s\n", prog, what, path, why);
         if (fd >= 0) close(fd);
-        return NULL;
-    }
-    if ((uint64_t)st.st_size > max) {
-        fprintf(stderr, "%s: cannot read %s %s: it is %lld bytes, over the limit of %zu\n", prog,
-                what, path, (long long)st.st_size, max);
-        close(fd);
-        return NULL;
-    }
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        fprintf(stderr, "%s: cannot read %s %s: %s\n", prog, what, path, strerror(errno));
-        close(fd);
     }
     return f;
+}
+
+FILE *prog_open_read(const char *prog, const char *what, const char *path) {
+    return open_regular(prog, what, path, SIZE_MAX - 1);
 }
 
 char *prog_read_file(const char *prog, const char *what, const char *path, size_t *len) {
@@ -110,10 +135,14 @@ int prog_out_save(prog_out *o, const char *prog, const char *what, const char *p
 
 FILE *prog_open_rows(const char *prog, const char *what, const char *path, int truncate) {
     /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of waiting */
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0666);
+    /* O_NOFOLLOW: rows go to the file at path, never through a link */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0666);
     struct stat st;
     const char *why = NULL;
-    if (fd < 0) why = errno == ENXIO ? "a FIFO (named pipe), not a regular file" : strerror(errno);
+    if (fd < 0)
+        why = errno == ENXIO   ? "a FIFO (named pipe), not a regular file"
+              : errno == ELOOP ? "a symbolic link, not a regular file"
+                               : strerror(errno);
     else if (fstat(fd, &st) != 0) why = strerror(errno);
     else if (!S_ISREG(st.st_mode)) why = "not a regular file";
     else if (truncate && ftruncate(fd, 0) != 0) why = strerror(errno);

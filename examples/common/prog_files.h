@@ -4,6 +4,26 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
+
+/* Every file a program reads is opened here first (docs/reliability.md,
+ * "Path rules"): path for reading, only when it is a regular file (or a link
+ * to one) of at most max bytes; a FIFO is refused at once, never waited on.
+ * The descriptor (blocking), or -1 with *why saying what is there ("a FIFO
+ * (named pipe), not a regular file", "it is N bytes, over the limit of M",
+ * strerror). */
+int prog_open_regular(const char *path, size_t max, const char **why);
+/* The same as a stream, or NULL after "<prog>: cannot read <what> <path>:
+ * <why>" on stderr. */
+FILE *prog_open_read(const char *prog, const char *what, const char *path);
+/* Before a program writes path in a folder it manages (gptx-train's run
+ * folder, gptx-tokenize's shards): a symbolic link there is removed, so the
+ * write makes the program's own file and never goes through the link into
+ * another folder (docs/reliability.md, path rule 4). 0, or -1 after
+ * "<prog>: cannot replace the link <path> ...". */
+int prog_replace_link(const char *prog, const char *path);
+/* "a folder", "a FIFO (named pipe)", "a symbolic link", "a device", ... */
+const char *prog_file_kind(mode_t mode);
 
 /* The bytes of a regular file, or of standard input when path is "-",
  * NUL-terminated (not counted in *len). NULL after printing
@@ -31,6 +51,7 @@ int prog_out_open(prog_out *o, const char *prog, const char *path);
 int prog_out_save(prog_out *o, const char *prog, const char *what, const char *path);
 /* path opened for appending rows (created when absent; emptied first when
  * truncate), only when it is a regular file or absent: a FIFO is refused,
- * not waited on, and a device or folder refused. NULL after a message. */
+ * not waited on, and a device, folder or symbolic link refused. NULL after
+ * a message. */
 FILE *prog_open_rows(const char *prog, const char *what, const char *path, int truncate);
 #endif

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "prog_files.h"
 
 typedef struct {
     prog_inputs *in;
@@ -163,6 +166,49 @@ int prog_inputs_expand(const char *prog, const char *flag, const char *list, pro
     }
     out->n = m;
     free(e);
+    return 0;
+}
+
+/* What a file's first bytes say it is when it is one of the formats the
+ * programs write or read besides text, or NULL (text: any other bytes). */
+static const char *binary_kind(const unsigned char *b, size_t n) {
+    static const char record[] = "gptx-tokenize shards 1\n";
+    if (n >= sizeof record - 1 && !memcmp(b, record, sizeof record - 1))
+        return "a gptx-tokenize manifest or progress record";
+    if (n < 4) return NULL;
+    uint32_t magic = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                     (uint32_t)b[3] << 24;
+    if (magic == 20240520u) return "an llm.c token shard (magic 20240520)";
+    if (magic == 20240326u) return "an llm.c model file (magic 20240326)";
+    if (magic == 20240327u) return "an llm.c state file (magic 20240327)";
+    if (magic == 20240328u) return "an llm.c tokenizer file (magic 20240328)";
+    uint64_t header = 0; /* safetensors: the header's length (LE), then its JSON */
+    for (int i = 7; n >= 9 && i >= 0; i--) header = header << 8 | b[i];
+    if (n >= 9 && header >= 2 && header < ((uint64_t)1 << 30) && b[8] == '{')
+        return "a safetensors file (a model or checkpoint)";
+    return NULL;
+}
+
+int prog_inputs_check_text(const char *prog, const char *flag, const prog_inputs *in) {
+    for (size_t i = 0; i < in->n; i++) {
+        if (!strcmp(in->paths[i], "-")) continue; /* standard input: read as it comes */
+        const char *why = NULL;
+        int fd = prog_open_regular(in->paths[i], SIZE_MAX - 1, &why);
+        if (fd < 0) {
+            fprintf(stderr, "%s: %s %s: %s\n", prog, flag, in->paths[i], why);
+            return -1;
+        }
+        unsigned char head[32];
+        ssize_t n = read(fd, head, sizeof head);
+        close(fd);
+        const char *kind = n > 0 ? binary_kind(head, (size_t)n) : NULL;
+        if (!kind) continue;
+        fprintf(stderr, "%s: %s %s is %s, not text: a program's output is not read back as "
+                        "text (token shards are read by gptx-train --train-shards and gptx-eval "
+                        "--tokens); keep the outputs in another folder than the texts, or "
+                        "list the texts\n", prog, flag, in->paths[i], kind);
+        return -1;
+    }
     return 0;
 }
 

@@ -34,6 +34,16 @@ int prog_inputs_expand(const char *prog, const char *flag, const char *list, pro
 
 void prog_inputs_free(prog_inputs *in);
 
+/* Texts (gptx-train --text, gptx-tokenize --input, gptx-eval --text): every
+ * file must be text, which is any bytes but the formats the programs write
+ * or read otherwise: llm.c token shards, model, state and tokenizer files,
+ * safetensors files, gptx-tokenize's manifest and progress records, known
+ * by their first bytes (a folder of shards given as --text would otherwise
+ * be trained on as bytes: issue 34, item 4). Each file is opened as
+ * prog_open_regular does (a FIFO is not waited on). 0, or -1 after
+ * "<prog>: <flag> <path> is <what>, not text ...". */
+int prog_inputs_check_text(const char *prog, const char *flag, const prog_inputs *in);
+
 /* --doc-separator STR (gptx-train, gptx-tokenize): the bytes STR stands for,
  * with the escapes \n (newline), \t (tab), \r, \\ (one backslash) and
  * \xHH (the byte HH); any other backslash is refused, and so is an empty

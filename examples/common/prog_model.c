@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "prog_model.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "gptx/gptx.h"
+#include "prog_files.h"
 #include "train_options.h"
+#include "train_outdir.h"
 
 static const char PREFIX[] = "checkpoint-", SUFFIX[] = ".safetensors";
 
@@ -52,6 +54,7 @@ int ckpt_write_latest(const char *dir, int64_t step) {
     ckpt_name(name, sizeof name, step);
     strcat(name, "\n");
     snprintf(path, sizeof path, "%s/%s", dir, CKPT_LATEST);
+    if (outdir_unlink_link(path) != 0) return -1; /* never written through a link */
     int rc = gptx_file_save(path, name, strlen(name));
     if (rc != GPTX_OK) {
         fprintf(stderr, "gptx-train: cannot write %s: %s (%s)\n", path, gptx_last_error(),
@@ -137,39 +140,80 @@ static int add(ckpt_candidates *c, const char *dir, const char *name) {
     return 0;
 }
 
-/* The name `latest` holds ("" when there is none or it is not a numbered
- * checkpoint's name). */
-static void read_latest(const char *dir, char *out, size_t cap, int64_t *step) {
-    char path[4200];
+/* The checkpoint name `latest` holds, or "" with *why saying why it cannot
+ * be used ("" too when there is no `latest`). Read only when it is a
+ * regular file of this folder: a link (to another run's checkpoint), a FIFO
+ * (never waited on), a folder or a device is unusable, as is anything but
+ * one line naming a numbered checkpoint of the folder (issue 34, items 2, 5
+ * and 9). */
+static void read_latest(const char *dir, char *out, size_t cap, int64_t *step, char *why,
+                        size_t why_cap) {
+    char path[4200], line[CKPT_NAME_MAX + 8] = "";
     snprintf(path, sizeof path, "%s/%s", dir, CKPT_LATEST);
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    if (!fgets(out, (int)cap, f)) out[0] = '\0';
-    fclose(f);
-    out[strcspn(out, "\r\n")] = '\0';
-    if (!ckpt_parse_name(out, step)) out[0] = '\0';
+    out[0] = why[0] = '\0';
+    struct stat st;
+    if (lstat(path, &st) != 0) return; /* none: every numbered one is a candidate */
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, why_cap, "it is %s, not a regular file of the folder",
+                 prog_file_kind(st.st_mode));
+        return;
+    }
+    const char *err = NULL;
+    int fd = prog_open_regular(path, CKPT_NAME_MAX + 1, &err);
+    ssize_t n = fd >= 0 ? read(fd, line, sizeof line - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (fd < 0 || n < 0) {
+        snprintf(why, why_cap, "%s", fd < 0 ? err : strerror(errno));
+        return;
+    }
+    line[n] = '\0';
+    size_t len = strcspn(line, "\r\n");
+    int one_line = line[len] == '\0' || !line[len + strspn(line + len, "\r\n")];
+    line[len] = '\0';
+    if (len == 0) {
+        snprintf(why, why_cap, "it is empty");
+    } else if (!one_line || !ckpt_parse_name(line, step) || (size_t)n >= sizeof line - 1) {
+        for (char *c = line; *c; c++) /* shown as text: random bytes become '?' */
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
+        snprintf(why, why_cap, "it holds \"%.60s%s\", not the name of a checkpoint-N.safetensors "
+                 "of the folder", line, strlen(line) > 60 ? "..." : "");
+    } else {
+        snprintf(out, cap, "%s", line);
+    }
+}
+
+/* Whether dir/name is a file of the folder (not a link into another one, a
+ * folder, FIFO or device). */
+static int own_file(const char *dir, const char *name) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 int ckpt_candidates_list(const char *dir, ckpt_candidates *c) {
     memset(c, 0, sizeof *c);
     char latest[CKPT_NAME_MAX + 8];
     int64_t top = INT64_MAX;
-    read_latest(dir, latest, sizeof latest, &top);
+    read_latest(dir, latest, sizeof latest, &top, c->latest_why, sizeof c->latest_why);
     int n, fail = 0;
     numbered *list = list_numbered(dir, &n);
     if (n < 0) return -1;
-    if (latest[0]) {
+    char named[4300];
+    struct stat st;
+    snprintf(named, sizeof named, "%s/%s", dir, latest);
+    if (latest[0] && lstat(named, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(c->latest_why, sizeof c->latest_why, "it names %s, which is %s, not a file of "
+                 "the folder", latest, prog_file_kind(st.st_mode));
+        top = INT64_MAX;
+    } else if (latest[0]) {
         fail |= add(c, dir, latest); /* even when missing: the message names it */
         c->from_latest = 1;
     }
     for (int i = n - 1; i >= 0 && !fail; i--)
-        if (list[i].step < top)
+        if (list[i].step < top && own_file(dir, list[i].name))
             fail |= add(c, dir, list[i].name);
-    char old[4200];
-    snprintf(old, sizeof old, "%s/%s", dir, CKPT_OLD_NAME);
-    struct stat st;
-    if (!fail && stat(old, &st) == 0) fail |= add(c, dir, CKPT_OLD_NAME);
+    if (!fail && own_file(dir, CKPT_OLD_NAME)) fail |= add(c, dir, CKPT_OLD_NAME);
     free(list);
     if (fail) {
         fprintf(stderr, "gptx-train: out of memory listing the checkpoints of %s\n", dir);

@@ -40,14 +40,18 @@ int ckpt_write_latest(const char *dir, int64_t step);
 int ckpt_retain(const char *dir, const char *run_id, int64_t step, int keep);
 
 /* --resume DIR: the checkpoints to try, best first: the one `latest` names,
- * then the numbered ones below it, newest first; without `latest` every
- * numbered one, newest first; then the old layout's checkpoint.safetensors.
+ * then the numbered ones below it, newest first; without a usable `latest`
+ * every numbered one, newest first; then the old layout's
+ * checkpoint.safetensors. Only regular files of the folder count (a link to
+ * another run's checkpoint is not this run's); latest_why says why a
+ * `latest` that is there cannot be used (read without waiting on a FIFO).
  * paths are malloc'ed "DIR/name". 0 (n may be 0), or -1 when out of
  * memory or the folder cannot be read (after a message). */
 typedef struct ckpt_candidates {
     char **paths;
     int n;
     int from_latest; /* paths[0] is the one latest names */
+    char latest_why[200]; /* not "": `latest` is there but cannot be used, and why */
 } ckpt_candidates;
 int ckpt_candidates_list(const char *dir, ckpt_candidates *c);
 void ckpt_candidates_free(ckpt_candidates *c);

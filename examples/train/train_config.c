@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "prog_flags.h"
+#include "prog_threads.h"
 #include "train_outdir.h"
 #include "train_run.h"
 
@@ -57,13 +59,46 @@ static int resolve_resume(train_run *run) {
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) return 0;
-    if (ckpt_candidates_list(arg, &run->resume_list) != 0) return -1;
-    if (run->resume_list.n == 0) {
+    ckpt_candidates *c = &run->resume_list;
+    if (ckpt_candidates_list(arg, c) != 0) return -1;
+    const char *sep = arg[0] && arg[strlen(arg) - 1] == '/' ? "" : "/";
+    if (c->n == 0) {
         fprintf(stderr, "gptx-train: --resume %s: the folder holds no checkpoint (no `latest`, "
-                        "checkpoint-N.safetensors or checkpoint.safetensors)\n", arg);
+                        "checkpoint-N.safetensors or checkpoint.safetensors)%s%s%s%s%s\n", arg,
+                c->latest_why[0] ? "; its " : "", c->latest_why[0] ? arg : "",
+                c->latest_why[0] ? sep : "", c->latest_why[0] ? "latest cannot be used: " : "",
+                c->latest_why);
         return -1;
     }
-    run->o.resume = run->resume_list.paths[0];
+    if (c->latest_why[0]) /* the promise: a checkpoint not used is named, with the one used */
+        fprintf(stderr, "gptx-train: --resume %s: %s%slatest cannot be used (%s); resuming from "
+                        "the newest checkpoint of the folder, %s\n", arg, arg, sep,
+                c->latest_why, c->paths[0]);
+    run->o.resume = c->paths[0];
+    return 0;
+}
+
+/* --resume without --out-dir: the run continues in the folder it resumes
+ * from, wherever that is now (the folder given, or the one that holds the
+ * checkpoint file given), never in the --out-dir its record names: that
+ * path was relative to another working folder, or names the folder this one
+ * was copied or moved from, whose files are another copy's (issue 34,
+ * item 1). 0, or -1 when out of memory. */
+static int resume_out_dir(train_run *run) {
+    if (train_options_given(&run->o, "--out-dir")) return 0; /* the user's choice */
+    const char *arg = run->resume_arg;
+    const char *slash = strrchr(arg, '/');
+    if (run->resume_list.paths) /* a folder: itself */
+        run->resume_folder = strdup(arg);
+    else if (!slash) /* a file in the working folder */
+        run->resume_folder = strdup(".");
+    else /* "/ckpt" is in "/" */
+        run->resume_folder = strndup(arg, slash == arg ? 1 : (size_t)(slash - arg));
+    if (!run->resume_folder) {
+        fprintf(stderr, "gptx-train: out of memory\n");
+        return -1;
+    }
+    run->o.out_dir = run->resume_folder;
     return 0;
 }
 
@@ -144,7 +179,8 @@ static int resume_config(train_run *run) {
     const train_options cli = *o;
     if (train_options_resume(o, &cli, run->saved_flags, cli.resume) != 0) return -1;
     run->status = 1;
-    return recorded_paths_exist(o, &cli, run->resume_arg);
+    if (recorded_paths_exist(o, &cli, run->resume_arg) != 0) return -1;
+    return resume_out_dir(run);
 }
 
 /* --resume DIR fell back at load (a damaged tensor): the record of the
@@ -180,6 +216,13 @@ int run_parse(train_run *run, int argc, char **argv) {
         return -1;
     }
     if (run->o.resume && resume_config(run) != 0) return -1;
+    if (prog_threads_check("gptx-train", run->o.threads) != 0) return -1;
+    if (run->o.save_best && run->o.train_shards && !run->o.val_shards) {
+        /* it would write nothing, silently: no validation, no best */
+        prog_usage_error("gptx-train", "--save-best", "1", "needs a validation loss: with "
+                         "--train-shards, give --val-shards");
+        return -1;
+    }
     gptx_comm_launch_info_init(&run->launch);
     if (gptx_comm_detect_launch(&run->launch) != GPTX_OK) {
         fprintf(stderr, "gptx-train: %s\n", gptx_last_error());

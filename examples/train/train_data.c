@@ -42,11 +42,8 @@ static int hash_files(char **paths, int n, uint64_t *out) {
     uint64_t h = HASH_START;
     static unsigned char buf[1 << 16];
     for (int i = 0; i < n; i++) {
-        FILE *f = fopen(paths[i], "rb");
-        if (!f) {
-            fprintf(stderr, "gptx-train: cannot open %s: %s\n", paths[i], strerror(errno));
-            return -1;
-        }
+        FILE *f = prog_open_read("gptx-train", "the shard", paths[i]);
+        if (!f) return -1;
         size_t got;
         while ((got = fread(buf, 1, sizeof buf, f)) > 0) h = hash_bytes(h, buf, got);
         int err = ferror(f);
@@ -158,6 +155,8 @@ static int open_shards(train_run *run, const gptx_dataloader_options *lo,
     run->data_name = o->train_shards;
     if (expand_paths("--train-shards", o->train_shards, &run->train_paths, &run->n_train_paths))
         return -1;
+    for (int i = 0; i < run->n_train_paths; i++)
+        if (run_note_input(run, "--train-shards", run->train_paths[i])) return -1;
     if (hash_files(run->train_paths, run->n_train_paths, &run->data_hash)) return -1;
     TRY(run, gptx_dataloader_create_from_files(&run->train, run->ctx,
                                                (const char *const *)run->train_paths,
@@ -165,6 +164,8 @@ static int open_shards(train_run *run, const gptx_dataloader_options *lo,
     if (!o->val_shards) return 0;
     if (expand_paths("--val-shards", o->val_shards, &run->val_paths, &run->n_val_paths))
         return -1;
+    for (int i = 0; i < run->n_val_paths; i++)
+        if (run_note_input(run, "--val-shards", run->val_paths[i])) return -1;
     uint64_t vh = 0;
     if (hash_files(run->val_paths, run->n_val_paths, &vh)) return -1;
     run->data_hash = hash_bytes(run->data_hash, &vh, sizeof vh);
@@ -270,6 +271,10 @@ static int open_text(train_run *run, const gptx_dataloader_options *lo,
         in = (prog_inputs){stdin_path, stdin_size, 1, 0};
     else if (prog_inputs_expand("gptx-train", "--text", o->text, &in))
         return -1;
+    if (prog_inputs_check_text("gptx-train", "--text", &in)) { /* not shards, models, records */
+        if (in.paths != stdin_path) prog_inputs_free(&in);
+        return -1;
+    }
     char *sep = NULL;
     size_t sep_len = 0;
     text_ids t = {0};
@@ -286,6 +291,7 @@ static int open_text(train_run *run, const gptx_dataloader_options *lo,
     for (size_t i = 0; i < in.n; i++) {
         size_t len = 0;
         /* a regular file, read to the end without error (not a folder or a device) */
+        if (run_note_input(run, "--text", in.paths[i])) goto done;
         char *text = prog_read_file("gptx-train", "--text", in.paths[i], &len);
         if (!text) goto done;
         int bad = add_file(run, &t, text, len, sep, sep_len);

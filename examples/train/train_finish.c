@@ -49,15 +49,20 @@ static int report_summary(train_run *run) {
     char base[64] = "";
     if (isfinite(run->unigram))
         snprintf(base, sizeof base, " (unigram baseline %.4f)", run->unigram);
-    train_report_line(&run->rep, "final: train loss%s %.4f, val loss%s %.4f%s\n",
-                      W > 1 ? " (global)" : "", (double)run->loss, W > 1 ? " (global)" : "",
-                      run->val_loss, base);
+    if (!run->val) /* not "val loss nan": there was nothing to validate on */
+        train_report_line(&run->rep, "final: train loss%s %.4f, no validation loss (no "
+                          "--val-shards)\n", W > 1 ? " (global)" : "", (double)run->loss);
+    else
+        train_report_line(&run->rep, "final: train loss%s %.4f, val loss%s %.4f%s\n",
+                          W > 1 ? " (global)" : "", (double)run->loss, W > 1 ? " (global)" : "",
+                          run->val_loss, base);
     return 0;
 }
 
 /* After the last step: a sample (not after Ctrl-C), the model, weights only
  * (gptx-generate reads it), always, and the loss curve. Sets the exit
- * status: 1 when the plot could not be written, 130 after Ctrl-C. */
+ * status: 1 when the plot could not be written, 130 after Ctrl-C, 143 after
+ * SIGTERM. */
 int run_finish(train_run *run) {
     const train_options *o = &run->o;
     if (o->sample_tokens > 0 && !run_interrupted())
@@ -65,16 +70,17 @@ int run_finish(train_run *run) {
     if (run_out_dir_held(run) != 0) return -1; /* the model and the plot go there */
     char model_path[4096];
     snprintf(model_path, sizeof model_path, "%s/model.safetensors", o->out_dir);
+    if (run_own_path(run, model_path) != 0) return -1;
     ON_RANK0(run, gptx_model_save(run->model, model_path), "writing the model");
     train_report_line(&run->rep, "model: %s (gptx-generate --model %s)\n", model_path,
                       model_path);
     char svg[4096];
     snprintf(svg, sizeof svg, "%s/loss.svg", o->out_dir);
-    int svg_failed = train_report_write_svg(&run->rep, svg) != 0;
+    int svg_failed = run_own_path(run, svg) != 0 || train_report_write_svg(&run->rep, svg) != 0;
     if (!svg_failed)
         train_report_line(&run->rep, "loss curve: %s, metrics: %s/metrics.jsonl\n", svg,
                           o->out_dir);
     if (report_summary(run) != 0) return -1;
-    run->status = svg_failed ? 1 : run_interrupted() ? 130 : 0;
+    run->status = svg_failed ? 1 : run_interrupted() ? 128 + run_interrupted() : 0;
     return 0;
 }

@@ -12,25 +12,29 @@
 #include "train_dp.h"
 #include "train_run.h"
 
-/* Ctrl-C: the run ends after the step in progress, as if it were the last
- * (validation, checkpoint, model, plot), and exits with status 130. */
+/* Ctrl-C (SIGINT), and SIGTERM, which service managers and job schedulers
+ * send first (issue 34, item 10): the run ends after the step in progress,
+ * as if it were the last (validation, checkpoint, model, plot), and exits
+ * with status 128 + the signal (130, 143). */
 static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
+static void on_stop_signal(int sig) {
+    interrupted = sig;
 }
 
 int run_interrupted(void) {
     return interrupted;
 }
 
-static void watch_sigint(void) {
+static void watch_stop_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills at once */
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND; /* a second one kills at once */
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 /* Whether to stop now: 1 after Ctrl-C or when rank 0 could not write its
@@ -116,6 +120,7 @@ static int evaluate(train_run *run, int last) {
     if (run_out_dir_held(run) != 0) return -1;
     char best[4096];
     snprintf(best, sizeof best, "%s/best.safetensors", o->out_dir);
+    if (run_own_path(run, best) != 0) return -1;
     ON_RANK0(run, gptx_model_save(run->model, best), "writing the best model");
     train_report_line(&run->rep, "step %lld | best validation loss so far: model %s\n",
                       (long long)run->step, best);
@@ -148,7 +153,7 @@ static int checkpoint(train_run *run, int stop, int last) {
     free(run->record);
     if (!(run->record = run_record(run))) TRY(run, GPTX_ERR_NO_MEMORY);
     run->ts.user_metadata = run->record;
-    if (run_out_dir_held(run) != 0) return -1;
+    if (run_out_dir_held(run) != 0 || run_own_path(run, path) != 0) return -1;
     if (o->zero1) { /* collective: the moments are gathered, rank 0 writes */
         if (run_settle(run, gptx_checkpoint_save(run->model, &run->ts, path),
                        "writing the checkpoint") != 0)
@@ -196,14 +201,34 @@ static int any_nonfinite(train_run *run, int mine) {
     return flag > 0;
 }
 
+/* A stop signal between micro-batches of one process: the step is
+ * abandoned, as nothing of it is applied before AdamW, and the data loader
+ * goes back to where the step started, so the run stops at the state before
+ * it (a step of many micro-batches may outlast a job scheduler's grace
+ * period). Data parallel, every rank finishes the step (they agree on the
+ * stop at its end). 1 abandoned, 0 not, -1 after a failure. */
+static int abandon_step(train_run *run, const gptx_dataloader_state *start, int64_t tokens) {
+    if (!interrupted || run->world > 1) return 0;
+    TRY(run, gptx_dataloader_set_state(run->train, start));
+    TRY(run, gptx_timer_stop(run->step_timer, tokens));
+    TRY(run, gptx_timer_stop(run->e2e_timer, tokens));
+    return 1;
+}
+
 /* --grad-accum micro-batches, forward and backward, gradients summed with
  * weight 1/K; the step timer starts once the first one's data is ready.
  * 0, 1 when a loss was not finite (*loss_sum is it; with --overlap the
- * ranks have agreed on it), -1 after a failure. */
+ * ranks have agreed on it), 2 when a stop signal abandoned the step, -1
+ * after a failure. */
 static int micro_batches(train_run *run, size_t overlap, int64_t *step_tokens,
                          double *loss_sum) {
     const int K = run->o.grad_accum, T = run->o.context;
+    gptx_dataloader_state start;
+    gptx_dataloader_state_init(&start);
+    TRY(run, gptx_dataloader_get_state(run->train, &start));
     for (int k = 0; k < K; k++) {
+        int a = k > 0 ? abandon_step(run, &start, *step_tokens) : 0;
+        if (a) return a < 0 ? -1 : 2;
         float l;
         const int32_t *in, *tg;
         int rows, r;
@@ -253,15 +278,23 @@ static int seek_unit(train_run *run, int64_t g) {
  * global order; this rank runs its share, each with weight 1/K (every
  * micro-batch has --batch rows: drop_last), and the library adds their
  * gradients exactly. losses[k] gets micro-batch k's loss (0 for the
- * others'). 0, 1 when a loss was not finite (*bad is it), -1 after a
- * failure. */
+ * others'). 0, 1 when a loss was not finite (*bad is it), 2 when a stop
+ * signal abandoned the step (one process), -1 after a failure. */
 static int invariant_micro_batches(train_run *run, double *losses, int64_t *step_tokens,
                                    double *bad) {
     const int K = run->o.grad_accum, T = run->o.context;
     int lo, hi;
     unit_share(K, run->world, run->rank, &lo, &hi);
+    gptx_dataloader_state start;
+    gptx_dataloader_state_init(&start);
+    TRY(run, gptx_dataloader_get_state(run->train, &start));
     if (lo == hi) TRY(run, gptx_timer_start(run->step_timer)); /* a rank with none */
     for (int k = lo; k < hi; k++) {
+        int a = k > lo ? abandon_step(run, &start, *step_tokens) : 0;
+        if (a) {
+            run->next_unit = -1; /* the loader was set back */
+            return a < 0 ? -1 : 2;
+        }
         int64_t g = run->step * K + k;
         const int32_t *in, *tg;
         int rows;
@@ -397,7 +430,8 @@ static int test_poison(train_run *run) {
     return 0;
 }
 
-/* One optimizer step: grad_accum micro-batches, then AdamW. */
+/* One optimizer step: grad_accum micro-batches, then AdamW. 0, 1 when a
+ * stop signal abandoned it (nothing applied), -1 after a failure. */
 static int train_step(train_run *run) {
     size_t overlap = overlap_bytes(run);
     float lr = lr_at(&run->o, run->step, run->total_steps), norm = 0;
@@ -411,6 +445,10 @@ static int train_step(train_run *run) {
         TRY(run, GPTX_ERR_NO_MEMORY);
     int r = losses ? invariant_micro_batches(run, losses, &step_tokens, &loss_sum)
                    : micro_batches(run, overlap, &step_tokens, &loss_sum);
+    if (r == 2) { /* abandoned (one process: no collective follows) */
+        free(losses);
+        return 1;
+    }
     if (r >= 0 && !overlap) r = any_nonfinite(run, r); /* before the gradients' collectives */
     double loss = loss_sum / run->o.grad_accum;
     if (r == 0 && losses) r = invariant_loss(run, losses, &loss) != 0 ? -1 : 0;
@@ -433,7 +471,7 @@ int run_loop(train_run *run) {
     run->val_loss = NAN;
     run->val_tokens = 0;
     run->loss = NAN;
-    watch_sigint();
+    watch_stop_signals();
     run->start_step = run->step; /* a resumed run's checkpoint is already on disk */
     for (;; run->step++) {
         int stop = run->step < run->total_steps
@@ -445,7 +483,9 @@ int run_loop(train_run *run) {
         if (stop) {
             train_report_line(&run->rep, "step %lld | %s: validating, writing the checkpoint, "
                               "the model and the plot\n", (long long)run->step,
-                              interrupted ? "interrupted" : "stopping");
+                              interrupted == SIGTERM ? "terminated (SIGTERM)"
+                              : interrupted          ? "interrupted"
+                                                     : "stopping");
             run->total_steps = run->step;
         }
         TRY(run, gptx_timer_start(run->e2e_timer));
@@ -458,6 +498,8 @@ int run_loop(train_run *run) {
             TRY(run, gptx_timer_stop(run->e2e_timer, 0));
             return 0;
         }
-        if (train_step(run) != 0) return -1;
+        int r = train_step(run);
+        if (r < 0) return -1;
+        if (r > 0) run->step--; /* abandoned: the loop stops at this step's start */
     }
 }

@@ -12,7 +12,7 @@
  * main is the list of stages over one run state (train_run.h): each stage
  * stops the run after its message, and run_close frees what was opened and
  * returns the exit status (0, 1 on failure, 2 for a bad flag, 130 after
- * Ctrl-C).
+ * Ctrl-C, 143 after SIGTERM).
  */
 #include "train_run.h"
 

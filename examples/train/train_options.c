@@ -103,7 +103,8 @@ static const char SYNOPSIS[] =
     "Trains a GPT-2-style model. With no options: a tiny model on the bundled\n"
     "the-verdict.txt on the CPU, then a sample continuation of the prompt.\n"
     "Exit status: 0 done, 1 the run failed (also a missing input file), 2 the\n"
-    "command line is wrong, 130 after Ctrl-C.\n"
+    "command line is wrong, 130 after Ctrl-C, 143 after SIGTERM (both stop after\n"
+    "the step in progress, writing the checkpoint, the model and the plot).\n"
     "\n";
 
 /* The epilogue: the preset table (built once, from prog_presets). */

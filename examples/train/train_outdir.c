@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "gptx/gptx.h"
+#include "prog_files.h"
 #include "train_ckpts.h"
 #include "train_options.h"
 
@@ -45,7 +47,9 @@ static int refuse_busy(const char *out_dir, long pid, const char *pid_text) {
 /* The fallback: .gptx-train.lock, holding the owner's pid for the message. */
 static int lock_file(train_outdir *d) {
     snprintf(d->file, sizeof d->file, "%s/.gptx-train.lock", d->dir);
-    int fd = open(d->file, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* O_NOFOLLOW: a link there is not ours; the pid written below would
+     * land in whatever it names */
+    int fd = open(d->file, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         fprintf(stderr, "gptx-train: cannot create %s: %s\n", d->file, strerror(errno));
         return -1;
@@ -141,13 +145,26 @@ static const char *const run_files[] = {"metrics.jsonl", CKPT_OLD_NAME, "model.s
                                         "best.safetensors", "loss.svg", CKPT_LATEST};
 enum { N_RUN_FILES = sizeof run_files / sizeof run_files[0], METRICS = 0, LATEST = 5 };
 
+int outdir_unlink_link(const char *path) {
+    return prog_replace_link("gptx-train", path);
+}
+
+/* The first bytes of a regular file (NUL-terminated; "" when it cannot be
+ * read): never waits on a FIFO. */
+static void read_head(const char *path, char *out, size_t cap) {
+    const char *why;
+    int fd = prog_open_regular(path, SIZE_MAX - 1, &why);
+    ssize_t n = fd >= 0 ? read(fd, out, cap - 1) : -1;
+    if (fd >= 0) close(fd);
+    out[n > 0 ? n : 0] = '\0';
+}
+
 /* The run id in metrics.jsonl's first record ("" if none: a file from
  * before run ids, or no file). */
 static void metrics_run_id(const char *path, char *out, size_t cap) {
-    char line[8192] = "";
-    FILE *f = fopen(path, "r");
-    if (f && !fgets(line, sizeof line, f)) line[0] = '\0';
-    if (f) fclose(f);
+    char line[8192];
+    read_head(path, line, sizeof line);
+    line[strcspn(line, "\n")] = '\0';
     const char *p = strstr(line, "\"run_id\": \"");
     out[0] = '\0';
     if (p) snprintf(out, cap, "%.*s", (int)strcspn(p + 11, "\""), p + 11);
@@ -155,11 +172,9 @@ static void metrics_run_id(const char *path, char *out, size_t cap) {
 
 /* The run id of the checkpoint `latest` names ("" if none). */
 static void latest_run_id(const train_outdir *d, const char *path, char *out, size_t cap) {
-    char name[CKPT_NAME_MAX + 8] = "", target[4300];
+    char name[CKPT_NAME_MAX + 8], target[4300];
     int64_t step;
-    FILE *f = fopen(path, "r");
-    if (f && !fgets(name, sizeof name, f)) name[0] = '\0';
-    if (f) fclose(f);
+    read_head(path, name, sizeof name);
     name[strcspn(name, "\r\n")] = '\0';
     out[0] = '\0';
     if (!ckpt_parse_name(name, &step)) return;
@@ -219,10 +234,11 @@ static void free_names(char **names, int n) {
 static int others(const train_outdir *d, const char *name, const char *run_id, int resuming) {
     char path[4300], id[64];
     snprintf(path, sizeof path, "%s/%s", d->dir, name);
-    struct stat st; /* a run's files are regular ones (or links to them), not /dev/full */
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-    if (!resuming) return 1; /* a new run: any run file is another run's */
-    if (!run_id[0]) return 0;
+    struct stat st; /* a folder, FIFO or device there: run_files_writable refuses it */
+    if (lstat(path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) return 0;
+    if (!resuming) return 1; /* a new run: any run file (or a link in its place) is another's */
+    /* a link is never the run's own file: it is replaced, its target left alone */
+    if (!S_ISREG(st.st_mode) || !run_id[0]) return 0;
     int64_t step;
     /* only metrics, the checkpoints and latest (by its checkpoint) name their run */
     if (!strcmp(name, run_files[METRICS])) metrics_run_id(path, id, sizeof id);
@@ -233,20 +249,47 @@ static int others(const train_outdir *d, const char *name, const char *run_id, i
     return id[0] && strcmp(id, run_id) != 0;
 }
 
-/* What the run writes must be a regular file (or a link to one) or absent:
- * a folder, FIFO or device there is found now, not when a save or the final
- * plot fails after hours of training. 0, or -1 after the message. */
-static int run_files_writable(const train_outdir *d) {
-    for (int i = 0; i < N_RUN_FILES; i++) {
+/* What the run writes must be a regular file, a link (which the run
+ * replaces by its own file) or absent: a folder, FIFO or device at any of
+ * its names, the numbered checkpoints' included, is found now, not when a
+ * save or the final plot fails after hours of training. 0, or -1 after the
+ * message. */
+static int run_files_writable(const train_outdir *d, char **files, int count) {
+    for (int i = 0; i < count; i++) {
         char path[4300];
-        snprintf(path, sizeof path, "%s/%s", d->dir, run_files[i]);
+        snprintf(path, sizeof path, "%s/%s", d->dir, files[i]);
         struct stat st;
-        if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) continue; /* absent, dangling, a file */
+        if (lstat(path, &st) != 0 || S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) continue;
         fprintf(stderr, "gptx-train: --out-dir %s: its %s is %s, not a regular file: the run "
                         "could not write it; remove it or give another --out-dir\n", d->dir,
-                run_files[i], S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode)
+                files[i], S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode)
                 ? "a FIFO (named pipe)" : "a device or socket");
         return -1;
+    }
+    return 0;
+}
+
+/* A run file that is one of the run's inputs (the same file: a --text,
+ * shard, --init-from or tokenizer file kept in --out-dir) would be replaced
+ * or removed by the run, --overwrite or not: refused, naming both (the
+ * checkpoint --resume continues from stays, and is not counted). 0, or -1
+ * after the message. */
+static int inputs_apart(const train_outdir *d, char **files, int count, const struct stat *keep,
+                        const outdir_inputs *in) {
+    for (int i = 0; in && i < count; i++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/%s", d->dir, files[i]);
+        struct stat st; /* a link there is replaced, never written through */
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (keep && st.st_dev == keep->st_dev && st.st_ino == keep->st_ino) continue;
+        for (int k = 0; k < in->n; k++) {
+            if (in->ids[k].dev != st.st_dev || in->ids[k].ino != st.st_ino) continue;
+            fprintf(stderr, "gptx-train: --out-dir %s: its %s is this run's %s %s: the run "
+                            "would replace it (a run's inputs and outputs never overlap); give "
+                            "another --out-dir, or copy the file out of the folder\n", d->dir,
+                    files[i], in->ids[k].flag, in->ids[k].path);
+            return -1;
+        }
     }
     return 0;
 }
@@ -262,7 +305,7 @@ static void note(char *names, size_t cap, int n, const char *name, int *more) {
 }
 
 int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int overwrite,
-                 int *fresh) {
+                 const outdir_inputs *inputs, int *fresh) {
     const int resuming = resume != NULL;
     struct stat rs;
     int keep = resume && stat(resume, &rs) == 0; /* the checkpoint being resumed stays */
@@ -277,6 +320,11 @@ int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int ov
         fprintf(stderr, "gptx-train: out of memory listing --out-dir %s\n", d->dir);
         return -1;
     }
+    if (inputs_apart(d, files, count, keep ? &rs : NULL, inputs) != 0) {
+        free(theirs);
+        free_names(files, count);
+        return -1;
+    }
     for (int i = 0; i < count; i++) {
         if (!(theirs[i] = (unsigned char)others(d, files[i], run_id, resuming))) continue;
         int64_t step;
@@ -287,7 +335,7 @@ int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int ov
         snprintf(names + strlen(names), sizeof names - strlen(names), " and %d more", more);
     int rc = 0;
     if (n == 0) {
-        rc = run_files_writable(d);
+        rc = run_files_writable(d, files, count);
     } else if (!overwrite) {
         fprintf(stderr, "gptx-train: --out-dir %s holds another run's files (%s): this run would "
                         "%s them; give --overwrite to replace them%s%s%s, or another --out-dir\n",
@@ -314,7 +362,7 @@ int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int ov
         if (rc == 0) {
             printf("--overwrite: removed the other run's files from %s (%s)\n", d->dir, names);
             *fresh = 1;
-            rc = run_files_writable(d);
+            rc = run_files_writable(d, files, count);
         }
     }
     free(theirs);

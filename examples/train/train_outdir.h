@@ -35,6 +35,24 @@ int outdir_held(train_outdir *d);
 
 void outdir_release(train_outdir *d);
 
+/* The files a run reads (--text, shards, --init-from, the tokenizer), by
+ * identity: none of them may be one the run writes or removes. */
+typedef struct outdir_input {
+    dev_t dev;
+    ino_t ino;
+    const char *flag, *path; /* for the message */
+} outdir_input;
+typedef struct outdir_inputs {
+    outdir_input *ids;
+    int n, cap;
+} outdir_inputs;
+
+/* Before the run writes path (a file of its folder): a symbolic link there
+ * is removed, so the run writes its own file and never through the link
+ * into another folder (another run's checkpoint, a user's file: issue 34,
+ * item 2). 0, or -1 after a message. */
+int outdir_unlink_link(const char *path);
+
 /* Whose files out_dir holds, before the run writes any. run_id names this
  * run (a resumed run the checkpoint's; "" for one saved before run ids).
  * The run files are metrics.jsonl, checkpoint.safetensors (the layout
@@ -44,14 +62,18 @@ void outdir_release(train_outdir *d);
  *   - a resumed run: metrics.jsonl and the checkpoints are another run's
  *     when they name another run id, latest when the checkpoint it names
  *     does.
- * Without overwrite that is refused, naming the files (and suggesting
- * --resume DIR); with it they are removed (never the --resume file itself,
- * nor a numbered checkpoint of this run) and *fresh is set: a resumed run
- * then starts its records anew. Then each of the fixed run files must be a
- * regular file, a link to one, or absent (a folder, FIFO or device there is
- * refused before the first step). 0, or -1 after a message. */
+ * A link at a run file's name is another run's for a new run, and for a
+ * resumed one a name the run replaces by its own file. A run file that is
+ * one of the run's inputs (but the --resume checkpoint) is refused, with
+ * --overwrite too. Without overwrite another run's files are refused,
+ * naming them (and suggesting --resume DIR); with it they are removed
+ * (never the --resume file itself, nor a numbered checkpoint of this run)
+ * and *fresh is set: a resumed run then starts its records anew. Then each
+ * run file (the numbered checkpoints' names too) must be a regular file, a
+ * link or absent (a folder, FIFO or device there is refused before the
+ * first step). 0, or -1 after a message. */
 int outdir_claim(train_outdir *d, const char *run_id, const char *resume, int overwrite,
-                 int *fresh);
+                 const outdir_inputs *inputs, int *fresh);
 
 /* A new run id: 16 hex digits from /dev/urandom (or the clock and pid). */
 void outdir_new_run_id(char out[17]);

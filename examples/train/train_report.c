@@ -54,10 +54,12 @@ static int warning_after(const char *line, int64_t step) {
  * checkpoint by the run that then stopped) go, so no step appears twice;
  * the file is replaced atomically. 0, or -1 after a message. */
 static int keep_history(train_report *r, const char *path, int64_t resume_step) {
-    /* a FIFO or device here was refused by outdir_claim before */
-    FILE *in = fopen(path, "r");
-    if (!in) return errno == ENOENT ? 0 : (fprintf(stderr, "gptx-train: cannot read %s: %s\n",
-                                                    path, strerror(errno)), -1);
+    /* a FIFO or device here was refused by outdir_claim before; a link is
+     * not the run's record: it is replaced by the run's own file */
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return outdir_unlink_link(path);
+    FILE *in = prog_open_read("gptx-train", "the metrics record", path);
+    if (!in) return -1;
     prog_out out;
     if (prog_out_open(&out, "gptx-train", path) != 0) {
         fclose(in);
@@ -114,12 +116,15 @@ int train_report_open(train_report *r, const char *out_dir, int log_every, int r
      * each other's checkpoint; and no run takes over another's files unasked */
     int fresh = 0;
     if (outdir_lock(&r->dir, out_dir) != 0 ||
-        outdir_claim(&r->dir, claim->run_id, claim->resume, claim->overwrite, &fresh) != 0)
+        outdir_claim(&r->dir, claim->run_id, claim->resume, claim->overwrite, claim->inputs,
+                     &fresh) != 0)
         return -1;
     if (fresh) resume_step = -1; /* --overwrite on resume: the records start anew */
     snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", out_dir);
     if (resume_step >= 0 && keep_history(r, r->metrics_path, resume_step) != 0) return -1;
-    /* appended row by row; a FIFO, device or folder there is refused */
+    /* appended row by row to the run's own file; a FIFO, device or folder
+     * there is refused, a link replaced */
+    if (outdir_unlink_link(r->metrics_path) != 0) return -1;
     r->metrics = prog_open_rows("gptx-train", "the metrics record", r->metrics_path,
                                 resume_step < 0);
     return r->metrics ? 0 : -1;

@@ -35,6 +35,7 @@ typedef struct train_report_claim {
     const char *run_id; /* this run's id ("" unknown: a checkpoint from before run ids) */
     const char *resume; /* the --resume checkpoint, NULL for a new run */
     int overwrite;      /* --overwrite: another run's files are removed, not refused */
+    const outdir_inputs *inputs; /* what the run reads: never one of its outputs */
 } train_report_claim;
 
 /* Opens out_dir/metrics.jsonl (creating and locking out_dir, checking whose

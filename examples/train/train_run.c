@@ -1,6 +1,8 @@
 /* The run state's error rules, its end, and the clocks every stage reads. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "train_dp.h"
@@ -24,12 +26,33 @@ int run_settle(const train_run *run, int rc, const char *what) {
     return run_agree(run, rc == GPTX_OK, what);
 }
 
+int run_note_input(train_run *run, const char *flag, const char *path) {
+    struct stat st;
+    outdir_inputs *in = &run->inputs;
+    if (stat(path, &st) != 0) return 0; /* reading it says what is wrong */
+    if (in->n == in->cap) {
+        int cap = in->cap ? 2 * in->cap : 16;
+        outdir_input *ids = realloc(in->ids, (size_t)cap * sizeof *ids);
+        if (!ids) return fprintf(stderr, "gptx-train: out of memory\n"), -1;
+        in->ids = ids;
+        in->cap = cap;
+    }
+    char *copy = strdup(path);
+    if (!copy) return fprintf(stderr, "gptx-train: out of memory\n"), -1;
+    in->ids[in->n++] = (outdir_input){st.st_dev, st.st_ino, flag, copy};
+    return 0;
+}
+
+int run_own_path(const train_run *run, const char *path) {
+    return run_agree(run, run->rank != 0 || outdir_unlink_link(path) == 0, "replacing a link");
+}
+
 /* Frees whatever the stages opened (each handle may still be NULL) and
  * returns the exit status: 1 instead of success when the metrics file
  * could not be written completely. */
 int run_close(train_run *run) {
     int status = run->status;
-    if (train_report_close(&run->rep) != 0 && (status == 0 || status == 130)) status = 1;
+    if (train_report_close(&run->rep) != 0 && (status == 0 || status > 128)) status = 1;
     gptx_timer_destroy(run->step_timer);
     gptx_timer_destroy(run->e2e_timer);
     gptx_sampler_destroy(run->sampler);
@@ -47,6 +70,9 @@ int run_close(train_run *run) {
     free(run->saved);
     free(run->saved_flags);
     free(run->record);
+    free(run->resume_folder);
+    for (int i = 0; i < run->inputs.n; i++) free((char *)run->inputs.ids[i].path);
+    free(run->inputs.ids);
     ckpt_candidates_free(&run->resume_list);
     return status;
 }

@@ -21,6 +21,8 @@ typedef struct train_run {
     char *record;              /* the run configuration in the last checkpoint written */
     const char *resume_arg;    /* --resume as given: a checkpoint file or a run's folder */
     ckpt_candidates resume_list; /* --resume DIR: the checkpoints to try, best first */
+    char *resume_folder;       /* --resume without --out-dir: the run's folder (o.out_dir) */
+    outdir_inputs inputs;      /* every file the run reads: none may be one it writes */
     int resume_at;             /* the one o.resume names now */
     char run_id[17];           /* names the run in its records and checkpoints */
     int run_id_unknown;        /* resumed from a checkpoint saved before run ids */
@@ -107,8 +109,16 @@ int run_resume_reread(train_run *run);    /* train_config.c: the record of the o
 const char *schedule_name(lr_schedule s); /* train_config.c: "cosine", "linear", "constant" */
 void free_paths(char **paths, int n);     /* train_data.c */
 int run_sample(train_run *run);           /* train_loop.c: a continuation of --prompt */
-int run_interrupted(void);                /* train_loop.c: Ctrl-C was pressed */
+int run_interrupted(void);                /* train_loop.c: SIGINT or SIGTERM came (0: none) */
 int run_out_dir_held(train_run *run);     /* train_loop.c: before a write into --out-dir */
+/* train_run.c: before rank 0 saves path in --out-dir, a link there is
+ * removed (the run writes its own file, never through a link); every rank
+ * learns whether it could. 0, or -1 after the message. */
+int run_own_path(const train_run *run, const char *path);
+/* train_run.c: path is an input of the run,
+ * by identity (outdir_claim refuses to write over it). 0, or -1 when out of
+ * memory. */
+int run_note_input(train_run *run, const char *flag, const char *path);
 double now_seconds(void);                 /* train_run.c */
 int global_timing(gptx_comm *comm, gptx_timer_report *r); /* train_run.c: over all ranks */
 

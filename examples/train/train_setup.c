@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gptx/gptx_experimental.h"
 #include "prog_model.h"
 #include "train_run.h"
 
@@ -30,6 +31,8 @@ static void context_options(const train_run *run, gptx_context_options *co) {
         int local = run->launch.local_world_size;
         if (o->threads == 0 && local > 1 && cores > 0)
             co->num_threads = cores / local > 0 ? (int)(cores / local) : 1;
+        if (co->num_threads > gptx_cpu_max_threads()) /* as 0 = one per core is bounded */
+            co->num_threads = gptx_cpu_max_threads();
     }
 }
 
@@ -52,6 +55,9 @@ int run_open_machine(train_run *run) {
 }
 
 int run_open_tokenizer(train_run *run) {
+    if (run_note_input(run, "--encoder", run->o.encoder) ||
+        run_note_input(run, "--vocab", run->o.vocab))
+        return -1;
     TRY(run, gptx_tokenizer_load_gpt2(&run->tok, run->o.encoder, run->o.vocab));
     return 0;
 }
@@ -62,6 +68,12 @@ int run_open_init_from(train_run *run) {
     train_options *o = &run->o;
     if (!o->init_from) return 0;
     const char *format = "";
+    char hf[2][4200]; /* a Hugging Face folder's files */
+    snprintf(hf[0], sizeof hf[0], "%s/model.safetensors", o->init_from);
+    snprintf(hf[1], sizeof hf[1], "%s/config.json", o->init_from);
+    if (run_note_input(run, "--init-from", o->init_from) ||
+        run_note_input(run, "--init-from", hf[0]) || run_note_input(run, "--init-from", hf[1]))
+        return -1;
     if (prog_model_open("gptx-train", &run->model, run->ctx, o->init_from, &format) != GPTX_OK)
         return -1;
     gptx_model_config ic;
@@ -220,7 +232,8 @@ static void print_header(const train_run *run) {
     }
     printf("data %s: %lld training tokens, %lld windows of %d+1, %lld batches/epoch%s\n",
            run->data_name, (long long)ti->total_tokens, (long long)ti->total_windows, T,
-           (long long)ti->batches_per_epoch, run->val ? "" : " (no validation data)");
+           (long long)ti->batches_per_epoch,
+           run->val ? "" : " (no validation data: --val-shards gives a validation loss)");
     if (isfinite(run->unigram))
         printf("unigram baseline on the validation %s: loss %.4f (training-token "
                "frequencies, no context)\n", o->train_shards ? "shards" : "text", run->unigram);
@@ -267,7 +280,8 @@ static int out_dir_fits(const train_run *run, const char *out_dir) {
  * could), the timers, the config record and the header lines. */
 int run_open_output(train_run *run) {
     const train_options *o = &run->o;
-    train_report_claim claim = {run->run_id_unknown ? "" : run->run_id, o->resume, o->overwrite};
+    train_report_claim claim = {run->run_id_unknown ? "" : run->run_id, o->resume, o->overwrite,
+                                &run->inputs};
     if (out_dir_fits(run, o->out_dir) != 0) return -1; /* the same on every rank */
     int opened = train_report_open(&run->rep, o->out_dir, o->log_every, run->rank, run->world,
                                    o->resume ? run->step : -1, &claim) == 0;

@@ -27,8 +27,13 @@ typedef enum gptx_variant {
                                        * V products + concat */
     GPTX_VARIANT_FUSED_NORM_GELU = 3, /* 1 = fused LayerNorm/GELU kernels (default); 0 =
                                        * step-by-step passes */
-    GPTX_VARIANT_FUSED_ADAMW = 4      /* 1 = one AdamW pass over all parameters (default);
+    GPTX_VARIANT_FUSED_ADAMW = 4,     /* 1 = one AdamW pass over all parameters (default);
                                        * 0 = one pass per tensor */
+    GPTX_VARIANT_ATTENTION_TILES = 5  /* 0 = the backend's tile configuration (default); CUDA:
+                                       * 1..5 a tile configuration of the tensor-core attention
+                                       * (docs/cuda.md; all give the same bits), for sweeps;
+                                       * other backends have none (GPTX_ERR_UNSUPPORTED at
+                                       * gptx_model_create) */
 } gptx_variant;
 
 typedef enum gptx_attention_impl {
@@ -91,6 +96,14 @@ GPTX_API int gptx_context_get_op_profile(gptx_context *ctx, gptx_op_stat *stats,
 /* Forgets every line (profiling stays as it is); intervals not yet read are
  * dropped without waiting. GPTX_ERR_STATE when profiling was never enabled. */
 GPTX_API int gptx_context_reset_op_profile(gptx_context *ctx);
+
+/* The most threads a CPU context runs on this machine: options.num_threads
+ * above it is GPTX_ERR_INVALID, and 0 (one per core) takes at most it. It
+ * is max(1024, 8 per core), or less where the OpenBLAS gptx runs on serves
+ * fewer threads (its work-buffer table: 2 x its build's MAX_THREADS, less
+ * the caller's; 127 for a MAX_THREADS=64 build). A program checks its
+ * --threads against it before creating a context. */
+GPTX_API int gptx_cpu_max_threads(void);
 
 #ifdef __cplusplus
 }

@@ -49,6 +49,7 @@ typedef struct gptx_kernel_variants {
     int fused_qkv;       /* 0/1 */
     int fused_norm_gelu; /* 0/1 */
     int fused_adamw;     /* 0/1 */
+    int attention_tiles; /* 0 = the backend's own; else a backend's tile configuration */
 } gptx_kernel_variants;
 
 /* Backend capabilities (backend_ops.capabilities). */
@@ -342,6 +343,11 @@ struct gptx_backend_ops {
      * before embedding_backward, which always accumulates (it touches only
      * the rows of the batch's tokens). */
     int (*grad_overwrite)(gptx_backend *be, int on);
+    /* (optional) The most threads create accepts in options.num_threads on
+     * this machine (0 = one per core takes at most it); NULL: no bound. The
+     * experimental gptx_cpu_max_threads reads the CPU backend's, so a
+     * program can check its --threads before a context exists. */
+    int (*max_threads)(void);
 
     /* OPTIONAL rank-invariant gradient sums (lib/core/exact_bins.h; NULL: a
      * context with gptx_context_options.rank_invariant is refused). n values

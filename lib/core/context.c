@@ -1,5 +1,6 @@
 #include "context.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,7 +227,7 @@ int gptx_context_synchronize(gptx_context *ctx) {
 }
 
 static const char *const variant_names[] = {NULL, "attention", "fused_qkv", "fused_norm_gelu",
-                                            "fused_adamw"};
+                                            "fused_adamw", "attention_tiles"};
 
 static int *variant_slot(gptx_kernel_variants *v, int variant) {
     switch (variant) {
@@ -234,6 +235,7 @@ static int *variant_slot(gptx_kernel_variants *v, int variant) {
     case GPTX_VARIANT_FUSED_QKV: return &v->fused_qkv;
     case GPTX_VARIANT_FUSED_NORM_GELU: return &v->fused_norm_gelu;
     case GPTX_VARIANT_FUSED_ADAMW: return &v->fused_adamw;
+    case GPTX_VARIANT_ATTENTION_TILES: return &v->attention_tiles;
     default: return NULL;
     }
 }
@@ -247,7 +249,12 @@ int gptx_context_set_variant(gptx_context *ctx, int variant, int value) {
         value != GPTX_ATTENTION_NAIVE && value != GPTX_ATTENTION_FLASH_SIMT)
         return GPTX_FAIL(GPTX_ERR_INVALID, "attention variant is %d; expected GPTX_ATTENTION_*",
                          value);
-    if (variant != GPTX_VARIANT_ATTENTION && value != 0 && value != 1)
+    /* the backend checks which configurations it has (gptx_model_create) */
+    if (variant == GPTX_VARIANT_ATTENTION_TILES && (value < 0 || value > 64))
+        return GPTX_FAIL(GPTX_ERR_INVALID, "variant attention_tiles is %d; expected 0..64",
+                         value);
+    if (variant != GPTX_VARIANT_ATTENTION && variant != GPTX_VARIANT_ATTENTION_TILES &&
+        value != 0 && value != 1)
         return GPTX_FAIL(GPTX_ERR_INVALID, "variant %s is %d; expected 0 or 1",
                          variant_names[variant], value);
     *slot = value;
@@ -272,9 +279,9 @@ int gptx_context_instance_ops(const gptx_context *ctx, gptx_backend_ops *ops,
     if (!ctx->ops->instance_ops)
         return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
                          "backend '%s' offers no kernel variants (attention %d, fused_qkv %d, "
-                         "fused_norm_gelu %d, fused_adamw %d)",
+                         "fused_norm_gelu %d, fused_adamw %d, attention_tiles %d)",
                          ctx->ops->name, v->attention, v->fused_qkv, v->fused_norm_gelu,
-                         v->fused_adamw);
+                         v->fused_adamw, v->attention_tiles);
     return ctx->ops->instance_ops(ctx->be, v, ops);
 }
 
@@ -291,4 +298,9 @@ int gptx_context_graph_counts(const gptx_context *ctx, int64_t *captures, int64_
     if (captures) *captures = c;
     if (replays) *replays = r;
     return GPTX_OK;
+}
+
+int gptx_cpu_max_threads(void) {
+    const gptx_backend_ops *ops = gptx_cpu_backend_ops();
+    return ops->max_threads ? ops->max_threads() : INT_MAX;
 }

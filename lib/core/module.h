@@ -21,7 +21,7 @@ typedef struct comm_setup comm_setup;
 
 /* Changes whenever this file, lib/core/backend.h or lib/comm/comm_engine.h changes
  * what crosses between core and module. */
-#define GPTX_MODULE_ABI 2u
+#define GPTX_MODULE_ABI 3u
 
 /* What the core lends a module (its own copies would not reach the caller's
  * error message or the core's state). */

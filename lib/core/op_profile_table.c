@@ -215,8 +215,9 @@ PASS(int, event_elapsed, (gptx_backend *be, void *start, void *stop, double *sec
 PASS_VOID(graph_counts, (const gptx_backend *be, int64_t *captures, int64_t *replays), captures,
      replays)
 
-/* Every entry with a wrapper; with the four the decorated table leaves NULL
- * (create, destroy, graph_begin, graph_end) they are the whole table, which
+/* Every entry with a wrapper; with the five the decorated table leaves NULL
+ * (create, destroy, graph_begin, graph_end, max_threads) they are the whole
+ * table, which
  * the assertion below checks, so an entry added to backend.h cannot be
  * forgotten here: its real function would receive the stand-in. */
 #define WRAPPED_ENTRIES(X)                                                                \
@@ -235,7 +236,7 @@ PASS_VOID(graph_counts, (const gptx_backend *be, int64_t *captures, int64_t *rep
     X(graph_counts) X(grad_fusion) X(grad_sumsq) X(grad_overwrite) X(exact_fold)          \
     X(exact_raise) X(exact_value)
 #define COUNT_ENTRY(entry) +1
-enum { WRAPPED = 0 WRAPPED_ENTRIES(COUNT_ENTRY), LEFT_NULL = 4 };
+enum { WRAPPED = 0 WRAPPED_ENTRIES(COUNT_ENTRY), LEFT_NULL = 5 };
 _Static_assert(sizeof(gptx_backend_ops) ==
                    sizeof(const char *) + (WRAPPED + LEFT_NULL) * sizeof(void (*)(void)),
                "an entry of gptx_backend_ops has no wrapper in op_profile_table.c");
@@ -252,6 +253,7 @@ static void decorate(gptx_backend_ops *ops) {
     ops->destroy = NULL;
     ops->graph_begin = NULL;
     ops->graph_end = NULL;
+    ops->max_threads = NULL; /* a question for create, before any instance */
 }
 
 int gptx_op_profile_attach(const gptx_context *ctx, gptx_backend_ops *ops, gptx_backend **be,

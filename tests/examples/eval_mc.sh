@@ -66,7 +66,7 @@ perl -MJSON::PP -e '
     open(my $o, ">:raw", "ctx$i.txt"); print $o $ex[$i]{ctx}; close $o;
     for my $e (0 .. 3) { open($o, ">:raw", "full$i-$e.txt"); print $o "$ex[$i]{ctx} $ex[$i]{endings}[$e]"; close $o; }
   }' "$fixture"
-summed() { "$eval" --model "$model" --text "$1" --threads 2 --json s.json > /dev/null
+summed() { "$eval" --model "$model" --text "$1" --threads 2 --json s.json --overwrite > /dev/null
   awk -v l="$(field s.json loss)" -v n="$(field s.json predicted)" 'BEGIN { printf "%.6f", l * n }'; }
 for i in 0 1 2 3 13; do
   base=$(summed "ctx$i.txt")

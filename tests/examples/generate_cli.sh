@@ -65,5 +65,5 @@ done
 set +e
 msg=$("$generate" --model "$model" --window 100000 2>&1 >/dev/null); rc=$?
 set -e
-[ "$rc" -eq 1 ] && [[ "$msg" == *"opts.window"* ]] || { echo "--window 100000: rc $rc, '$msg'"; exit 1; }
-echo "ok: --window 100000 -> rc 1: $msg"
+[ "$rc" -eq 2 ] && [[ "$msg" == *"--window 100000: must be in [0, 64]"* ]] || { echo "--window 100000: rc $rc, '$msg'"; exit 1; }
+echo "ok: --window 100000 -> rc 2: $msg"

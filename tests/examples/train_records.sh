@@ -5,7 +5,8 @@
 #   - every metrics row is flushed: after kill -9 the file has every step the
 #     run printed and ends in a whole line;
 #   - a full disk (a file size limit) or an unwritable plot is an error
-#     naming the file, exit status 1; metrics.jsonl on a device is refused;
+#     naming the file, exit status 1; metrics.jsonl a link to a device is another
+#     run's file (--overwrite replaces the link);
 #   - a second trainer on a folder in use is refused, naming the owner, even
 #     after its lock file is deleted (the folder itself is locked); a run whose
 #     folder is replaced, or whose lock file (the fallback where folders
@@ -75,14 +76,18 @@ set -e
 [ "$rc" -eq 1 ] && grep -q "cannot write full/metrics.jsonl: File too large" full.err ||
   { echo "full disk: rc $rc"; cat full.err; exit 1; }
 echo "ok: full disk -> rc 1: $(head -n 1 full.err)"
-# metrics.jsonl a link to a device: refused before the run, the link and device left alone
+# metrics.jsonl a link to a device: not the run's own file (issue 34, item 2). A new run
+# refuses it as another run's, naming it; --overwrite removes the link itself, never
+# writing through it, and the run writes its own metrics.jsonl
 if [ -w /dev/full ]; then
   mkdir -p dev && ln -sf /dev/full dev/metrics.jsonl
-  set +e; "$train" "${micro[@]}" --steps 3 --out-dir dev --overwrite > /dev/null 2> dev.err; rc=$?
-  set -e
-  [ "$rc" -eq 1 ] && grep -q "dev: its metrics.jsonl is a device or socket, not a regular file" dev.err && [ -L dev/metrics.jsonl ] ||
-    { echo "metrics on a device: rc $rc"; cat dev.err; exit 1; }
-  echo "ok: metrics.jsonl a link to /dev/full -> rc 1: $(head -n 1 dev.err)"
+  set +e; "$train" "${micro[@]}" --steps 3 --out-dir dev > /dev/null 2> dev.err; rc=$?; set -e
+  [ "$rc" -eq 1 ] && grep -q "dev holds another run's files (metrics.jsonl)" dev.err && [ -L dev/metrics.jsonl ] ||
+    { echo "metrics a link to a device: rc $rc"; cat dev.err; exit 1; }
+  "$train" "${micro[@]}" --steps 3 --out-dir dev --overwrite > /dev/null
+  [ -f dev/metrics.jsonl ] && [ ! -L dev/metrics.jsonl ] && [ "$(rows train dev/metrics.jsonl)" -eq 3 ] ||
+    { echo "--overwrite: metrics.jsonl is not the run's own file of 3 rows"; ls -l dev; exit 1; }
+  echo "ok: metrics.jsonl a link to /dev/full -> rc 1: $(head -n 1 dev.err); --overwrite replaces the link"
 fi
 # the plot's path taken by a folder (on a resume: a new run would be refused for it):
 # refused before the first step, not after the training

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # What nvcc makes of the attention kernels for sm_90, without a GPU:
 #   check_flash_ptx.sh NVCC OUTDIR SOURCE [nvcc flags: -I..., -D...]
-# compiles SOURCE (backends/cuda/cuda_flash.cu, or cuda_attention.cu for the
-# report alone) to PTX, assembles that with ptxas -v, and prints per kernel
+# compiles SOURCE (tests/gpu/check_flash_all.cu: the four units of the
+# tensor-core kernels, or backends/cuda/cuda_attention.cu for the report alone) to PTX, assembles that with ptxas -v, and prints per kernel
 # whose name holds "flash" or "attention": registers, spill stores/loads and
-# the number of mma.sync.aligned.m16n8k16 bf16 instructions in its PTX.
+# the number of tensor-core instructions in its PTX (mma.sync.aligned
+# m16n8k16 bf16, or m16n8k8 tf32 for the kernels of the tf32 policy).
 # Fails when a tensor-core kernel (name holds "flash") spills or has no
 # such instruction. Run by ctest (label unit) wherever the toolkit is.
 set -euo pipefail
@@ -19,7 +20,8 @@ ptxas_bin=$(dirname "$(command -v "$nvcc")")/ptxas
 
 # mma count per entry, from the PTX text
 awk '/^(\.visible )?\.entry / { name = $NF; sub(/\(.*/, "", name); seen[name] = 1 }
-     /mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32/ { if (name != "") n[name]++ }
+     /mma\.sync\.aligned\.(m16n8k16\.row\.col\.f32\.bf16\.bf16|m16n8k8\.row\.col\.f32\.tf32\.tf32)\.f32/ {
+         if (name != "") n[name]++ }
      END { for (k in seen) print k, (k in n ? n[k] : 0) }' "$ptx" | sort > "$out/$base.mma.txt"
 
 # registers and spills per entry, from ptxas -v

@@ -16,8 +16,9 @@
 #                       carried (for a final call on this machine, warm)
 #   profile  until the  the bandwidth benchmark (every memory-bound op at batch 8
 #            budget     and 64 against the device-to-device copy ceiling); the
-#            (200)      per-op profile of a bf16 step at batch 8 and at batch 64;
-#                       the attention microbenchmark; then Nsight Compute
+#            (210)      per-op profile of a bf16 step at batch 8 and at batch 64;
+#                       the attention microbenchmark over every tile
+#                       configuration (--variant all); then Nsight Compute
 #                       (ncu --clock-control none: the clocks as they are) on
 #                       the key kernels of a batch-8 step of gptx-bench-gpu:
 #                         ncu_colsum     the LayerNorm backward and the column
@@ -51,11 +52,13 @@
 # there, 1 otherwise.
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
+# the cuBLASLt algorithm chosen for each product shape, on stderr (the logs)
+export GPTX_CUDA_LT_REPORT=1
 root=$PWD
 
 # shellcheck source=tests/gpu/gpu_stages.sh
 . "$root/tests/gpu/gpu_stages.sh"
-call_setup tests/gpu/profile_call.sh 200 summary.txt build.log bench.log profile.log ncu.log \
+call_setup tests/gpu/profile_call.sh 210 summary.txt build.log bench.log profile.log ncu.log \
     bench.json nvidia-smi.txt -- "$@"
 GROUP_ENDS=(build:90)
 LAST_GROUP=profile
@@ -68,7 +71,7 @@ PLAN=(
     "bench_bandwidth|profile|60|20|bench.log"
     "op_profile_b8|profile|30|15|profile.log"
     "op_profile_b64|profile|60|20|profile.log"
-    "bench_attention|profile|45|8|bench.log"
+    "bench_attention|profile|45|12|bench.log"
     "ncu_colsum|profile|60|20|ncu.log"
     "ncu_attention|profile|60|15|ncu.log"
     "ncu_gemm|profile|60|20|ncu.log"
@@ -112,8 +115,10 @@ do_profile() {
     bench_stage bench_bandwidth "$BANDWIDTH" --batches 8,64
     profile_stage op_profile_b8 8
     profile_stage op_profile_b64 64
+    # every tile configuration of the tensor-core attention (cuda_flash.h), each
+    # checked bit for bit against the default: which one the default should be
     bench_stage bench_attention "$ATTN" --batch 8 --heads 12 --seq 1024 --head-size 64 --warmup 3 \
-        --iters 20
+        --iters 20 --variant all
     local base=(SpeedOfLight LaunchStats Occupancy)
     ncu_stage ncu_colsum "${GPTX_NCU_COLSUM_RE:-colsum|column|layernorm_backward|bias_grad}" \
         "${GPTX_NCU_COLSUM_SKIP:-0}" "${GPTX_NCU_COLSUM_COUNT:-16}" "${base[@]}" MemoryWorkloadAnalysis

@@ -874,7 +874,7 @@ static void test_elementwise(pair *p) {
      * column would be off by the size of the values. */
     int N = 37, C = 24;
     size_t NC = (size_t)N * C;
-    gptx_kernel_variants sep = {GPTX_ATTENTION_FLASH, 0, 1, 1};
+    gptx_kernel_variants sep = {GPTX_ATTENTION_FLASH, 0, 1, 1, 0};
     gptx_backend_ops inst = *p->cu_ops;
     CHECK_OK(p->cu_ops->instance_ops(p->cu, &sep, &inst));
     gptx_op_buffers ob = {0, 0, 0};

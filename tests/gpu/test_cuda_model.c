@@ -189,18 +189,19 @@ static double logits_error(const snapshot *r, const snapshot *a) {
     return sqrt(dd / (rr > 0 ? rr : 1));
 }
 
-/* The tensor-core attention (head size 64 or 128 under bf16) rounds where
- * the CUDA-core kernels do not: P before P V and dS before its two products
- * are bf16 operands, as in FlashAttention-2. It may cost accuracy, not much:
- * against CPU fp32, its logits and gradients must stay within 1.5 times the
- * error of the same model with the CUDA-core attention
+/* The tensor-core attention (head size 64 or 128 under bf16 or tf32) rounds
+ * where the CUDA-core kernels do not: P before P V and dS before its two
+ * products are bf16 (tf32) operands, as in FlashAttention-2, and under tf32
+ * q, k, v and dO are rounded to tf32 as well. It may cost accuracy, not
+ * much: against CPU fp32, its logits and gradients must stay within 1.5
+ * times the error of the same model with the CUDA-core attention
  * (GPTX_ATTENTION_FLASH_SIMT; measured on the emulation at head size 64:
- * 1.007 and 1.036). Both runs are on the emulation, so the check does not
- * depend on the machine's CPU. Checked by mutation: dS without D in the
- * dK/dV kernel gives a gradient ratio of 3.8, dQ without the softmax scale
- * 60; a causal mask off by one fails compare_runs first. */
+ * bf16 1.007 and 1.036, tf32 1.033 and 1.108). Both runs are on the emulation, so the
+ * check does not depend on the machine's CPU. Checked by mutation: dS
+ * without D in the dK/dV kernel gives a gradient ratio of 3.8, dQ without
+ * the softmax scale 60; a causal mask off by one fails compare_runs first. */
 static void compare_attention_paths(gptx_context *cpu, gptx_model_config cfg, int B, int T,
-                                    gptx_context *tc, gptx_context *simt) {
+                                    gptx_context *tc, gptx_context *simt, const char *policy) {
     snapshot r = {0}, a = {0}, s = {0};
     CHECK_OK(run(cpu, &cfg, B, T, 3, &r));
     CHECK_OK(run(tc, &cfg, B, T, 3, &a));
@@ -211,10 +212,10 @@ static void compare_attention_paths(gptx_context *cpu, gptx_model_config cfg, in
         double l_ar = logits_error(&r, &a), l_sr = logits_error(&r, &s);
         double g_ar = compare_tensors(layout, r.grads, a.grads, -1, 1, "");
         double g_sr = compare_tensors(layout, r.grads, s.grads, -1, 1, "");
-        printf("head size %d, bf16: error to cpu fp32 with tensor-core / CUDA-core attention\n"
+        printf("head size %d, %s: error to cpu fp32 with tensor-core / CUDA-core attention\n"
                "  logits     %.3g / %.3g (ratio %.3f, at most 1.5)\n"
                "  gradients  %.3g / %.3g (ratio %.3f, at most 1.5)\n",
-               cfg.n_embd / cfg.n_head, l_ar, l_sr, l_ar / l_sr, g_ar, g_sr, g_ar / g_sr);
+               cfg.n_embd / cfg.n_head, policy, l_ar, l_sr, l_ar / l_sr, g_ar, g_sr, g_ar / g_sr);
         CHECK(l_ar <= 1.5 * l_sr);
         CHECK(g_ar <= 1.5 * g_sr);
     } else {
@@ -719,6 +720,7 @@ static void test_fused_classifier(gptx_context *cu, gptx_model_config cfg, const
 int main(void) {
     gptx_context *cpu = NULL, *cu = NULL, *cu_sep = NULL, *cu_naive = NULL;
     gptx_context *bf = NULL, *bf_sep = NULL, *bf_simt = NULL, *bf_per_tensor = NULL;
+    gptx_context *tf = NULL, *tf_simt = NULL;
     int rc = make_cuda(&cu, 1, GPTX_ATTENTION_FLASH, "fp32");
     if (rc == GPTX_ERR_UNSUPPORTED) return cuda_test_skip("test_cuda_model");
     if (rc != GPTX_OK) {
@@ -734,6 +736,8 @@ int main(void) {
     REQUIRE_OK(make_cuda(&bf, 1, GPTX_ATTENTION_FLASH, "bf16"));
     REQUIRE_OK(make_cuda(&bf_sep, 0, GPTX_ATTENTION_FLASH, "bf16"));
     REQUIRE_OK(make_cuda(&bf_simt, 1, GPTX_ATTENTION_FLASH_SIMT, "bf16"));
+    REQUIRE_OK(make_cuda(&tf, 1, GPTX_ATTENTION_FLASH, "tf32"));
+    REQUIRE_OK(make_cuda(&tf_simt, 1, GPTX_ATTENTION_FLASH_SIMT, "tf32"));
     REQUIRE_OK(make_cuda(&bf_per_tensor, 1, GPTX_ATTENTION_FLASH, "bf16"));
     REQUIRE_OK(gptx_context_set_variant(bf_per_tensor, GPTX_VARIANT_FUSED_ADAMW, 0));
     CHECK(gptx_context_precision(cu) == GPTX_PRECISION_FP32);
@@ -763,7 +767,9 @@ int main(void) {
     c.context_length = 48;
     c.n_layer = 1;
     compare_runs(cpu, bf, c, 2, 40, "head size 64 (tensor-core attention), B 2 T 40");
-    compare_attention_paths(cpu, c, 2, 40, bf, bf_simt);
+    compare_attention_paths(cpu, c, 2, 40, bf, bf_simt, "bf16");
+    /* and under tf32: the tensor-core attention on tf32 operands (mma m16n8k8) */
+    compare_attention_paths(cpu, c, 2, 40, tf, tf_simt, "tf32");
     compare_bf16_implementations(cpu, a, 2, 16, bf, "tied head, padded vocabulary masked");
     compare_bf16_implementations(cpu, b, 3, 11, bf, "untied, padded columns in the softmax");
     test_bf16_storage(cpu, bf);
@@ -802,6 +808,8 @@ int main(void) {
     gptx_context_destroy(bf);
     gptx_context_destroy(bf_sep);
     gptx_context_destroy(bf_simt);
+    gptx_context_destroy(tf);
+    gptx_context_destroy(tf_simt);
     gptx_context_destroy(bf_per_tensor);
     gptx_context_destroy(cu_naive);
     gptx_context_destroy(cu_sep);

@@ -264,7 +264,7 @@ grep -q '^bench_\|^torch_\|^racecheck\|^op_profile\|^llmc_cudnn\|^llmc_own' "$pl
 # ---- the profiling call -------------------------------------------------------------------
 SCRIPT=profile_call.sh LLMC=$tmp/llmc dry profile
 [ $rc -eq 0 ] || fail "profiling call's dry run exited $rc"
-has "$(line 1)" "gptx GPU profile: PASSED, [0-9]* s of the 200 s budget" "profile line 1"
+has "$(line 1)" "gptx GPU profile: PASSED, [0-9]* s of the 210 s budget" "profile line 1"
 pstages="configure build llmc_build bench_bandwidth op_profile_b8 op_profile_b64 bench_attention"
 pstages+=" ncu_colsum ncu_attention ncu_gemm"
 [ "$(stages)" = "$pstages " ] || fail "profiling call's stage order: $(stages)"
@@ -276,6 +276,8 @@ has "$(step llmc_build)" "llmc_peer.sh build $tmp/llmc $tmp/profile/llmc (backgr
 has "$(step op_profile_b8)" "--batch 8 --warmup" "profile B 8"
 has "$(step op_profile_b64)" "--batch 64 --warmup" "profile B 64"
 has "$(step bench_bandwidth)" "--batches 8,64" "profile bandwidth"
+has "$(step bench_attention)" "--head-size 64 --warmup 3 --iters 20 --variant all --json " \
+    "profile: every tile configuration of the attention"
 for s in ncu_colsum ncu_attention ncu_gemm; do
     has "$(step $s)" "|timeout --kill-after=5 60 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy " \
         "$s"
@@ -286,7 +288,7 @@ has "$(step ncu_colsum)" "--section MemoryWorkloadAnalysis -k regex:colsum|colum
     "ncu column sums"
 has "$(step ncu_attention)" "-k regex:flash|attention -s 11 -c 4 " "ncu attention"
 has "$(step ncu_gemm)" "-k regex:gemm|nvjet|xmma|cutlass|splitK -s 44 -c 16 " "ncu cuBLASLt"
-groups_within 200
+groups_within 210
 files_back "$tmp/profile"
 back=$(cd "$tmp/profile/out" && find . -type f | sort | tr '\n' ' ')
 [ "$back" = "./bench.log ./build.log ./ncu.log ./nvidia-smi.txt ./profile.log ./summary.txt " ] ||

@@ -173,6 +173,16 @@ int main(void) {
     CHECK(value == 1);
     gptx_model_config c = small_config();
     gptx_model *flash = NULL, *naive = NULL;
+    /* attention tile configurations: 0..64 accepted by the context, refused by
+     * the cpu backend at model creation (they belong to the cuda backend) */
+    CHECK_STATUS(gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION_TILES, 65), GPTX_ERR_INVALID);
+    CHECK_STATUS(gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION_TILES, -1), GPTX_ERR_INVALID);
+    CHECK_OK(gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION_TILES, 2));
+    CHECK_OK(gptx_context_get_variant(ctx, GPTX_VARIANT_ATTENTION_TILES, &value));
+    CHECK(value == 2);
+    CHECK_STATUS(gptx_model_create(&flash, ctx, &c), GPTX_ERR_UNSUPPORTED);
+    CHECK(strstr(gptx_last_error(), "tile configuration 2") != NULL);
+    CHECK_OK(gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION_TILES, 0));
     CHECK_OK(gptx_model_create(&flash, ctx, &c));
     CHECK_OK(gptx_context_set_variant(ctx, GPTX_VARIANT_ATTENTION, GPTX_ATTENTION_NAIVE));
     CHECK_OK(gptx_model_create(&naive, ctx, &c));

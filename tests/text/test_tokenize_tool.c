@@ -227,9 +227,12 @@ static void test_pair(const gptx_tokenizer *tok, const char *input, const unsign
     CHECK(run_tool(whole) == 0);
     check_shards(tok, dir, "p", text, len, 0, 0, 0.1);
     CHECK(entries(dir) == 4); /* the old pair's folder and the dead run's are gone */
-    /* the older layout: the shards themselves, replaced by the links */
-    write_file("tok_pair/old_train.bin", "old", 3);
-    write_file("tok_pair/old_val.bin", "old", 3);
+    /* the older layout: the shards themselves (token shards: a file of the
+     * user's at the name is refused, example_path_rules_inputs_outputs),
+     * replaced by the links */
+    const int32_t one = 7;
+    CHECK(gptx_shard_write("tok_pair/old_train.bin", &one, 1) == GPTX_OK);
+    CHECK(gptx_shard_write("tok_pair/old_val.bin", &one, 1) == GPTX_OK);
     const char *old[] = {"--input", "tok_small.txt", "--out-dir", dir, "--prefix", "old",
                          "--encoder", encoder_path, "--vocab", vocab_path, NULL};
     CHECK(run_tool(old) == 0);

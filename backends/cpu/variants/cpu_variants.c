@@ -104,6 +104,11 @@ int gptx_cpu_instance_ops(const gptx_backend *be, const gptx_kernel_variants *v,
         return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "GPTX_ATTENTION_FLASH_SIMT is a variant of the cuda "
                                                "backend; the cpu backend has no tensor cores to "
                                                "leave out");
+    if (v->attention_tiles)
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED, "attention tile configuration %d is a variant of "
+                                               "the cuda backend's tensor-core attention; the cpu "
+                                               "backend has one",
+                         v->attention_tiles);
     if (v->attention == GPTX_ATTENTION_NAIVE) {
         ops->attention_forward = naive_forward;
         ops->attention_backward = naive_backward;

@@ -159,6 +159,7 @@ struct cudaDeviceProp {
     int major, minor;
     int multiProcessorCount;
     size_t totalGlobalMem;
+    size_t sharedMemPerBlockOptin;
 };
 
 struct gptx_emu_memory {
@@ -208,6 +209,7 @@ static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
     p->minor = 0;
     p->multiProcessorCount = 4;
     p->totalGlobalMem = (size_t)1 << 34;
+    p->sharedMemPerBlockOptin = 227 * 1024; /* sm_90 */
     return cudaSuccess;
 }
 static inline cudaError_t cudaRuntimeGetVersion(int *v) {

@@ -16,6 +16,19 @@
  *     largest exponent and truncates (Fasi et al., "Numerical behavior of
  *     NVIDIA tensor cores", 2021), so a device may differ by a few units of
  *     2^-23 of the magnitude sum per instruction; tests allow that.
+ *   mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (9.7.14.5.7):
+ *     A (16x8): a0 (g, q), a1 (g+8, q), a2 (g, q+4), a3 (g+8, q+4); B (8x8):
+ *       b0 (row q, col g), b1 (row q+4, col g); C/D as for m16n8k16. One tf32
+ *       per 32-bit register: an fp32 bit pattern of which the tensor core
+ *       reads the sign, the exponent and 10 fraction bits. A kernel must
+ *       round its operands (cvt.rna.tf32.f32); the emulation aborts on an
+ *       operand with any of the 13 low bits set, since what a device makes of
+ *       them is not specified. Numerics as m16n8k16: the 8 products exact,
+ *       summed with C in double, rounded once.
+ *   cvt.rna.tf32.f32 (9.7.9.21): round to 10 fraction bits, to nearest, ties
+ *     away from zero: add half an ulp of tf32 to the magnitude's bits and
+ *     clear the 13 low bits (overflow to infinity as the carry reaches the
+ *     exponent); infinities unchanged, NaN stays a NaN.
  *   ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16 (9.7.14.5.15):
  *     lane i gives the address of row i % 8 of matrix i / 8 (16-byte
  *     aligned); register m of lane l receives row l / 4, columns 2(l % 4) and
@@ -37,7 +50,7 @@
 
 namespace gptx_emu {
 
-enum warp_op { WARP_OP_MMA = 1, WARP_OP_LDMATRIX = 2 };
+enum warp_op { WARP_OP_MMA = 1, WARP_OP_LDMATRIX = 2, WARP_OP_MMA_TF32 = 3 };
 
 /* What one lane deposits for a collective matrix instruction. */
 struct warp_operands {
@@ -96,11 +109,18 @@ static inline float mma_b(unsigned w, unsigned k, unsigned col) {
     return k & 1 ? bf16_hi(r) : bf16_lo(r);
 }
 
-static inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2],
-                                  const float c[4]) {
+/* Element (i, j) of the warp's A or B, by its fragment table. */
+typedef float (*mma_element)(unsigned w, unsigned i, unsigned j);
+
+/* D (16x8) = A (16xK) B (Kx8) + C for the warp (instruction `op`): each lane
+ * deposits its operands, computes its four elements of D from the lanes
+ * that own A's and B's (the K exact products summed with C in double,
+ * rounded once), and waits for the others to have read them. */
+static inline void mma_16x8(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4],
+                            int op, unsigned K, mma_element ea, mma_element eb) {
     unsigned w = full_warp("mma.sync"), lane = linear_tid() % 32;
     warp_operands mine = {};
-    mine.op = WARP_OP_MMA;
+    mine.op = op;
     memcpy(mine.a, a, sizeof mine.a);
     memcpy(mine.b, b, sizeof mine.b);
     memcpy(mine.c, c, sizeof mine.c);
@@ -109,11 +129,51 @@ static inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_
     for (unsigned i = 0; i < 4; i++) {
         unsigned row = lane / 4 + (i >= 2 ? 8 : 0), col = (lane % 4) * 2 + (i & 1);
         double acc = mine.c[i]; /* C has D's layout: this lane's own element */
-        for (unsigned k = 0; k < 16; k++) acc += (double)mma_a(w, row, k) * mma_b(w, k, col);
+        for (unsigned k = 0; k < K; k++) acc += (double)ea(w, row, k) * eb(w, k, col);
         out[i] = (float)acc;
     }
     wait_at(&g.warp_bar[w]); /* everyone has read the operands */
     memcpy(d, out, sizeof out); /* d may be c */
+}
+
+static inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2],
+                                  const float c[4]) {
+    mma_16x8(d, a, b, c, WARP_OP_MMA, 16, mma_a, mma_b);
+}
+
+static inline uint32_t tf32_rna(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u | 0x00400000u) & 0xffffe000u; /* NaN */
+    if ((u & 0x7fffffffu) == 0x7f800000u) return u;
+    return (u + 0x1000u) & 0xffffe000u;
+}
+
+static inline float tf32_value(uint32_t r, const char *what, unsigned lane, unsigned reg) {
+    if (r & 0x1fffu) {
+        fprintf(stderr, "cuda emu: mma .tf32: %s register %u of lane %u is 0x%08x, not a tf32 "
+                        "(13 low bits set): round it with cvt.rna.tf32.f32\n",
+                what, reg, lane, r);
+        abort();
+    }
+    float f;
+    memcpy(&f, &r, 4);
+    return f;
+}
+
+/* Element (row, k) of the warp's tf32 A (16x8), (k, col) of its B (8x8). */
+static inline float mma_a_tf32(unsigned w, unsigned row, unsigned k) {
+    unsigned lane = (row % 8) * 4 + k % 4, reg = (row >= 8) + 2 * (k >= 4);
+    return tf32_value(warp_ops[w][lane].a[reg], "A", lane, reg);
+}
+static inline float mma_b_tf32(unsigned w, unsigned k, unsigned col) {
+    unsigned lane = col * 4 + k % 4, reg = k >= 4;
+    return tf32_value(warp_ops[w][lane].b[reg], "B", lane, reg);
+}
+
+static inline void mma_tf32_1688(float d[4], const uint32_t a[4], const uint32_t b[2],
+                                 const float c[4]) {
+    mma_16x8(d, a, b, c, WARP_OP_MMA_TF32, 8, mma_a_tf32, mma_b_tf32);
 }
 
 static inline void ldmatrix(uint32_t *r, int count, int trans, const void *row) {
