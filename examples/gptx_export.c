@@ -110,6 +110,7 @@ static int export_llmc(const export_opts *o, const gptx_model *m, const gptx_tok
                 "runs T = %d and would read past them: run llm.c with T <= %d "
                 "(train_gpt2.cu -t %d)\n", PROG, T, LLMC_DEFAULT_T, T, T);
     return 0;
+}
 
 /* The files the export writes: --out and gpt2_tokenizer.bin in its folder
  * (llmc), or these in the --out folder (hf; the last three are
