@@ -119,6 +119,12 @@ int gptx_cpu_crossentropy_fused(gptx_backend *be, float *losses, float *lse, flo
                                 float dloss);
 int gptx_cpu_sum_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
 int gptx_cpu_sum_squares_to_host(gptx_backend *be, double *host_sum, const float *x, size_t n);
+/* cpu_exact.c: rank-invariant sums (backend.h exact_*) */
+int gptx_cpu_exact_fold(gptx_backend *be, int64_t *bins, int32_t *win, const float *x, size_t n);
+int gptx_cpu_exact_raise(gptx_backend *be, int64_t *bins, int32_t *win, const int32_t *to,
+                         size_t n);
+int gptx_cpu_exact_value(gptx_backend *be, float *out, const int64_t *bins, const int32_t *win,
+                         size_t n);
 /* The library of the fp32 products, from GPTX_CPU_FP32_GEMM: "openblas" 0,
  * "onednn" 1 (an error where gptx is built without oneDNN), unset or "auto"
  * 1 only where oneDNN is built in, the CPU has AVX-512 and OpenBLAS's kernel

@@ -369,6 +369,9 @@ static const gptx_backend_ops cpu_ops = {
     .grad_fusion = cpu_grad_fusion,
     .grad_sumsq = gptx_cpu_sum_squares_to_host, /* the fixed chunk order of the full pass */
     .grad_overwrite = cpu_grad_overwrite,
+    .exact_fold = gptx_cpu_exact_fold,
+    .exact_raise = gptx_cpu_exact_raise,
+    .exact_value = gptx_cpu_exact_value,
 };
 
 const gptx_backend_ops *gptx_cpu_backend_ops(void) { return &cpu_ops; }

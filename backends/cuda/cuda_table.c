@@ -245,6 +245,11 @@ static const gptx_backend_ops cuda_table = {
     .grad_sumsq = NULL,
     .grad_overwrite = NULL,
     .max_threads = NULL, /* its host threads: no bound of OpenBLAS's */
+    /* no rank-invariant gradient sums yet: a rank_invariant context is
+     * refused here (docs/distributed.md, "Rank-invariant training") */
+    .exact_fold = NULL,
+    .exact_raise = NULL,
+    .exact_value = NULL,
 };
 
 const gptx_backend_ops *gptx_cuda_backend_ops(void) { return &cuda_table; }

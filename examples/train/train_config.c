@@ -271,7 +271,9 @@ int run_check_saved(train_run *run) {
         return -1;
     }
     char ws[32] = "";
-    if (train_saved_get(run->saved, "world_size", ws, sizeof ws) == 0 && atoi(ws) != run->world) {
+    /* --rank-invariant: the global batch does not depend on the rank count */
+    if (!run->o.rank_invariant && train_saved_get(run->saved, "world_size", ws, sizeof ws) == 0 &&
+        atoi(ws) != run->world) {
         fprintf(stderr, "gptx-train: --resume %s: the run had %s process(es), this one %d: "
                         "the global batch and each rank's share of the data would change; "
                         "resume with %s\n", resume, ws, run->world, ws);

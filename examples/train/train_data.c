@@ -136,8 +136,10 @@ static void loader_options(const train_run *run, gptx_dataloader_options *lo,
     lo->seed = run->o.seed;
     lo->vocab_size = run->o.vocab_size;
     *vo = *lo;
-    lo->rank = run->rank;
-    lo->world_size = run->world;
+    /* --rank-invariant: every rank sees the one global order and reads its
+     * micro-batches of each step by their index (train_loop.c) */
+    lo->rank = run->o.rank_invariant ? 0 : run->rank;
+    lo->world_size = run->o.rank_invariant ? 1 : run->world;
     lo->shuffle = 1;
     lo->drop_last = 1;
     lo->prefetch = 1;

@@ -2,6 +2,26 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+/* Batch b's loss sum and token count, into slot b. */
+static int eval_batch(gptx_model *model, gptx_dataloader *val, const gptx_dataloader_state *st,
+                      int b, int T, double *sum, double *count) {
+    gptx_dataloader_state at = *st; /* batch b of epoch 0, in the loader's own seed */
+    at.epoch = 0;
+    at.batch = b;
+    const int32_t *in, *tg;
+    int rows, rc;
+    float l;
+    int64_t c;
+    if ((rc = gptx_dataloader_set_state(val, &at))) return rc;
+    if ((rc = gptx_dataloader_next(val, &in, &tg, &rows, NULL))) return rc;
+    if ((rc = gptx_model_forward(model, in, tg, rows, T, &l))) return rc;
+    if ((rc = gptx_model_num_loss_tokens(model, &c))) return rc;
+    sum[b] = (double)l * (double)c;
+    count[b] = (double)c;
+    return GPTX_OK;
+}
 
 int dp_evaluate(gptx_comm *comm, gptx_model *model, gptx_dataloader *val, int n_batches, int T,
                 double *loss, int64_t *tokens) {
@@ -14,33 +34,26 @@ int dp_evaluate(gptx_comm *comm, gptx_model *model, gptx_dataloader *val, int n_
     if ((rc = gptx_dataloader_info_get(val, &info))) return rc;
     if (info.batches_per_epoch < n_batches) n_batches = (int)info.batches_per_epoch;
     const int rank = gptx_comm_rank(comm), world = gptx_comm_world_size(comm);
-    double sum = 0;
-    int64_t count = 0;
-    for (int b = rank; b < n_batches; b += world) {
-        /* batch b of epoch 0, in the loader's own seed */
-        gptx_dataloader_state at = st;
-        at.epoch = 0;
-        at.batch = b;
-        const int32_t *in, *tg;
-        int rows;
-        float l;
-        int64_t c;
-        if ((rc = gptx_dataloader_set_state(val, &at))) return rc;
-        if ((rc = gptx_dataloader_next(val, &in, &tg, &rows, NULL))) return rc;
-        if ((rc = gptx_model_forward(model, in, tg, rows, T, &l))) return rc;
-        if ((rc = gptx_model_num_loss_tokens(model, &c))) return rc;
-        sum += (double)l * (double)c;
-        count += c;
+    /* a slot per batch, 0 where another rank evaluates it: the all-reduce
+     * then adds zeros (exact), and the batches are added up in their own
+     * order, the same bits whatever the number of ranks */
+    double *slots = calloc(2 * (size_t)n_batches + 1, sizeof *slots);
+    if (!slots) return GPTX_ERR_NO_MEMORY;
+    double *sum = slots, *count = slots + n_batches;
+    for (int b = rank; b < n_batches && rc == GPTX_OK; b += world)
+        rc = eval_batch(model, val, &st, b, T, sum, count);
+    /* counts travel as doubles: exact below 2^53 tokens */
+    if (rc == GPTX_OK && world > 1)
+        rc = gptx_comm_allreduce_f64(comm, slots, 2 * (size_t)n_batches, GPTX_COMM_SUM);
+    double total = 0, n = 0;
+    for (int b = 0; rc == GPTX_OK && b < n_batches; b++) {
+        total += sum[b];
+        n += count[b];
     }
-    if (world > 1) {
-        /* count travels as a double: exact below 2^53 tokens */
-        double totals[2] = {sum, (double)count};
-        if ((rc = gptx_comm_allreduce_f64(comm, totals, 2, GPTX_COMM_SUM))) return rc;
-        sum = totals[0];
-        count = (int64_t)totals[1];
-    }
-    *loss = count ? sum / (double)count : NAN;
-    *tokens = count;
+    free(slots);
+    if (rc) return rc;
+    *loss = n > 0 ? total / n : NAN;
+    *tokens = (int64_t)n;
     return GPTX_OK;
 }
 

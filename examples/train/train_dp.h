@@ -12,9 +12,11 @@
 /* Token-weighted mean loss over the first n_batches batches of val (from its
  * start; fewer if the data has fewer), the same windows a single process
  * evaluates: rank r runs batches r, r + W, r + 2W, ... and one allreduce
- * adds up loss sums and token counts, so no window is counted twice and
- * every rank gets the same *loss and *tokens. val must be created with
- * world_size 1 on every rank (each rank reads the whole validation data). */
+ * gathers each batch's loss sum and token count into its own slot; the
+ * slots are then added in batch order, so every rank gets the same *loss
+ * and *tokens, and the same bits for any number of ranks. val must be
+ * created with world_size 1 on every rank (each rank reads the whole
+ * validation data). */
 int dp_evaluate(gptx_comm *comm, gptx_model *model, gptx_dataloader *val, int n_batches, int T,
                 double *loss, int64_t *tokens);
 

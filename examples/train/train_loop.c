@@ -107,9 +107,12 @@ static int evaluate(train_run *run, int last) {
     const train_options *o = &run->o;
     if (!run->val || !((o->eval_every > 0 && run->step % o->eval_every == 0) || last)) return 0;
     /* --eval-batches counts global batches: W per-rank batches of --batch rows
-     * each, the windows one process with the global batch evaluates */
-    TRY(run, dp_evaluate(run->comm, run->model, run->val, o->eval_batches * run->world,
-                         o->context, &run->val_loss, &run->val_tokens));
+     * each, the windows one process with the global batch evaluates; with
+     * --rank-invariant the global batch has no per-rank part: batches of
+     * --batch rows, whatever the number of ranks */
+    int n_eval = o->rank_invariant ? o->eval_batches : o->eval_batches * run->world;
+    TRY(run, dp_evaluate(run->comm, run->model, run->val, n_eval, o->context, &run->val_loss,
+                         &run->val_tokens));
     train_report_val(&run->rep, run->step, run->tokens_seen, run->val_loss, run->val_tokens);
     if (!(run->val_loss < run->best_val)) return 0;
     run->best_val = run->val_loss; /* the same on every rank: dp_evaluate is global */
@@ -250,6 +253,77 @@ static int micro_batches(train_run *run, size_t overlap, int64_t *step_tokens,
     return 0;
 }
 
+/* Rank r's share [lo, hi) of the K micro-batches of a --rank-invariant
+ * step: the first K % W ranks one more (lib/comm's comm_shard rule). */
+static void unit_share(int K, int W, int r, int *lo, int *hi) {
+    int base = K / W, extra = K % W;
+    *lo = r * base + (r < extra ? r : extra);
+    *hi = *lo + base + (r < extra);
+}
+
+/* The loader at micro-batch g of the global order (set only when it is not
+ * there already: a rank's micro-batches are consecutive within a step). */
+static int seek_unit(train_run *run, int64_t g) {
+    if (g == run->next_unit) return GPTX_OK;
+    gptx_dataloader_state st;
+    gptx_dataloader_state_init(&st);
+    int rc = gptx_dataloader_get_state(run->train, &st);
+    if (rc != GPTX_OK) return rc;
+    st.epoch = g / run->ti.batches_per_epoch;
+    st.batch = g % run->ti.batches_per_epoch;
+    return gptx_dataloader_set_state(run->train, &st);
+}
+
+/* --rank-invariant: a step is micro-batches step * K + k, k < K, of the one
+ * global order; this rank runs its share, each with weight 1/K (every
+ * micro-batch has --batch rows: drop_last), and the library adds their
+ * gradients exactly. losses[k] gets micro-batch k's loss (0 for the
+ * others'). 0, 1 when a loss was not finite (*bad is it), 2 when a stop
+ * signal abandoned the step (one process), -1 after a failure. */
+static int invariant_micro_batches(train_run *run, double *losses, int64_t *step_tokens,
+                                   double *bad) {
+    const int K = run->o.grad_accum, T = run->o.context;
+    int lo, hi;
+    unit_share(K, run->world, run->rank, &lo, &hi);
+    gptx_dataloader_state start;
+    gptx_dataloader_state_init(&start);
+    TRY(run, gptx_dataloader_get_state(run->train, &start));
+    if (lo == hi) TRY(run, gptx_timer_start(run->step_timer)); /* a rank with none */
+    for (int k = lo; k < hi; k++) {
+        int a = k > lo ? abandon_step(run, &start, *step_tokens) : 0;
+        if (a) {
+            run->next_unit = -1; /* the loader was set back */
+            return a < 0 ? -1 : 2;
+        }
+        int64_t g = run->step * K + k;
+        const int32_t *in, *tg;
+        int rows;
+        float l;
+        TRY(run, seek_unit(run, g));
+        TRY(run, gptx_dataloader_next(run->train, &in, &tg, &rows, NULL));
+        run->next_unit = g + 1;
+        if (k == lo) TRY(run, gptx_timer_start(run->step_timer));
+        *step_tokens += (int64_t)rows * T;
+        int r = pass_result(run, gptx_model_forward_backward(run->model, in, tg, rows, T,
+                                                             1.0f / (float)K, &l));
+        if (r) return *bad = l, r;
+        losses[k] = l;
+    }
+    return 0;
+}
+
+/* The step's loss: micro-batch k's in slot k, the others' slots 0 on this
+ * rank; gathered (adding zeros is exact) and added in k order, so the bits
+ * do not depend on the number of ranks. */
+static int invariant_loss(train_run *run, double *losses, double *loss) {
+    const int K = run->o.grad_accum;
+    if (run->world > 1) TRY(run, gptx_comm_allreduce_f64(run->comm, losses, K, GPTX_COMM_SUM));
+    double s = 0;
+    for (int k = 0; k < K; k++) s += losses[k];
+    *loss = s / K;
+    return 0;
+}
+
 /* AdamW on the summed gradients: the global token-weighted mean. 0, 1 when
  * the (global) gradient norm was not finite and nothing was updated, -1
  * after a failure. */
@@ -263,7 +337,8 @@ static int update(train_run *run, size_t overlap, int64_t step_tokens, float *no
 }
 
 /* The step's line and metrics row: loss, tokens and speed global (token-
- * weighted loss, all ranks' tokens, the slowest rank's time). */
+ * weighted loss, all ranks' tokens, the slowest rank's time; with
+ * --rank-invariant the loss is global already). */
 static int report_step(train_run *run, float lr, float norm, int64_t step_tokens, double dt) {
     gptx_timer_report tr;
     gptx_timer_report_init(&tr);
@@ -274,7 +349,7 @@ static int report_step(train_run *run, float lr, float norm, int64_t step_tokens
         TRY(run, gptx_comm_allreduce_f64(run->comm, sums, 2, GPTX_COMM_SUM));
         TRY(run, gptx_comm_allreduce_f64(run->comm, &dt, 1, GPTX_COMM_MAX));
         TRY(run, global_timing(run->comm, &tr));
-        run->loss = (float)(sums[0] / sums[1]);
+        if (!run->o.rank_invariant) run->loss = (float)(sums[0] / sums[1]);
         step_tokens = (int64_t)sums[1];
     }
     run->tokens_seen += step_tokens;
@@ -365,16 +440,25 @@ static int train_step(train_run *run) {
     TRY(run, gptx_optimizer_set_lr(run->opt, lr));
     TRY(run, gptx_model_zero_grad(run->model));
     if (test_poison(run) != 0) return -1;
-    double t0 = now_seconds();
-    int r = micro_batches(run, overlap, &step_tokens, &loss_sum);
-    if (r == 2) return 1; /* abandoned (one process: no collective follows) */
+    double t0 = now_seconds(), *losses = NULL;
+    if (run->o.rank_invariant && !(losses = calloc((size_t)run->o.grad_accum, sizeof *losses)))
+        TRY(run, GPTX_ERR_NO_MEMORY);
+    int r = losses ? invariant_micro_batches(run, losses, &step_tokens, &loss_sum)
+                   : micro_batches(run, overlap, &step_tokens, &loss_sum);
+    if (r == 2) { /* abandoned (one process: no collective follows) */
+        free(losses);
+        return 1;
+    }
     if (r >= 0 && !overlap) r = any_nonfinite(run, r); /* before the gradients' collectives */
+    double loss = loss_sum / run->o.grad_accum;
+    if (r == 0 && losses) r = invariant_loss(run, losses, &loss) != 0 ? -1 : 0;
+    free(losses);
     if (r != 0) return r < 0 ? -1 : stop_nonfinite(run, 1, loss_sum, norm);
     if ((r = update(run, overlap, step_tokens, &norm)) != 0)
-        return r < 0 ? -1 : stop_nonfinite(run, 0, loss_sum / run->o.grad_accum, norm);
+        return r < 0 ? -1 : stop_nonfinite(run, 0, loss, norm);
     TRY(run, gptx_timer_stop(run->step_timer, step_tokens));
     double dt = now_seconds() - t0;
-    run->loss = (float)(loss_sum / run->o.grad_accum);
+    run->loss = (float)loss;
     if (report_step(run, lr, norm, step_tokens, dt) != 0) return -1;
     watch_climb(run);
     return 0;

@@ -17,7 +17,7 @@
 #include "train_run.h"
 
 int main(int argc, char **argv) {
-    train_run run = {.world = 1, .rep = {.dir = {.fd = -1}}}; /* the report closes unopened too */
+    train_run run = {.world = 1, .rep = {.dir = {.fd = -1}}, .next_unit = -1}; /* the report closes unopened too */
     if (run_parse(&run, argc, argv) == 0 &&   /* flags, --resume's configuration, launcher */
         run_open_machine(&run) == 0 &&        /* context, communicator */
         run_open_tokenizer(&run) == 0 &&      /* GPT-2 BPE */

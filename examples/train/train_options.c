@@ -90,6 +90,7 @@ static const prog_flag flags[] = {
     ROW(comm_timeout, "--comm-timeout", FLOAT, 0.0, 1e9, NULL, "S", "a collective still waiting after S seconds fails the run\n(a rank died or hangs); 0 = wait forever", 0, CHANGE),
     ROW(zero1, "--zero1", INT, 0, 1, NULL, "0|1", "1 = ZeRO-1: AdamW moments sharded over the ranks (about 1/N\nof the optimizer memory each), reduce-scatter + all-gather\ninstead of the gradient average", 0, KEEP),
     ROW(overlap_mib, "--overlap", FLOAT, 0.0, 4096.0, NULL, "MIB", "> 0: start each bucket of about MIB MiB of final gradients\nreducing while backward still runs; 0 = average after\nbackward (not with --zero1)", 0, KEEP),
+    ROW(rank_invariant, "--rank-invariant", INT, 0, 1, NULL, "0|1", "1 = the same bits on any number of ranks: a step is --grad-accum\nmicro-batches of the global batch, shared by the ranks, their\ngradients added exactly (CPU; costs a pass per micro-batch and\n24 bytes per parameter); resumable on another rank count", 0, KEEP),
 };
 #undef ROW
 enum { N_FLAGS = sizeof flags / sizeof flags[0] };
@@ -213,6 +214,9 @@ int train_options_parse(train_options *o, int argc, char **argv) {
     if (apply_preset(o)) return -1;
     if (o->zero1 && o->overlap_mib > 0)
         return bad("--overlap", NULL, "not with --zero1 (its step reduces the gradients itself)");
+    if (o->rank_invariant && o->overlap_mib > 0)
+        return bad("--overlap", NULL, "not with --rank-invariant (every micro-batch's gradient "
+                                      "is added exactly before the ranks' are)");
     if (o->val_shards && !o->train_shards)
         return bad("--val-shards", o->val_shards, "needs --train-shards");
     return 0;

@@ -42,6 +42,7 @@ typedef struct train_options {
     float comm_timeout;        /* data parallel: seconds a collective may wait */
     int zero1;                 /* 1: optimizer state sharded over the ranks (ZeRO-1) */
     float overlap_mib;         /* > 0: backward overlapped with buckets of this many MiB */
+    int rank_invariant;        /* 1: the same bits for any number of ranks (docs/distributed.md) */
     /* which flags the command line gave (directly or through --preset),
      * by their row in the table of train_options.c (sections included) */
     unsigned char given[96];

@@ -59,6 +59,7 @@ typedef struct train_run {
     double best_val, val_loss;
     int64_t val_tokens;
     float loss; /* the last step's training loss (global) */
+    int64_t next_unit; /* --rank-invariant: the micro-batch the loader gives next (-1: unknown) */
     float test_grad_scale; /* tests only (GPTX_TRAIN_TEST_POISON_WHAT=grad): 0 = 1/K */
 } train_run;
 

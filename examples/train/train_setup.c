@@ -24,6 +24,7 @@ static void context_options(const train_run *run, gptx_context_options *co) {
     co->deterministic = 1;
     co->precision = gptx_precision_from_name(o->precision); /* validated by the option parser */
     co->stochastic_rounding = o->stochastic_rounding;
+    co->rank_invariant = o->rank_invariant;
     if (run->launch.world_size > 1) {
         co->device = run->launch.local_rank;
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -193,7 +194,7 @@ static int write_config(train_run *run) {
         .grad_accum = o->grad_accum, .world_size = W, .warmup = o->warmup,
         .parameters = gptx_model_num_parameters(run->model),
         .train_tokens = (long long)run->ti.total_tokens,
-        .tokens_per_step = (long long)W * o->batch * T * o->grad_accum,
+        .tokens_per_step = (long long)(o->rank_invariant ? 1 : W) * o->batch * T * o->grad_accum,
         .steps = (long long)run->total_steps, .lr = o->lr, .min_lr_frac = o->min_lr_frac,
         .weight_decay = o->weight_decay, .grad_clip = o->grad_clip, .beta1 = o->beta1,
         .beta2 = o->beta2, .seed = (unsigned long long)o->seed,
@@ -243,10 +244,14 @@ static void print_header(const train_run *run) {
            "%d x %d tokens x %d accumulation = %lld tokens/step%s, %lld steps%s\n",
            (double)o->lr, schedule_name(o->schedule), o->warmup, (double)o->min_lr_frac,
            (double)o->weight_decay, (double)o->grad_clip, o->batch, T, o->grad_accum,
-           (long long)o->batch * T * o->grad_accum, W > 1 ? " per rank" : "",
+           (long long)o->batch * T * o->grad_accum, W > 1 && !o->rank_invariant ? " per rank" : "",
            (long long)run->total_steps, o->resume ? " (resumed)" : "");
     if (o->resume) printf("resumed from %s at step %lld\n", o->resume, (long long)run->step);
-    if (W > 1)
+    if (o->rank_invariant)
+        printf("rank-invariant: each step's %d micro-batches of the one global order are shared "
+               "by the %d rank(s) and their gradients added exactly; loss, norm, validation and "
+               "the model are the same bits for any number of ranks\n", o->grad_accum, W);
+    else if (W > 1)
         printf("data parallel: %d ranks (%s engine, %d on this node), each with its own "
                "share of the windows: global batch %lld rows = %lld tokens/step; batch, "
                "batches/epoch and threads above are per rank, loss, grad norm, tokens and "

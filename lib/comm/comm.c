@@ -527,6 +527,7 @@ int gptx_comm_average_gradients(gptx_comm *comm, gptx_model *model, int64_t loca
     GPTX_ENTER(model, GPTX_KIND_MODEL);
     GPTX_TRY(gptx_comm_check_reduction(comm, model, local_tokens, __func__));
     comm_engine *e = comm->engine;
+    if (model->exact_bins) return gptx_comm_exact_sum(comm, model); /* not token-weighted */
     if (e->world_size == 1) return GPTX_OK; /* the mean over one rank is its own gradient */
     GPTX_TRY(gptx_model_grads_materialize(model)); /* a pending zero_grad */
     gptx_model_grads_changed(model);

@@ -94,10 +94,11 @@ int gptx_comm_backward(gptx_comm *comm, gptx_model *model, float loss_scale,
     GPTX_TRY(gptx_comm_check_reduction(comm, model, local_tokens, __func__));
     GPTX_TRY(gptx_model_backward_check(model, loss_scale, __func__));
     comm_engine *e = comm->engine;
-    if (e->world_size == 1)
+    if (e->world_size == 1 && !model->exact_bins)
         return gptx_model_backward_hooked(model, loss_scale, NULL, NULL, __func__);
-    if (!gptx_comm_engine_takes_model_buffers(comm)) {
-        /* the gradients go through host staging: nothing to overlap */
+    if (!gptx_comm_engine_takes_model_buffers(comm) || model->exact_bins) {
+        /* the gradients go through host staging, or a rank_invariant model
+         * adds the whole pass exactly first: nothing to overlap */
         GPTX_TRY(gptx_model_backward_hooked(model, loss_scale, NULL, NULL, __func__));
         return gptx_comm_average_gradients(comm, model, local_tokens);
     }

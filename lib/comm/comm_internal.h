@@ -46,6 +46,11 @@ int gptx_comm_engine_takes_model_buffers(const gptx_comm *c);
 int gptx_comm_token_scale(gptx_comm *c, int64_t local_tokens, const char *func, float *scale,
                           int *uniform, int64_t *total);
 
+/* A rank_invariant model's gradients summed over the ranks exactly
+ * (comm_exact.c): no token weighting; grads then holds the sum, the same
+ * bits on every rank whatever the split of the backward passes. */
+int gptx_comm_exact_sum(gptx_comm *c, gptx_model *m);
+
 /* All ranks' shards (comm_shard) of host[0..count) copied to every rank;
  * stages through a context buffer for an engine that takes device memory. */
 int gptx_comm_allgather_host(gptx_comm *c, float *host, size_t count);

@@ -50,6 +50,26 @@ int gptx_optimizer_get_shard(const gptx_optimizer *opt, size_t *offset, size_t *
     return GPTX_OK;
 }
 
+/* rank_invariant: every rank adds all ranks' bins (gptx_comm_exact_sum) and
+ * takes the norm of the whole sum in one pass, as gptx_optimizer_step does:
+ * the same bits on every rank, for every world size and for an unsharded
+ * optimizer (a norm from the shards' sums would depend on where the shards
+ * end); then AdamW on this rank's shard and the all-gather. */
+static int sharded_exact_step(gptx_optimizer *opt, gptx_model *model, float *grad_norm) {
+    gptx_comm *c = opt->comm;
+    comm_engine *e = c->engine;
+    size_t n = model->layout.nparams;
+    double sumsq = 0.0;
+    GPTX_TRY(gptx_comm_exact_sum(c, model));
+    GPTX_TRY(opt->ops.sum_squares_to_host(opt->be, &sumsq, model->grads, n));
+    float norm = (float)sqrt(sumsq);
+    if (grad_norm) *grad_norm = norm;
+    GPTX_TRY(gptx_optimizer_update(opt, norm, "gptx_optimizer_step_sharded"));
+    if (e->world_size > 1)
+        GPTX_TRY(gptx_comm_engine_result(c, e->ops->allgather(e, model->params, n)));
+    return GPTX_OK;
+}
+
 int gptx_optimizer_step_sharded(gptx_optimizer *opt, gptx_model *model, int64_t local_tokens,
                                 float *grad_norm) {
     GPTX_ENTER(opt, GPTX_KIND_OPTIMIZER);
@@ -72,6 +92,8 @@ int gptx_optimizer_step_sharded(gptx_optimizer *opt, gptx_model *model, int64_t 
     size_t n = model->layout.nparams;
     float *grads = model->grads + opt->shard_offset;
     double sumsq = 0.0;
+    if (model->exact_bins) /* the full sum on every rank, its norm below */
+        return sharded_exact_step(opt, model, grad_norm);
     GPTX_TRY(gptx_model_grads_materialize(model)); /* a pending zero_grad */
     if (e->world_size > 1) {
         gptx_model_grads_changed(model);

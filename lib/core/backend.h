@@ -348,6 +348,24 @@ struct gptx_backend_ops {
      * experimental gptx_cpu_max_threads reads the CPU backend's, so a
      * program can check its --threads before a context exists. */
     int (*max_threads)(void);
+
+    /* OPTIONAL rank-invariant gradient sums (lib/core/exact_bins.h; NULL: a
+     * context with gptx_context_options.rank_invariant is refused). n values
+     * in chunks of EXACT_CHUNK; bins: EXACT_LEVELS int64 per value
+     * (level-major: level k of value i at bins[k n + i]); win: one int32
+     * per chunk, the chunk's window. Host
+     * memory for the bins and windows of a backend without
+     * GPTX_BACKEND_CAP_CUDA_DEVICE. Every result depends only on the
+     * values, never on the thread count.
+     * exact_fold: adds x into the bins, raising a chunk's window where x
+     *   needs it (EXACT_NONFINITE for an inf or NaN);
+     * exact_raise: raises every chunk's window to at least to[chunk];
+     * exact_value: out = the bins' values, each rounded once to fp32. */
+    int (*exact_fold)(gptx_backend *be, int64_t *bins, int32_t *win, const float *x, size_t n);
+    int (*exact_raise)(gptx_backend *be, int64_t *bins, int32_t *win, const int32_t *to,
+                       size_t n);
+    int (*exact_value)(gptx_backend *be, float *out, const int64_t *bins, const int32_t *win,
+                       size_t n);
 };
 
 /* The CPU backend is part of the core; the CUDA backend is a module

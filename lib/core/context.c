@@ -21,6 +21,7 @@ static const gptx_context_options context_defaults = {
     .precision = GPTX_PRECISION_DEFAULT,
     .stochastic_rounding = 0,
     .cuda_graphs = 0,
+    .rank_invariant = 0,
 };
 
 static const gptx_kernel_variants variant_defaults = {
@@ -103,6 +104,9 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
     if (opts.cuda_graphs & ~1)
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.cuda_graphs is %d; expected 0 or 1",
                          opts.cuda_graphs);
+    if (opts.rank_invariant & ~1)
+        return GPTX_FAIL(GPTX_ERR_INVALID, "options.rank_invariant is %d; expected 0 or 1",
+                         opts.rank_invariant);
     if (opts.deterministic & ~1) /* only 0 and 1 have a meaning; 5 is a mistake */
         return GPTX_FAIL(GPTX_ERR_INVALID, "options.deterministic is %d; expected 0 or 1",
                          opts.deterministic);
@@ -126,7 +130,9 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
         break;
     case GPTX_BACKEND_AUTO:
         ops = gptx_cpu_backend_ops();
-        if ((cuda = gptx_module_lookup("cuda")) != NULL) {
+        /* a backend that cannot do what the options ask is not a candidate */
+        if ((cuda = gptx_module_lookup("cuda")) != NULL &&
+            (!opts.rank_invariant || cuda->backend_ops->exact_fold)) {
             gptx_backend *probe = NULL;
             int probe_rc = cuda->backend_ops->create(&probe, &opts);
             /* a malformed CUDA setting (GPTX_CUDA_* environment, device
@@ -146,6 +152,11 @@ int gptx_context_create(gptx_context **out, const gptx_context_options *opts_in)
 
 int gptx_context_create_on(gptx_context **out, const gptx_context_options *opts,
                            const gptx_backend_ops *ops) {
+    if (opts->rank_invariant && !(ops->exact_fold && ops->exact_raise && ops->exact_value))
+        return GPTX_FAIL(GPTX_ERR_UNSUPPORTED,
+                         "options.rank_invariant: backend '%s' has no rank-invariant gradient "
+                         "sums in this version (the CPU backend has them: docs/distributed.md)",
+                         ops->name);
     gptx_backend *be = NULL;
     GPTX_TRY(ops->create(&be, opts));
     return wrap_backend(out, ops, be, opts);

@@ -151,6 +151,15 @@ TIMED(adamw_copy,
 TIMED(grad_sumsq, (gptx_backend *be, double *host_sum, const float *grad, size_t n), 0, 0, 0.0,
       host_sum, grad, n)
 TIMED(grad_overwrite, (gptx_backend *be, int on), 0, 0, 0.0, on)
+/* rank-invariant gradient sums: a fold per backward, the rest per step */
+TIMED(exact_fold, (gptx_backend *be, int64_t *bins, int32_t *win, const float *x, size_t n), 0, 0,
+      0.0, bins, win, x, n)
+TIMED(exact_raise,
+      (gptx_backend *be, int64_t *bins, int32_t *win, const int32_t *to, size_t n), 0, 0, 0.0,
+      bins, win, to, n)
+TIMED(exact_value,
+      (gptx_backend *be, float *out, const int64_t *bins, const int32_t *win, size_t n), 0, 0,
+      0.0, out, bins, win, n)
 TIMED(layernorm_backward_act,
       (gptx_backend *be, float *dinp, float *dinp_act, float *dw, float *db, const float *dout,
        const float *inp, const float *w, const float *mean, const float *rstd, int N, int C),
@@ -224,7 +233,8 @@ PASS_VOID(graph_counts, (const gptx_backend *be, int64_t *captures, int64_t *rep
     X(alloc) X(free) X(memory_stats) X(reset_peak) X(synchronize) X(precision) X(storage) \
     X(describe) X(host_alloc_pinned) X(host_free_pinned) X(instance_ops) X(op_buffers)    \
     X(compute_stream) X(event_create) X(event_destroy) X(event_record) X(event_elapsed)   \
-    X(graph_counts) X(grad_fusion) X(grad_sumsq) X(grad_overwrite)
+    X(graph_counts) X(grad_fusion) X(grad_sumsq) X(grad_overwrite) X(exact_fold)          \
+    X(exact_raise) X(exact_value)
 #define COUNT_ENTRY(entry) +1
 enum { WRAPPED = 0 WRAPPED_ENTRIES(COUNT_ENTRY), LEFT_NULL = 5 };
 _Static_assert(sizeof(gptx_backend_ops) ==

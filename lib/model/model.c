@@ -90,6 +90,7 @@ static void release_model(gptx_handle *h) {
     if (m->params) OPS(m)->free(BE(m), m->params);
     if (m->grads) OPS(m)->free(BE(m), m->grads);
     if (m->wcopy) OPS(m)->free(BE(m), m->wcopy);
+    gptx_model_exact_release(m);
     free(m->grad_sumsq);
     gptx_op_profile_detach(m->profiled);
     gptx_layout_free(&m->layout);
@@ -101,7 +102,8 @@ static void release_model(gptx_handle *h) {
 static int init_grad_fusion(gptx_model *m) {
     const gptx_backend_ops *ops = &m->ops;
     unsigned f = ops->grad_fusion && !ops->graph_begin ? ops->grad_fusion(m->be) : 0u;
-    if (!ops->grad_sumsq) f &= ~(unsigned)GPTX_GRAD_FUSE_NORM;
+    /* rank-invariant: a backward's own sums of squares are not the sum's */
+    if (!ops->grad_sumsq || m->ctx->opts.rank_invariant) f &= ~(unsigned)GPTX_GRAD_FUSE_NORM;
     if (!ops->grad_overwrite) f &= ~(unsigned)GPTX_GRAD_FUSE_ZERO;
     m->grad_fusion = f;
     if (!(f & GPTX_GRAD_FUSE_NORM)) return GPTX_OK;
@@ -156,6 +158,7 @@ int gptx_model_create(gptx_model **out, gptx_context *ctx, const gptx_model_conf
     if (rc == GPTX_OK) rc = gptx_param_fill(ctx, m->params, 0.0f, m->layout.nparams);
     if (rc == GPTX_OK) rc = ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams);
     if (rc == GPTX_OK) rc = init_grad_fusion(m);
+    if (rc == GPTX_OK) rc = gptx_model_exact_create(m);
     if (rc != GPTX_OK) {
         gptx_model_destroy(m);
         return rc;
@@ -237,6 +240,7 @@ int gptx_model_init_random(gptx_model *m, uint64_t seed) {
 int gptx_model_zero_grad(gptx_model *m) {
     GPTX_ENTER(m, GPTX_KIND_MODEL);
     gptx_model_grads_changed(m);
+    GPTX_TRY(gptx_model_exact_clear(m));
     /* folded into the next backward's first writes: one full write pass
      * less per step (bf16 on the CPU); any other reader fills first */
     if (m->grad_fusion & GPTX_GRAD_FUSE_ZERO) {
@@ -247,6 +251,7 @@ int gptx_model_zero_grad(gptx_model *m) {
 }
 
 int gptx_model_grads_materialize(gptx_model *m) {
+    if (m->exact_dirty) return gptx_model_exact_to_grads(m); /* the bins' sum */
     if (!m->grads_zero_pending) return GPTX_OK;
     GPTX_TRY(OPS(m)->fill_f32(BE(m), m->grads, 0.0f, m->layout.nparams));
     m->grads_zero_pending = 0;
@@ -402,7 +407,7 @@ int gptx_model_restore_weights(gptx_model *m, const float *host) {
     GPTX_TRY(gptx_param_upload(ctx, m->params, host, m->layout.nparams));
     GPTX_TRY(ctx->ops->fill_f32(ctx->be, m->grads, 0.0f, m->layout.nparams));
     m->grads_zero_pending = 0;
-    return GPTX_OK;
+    return gptx_model_exact_clear(m);
 }
 
 /* Brings the compute copy of the weights up to date with the parameters. */
@@ -852,6 +857,10 @@ static int backward_body(gptx_model *m, backward_args *ba) {
 int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready_fn ready,
                                void *arg, const char *func) {
     GPTX_TRY(gptx_model_backward_check(m, loss_scale, func));
+    if (ready && m->exact_bins) /* lib/comm never asks: its buckets fall back */
+        return gptx_fail(GPTX_ERR_UNSUPPORTED, func,
+                         "overlapped gradient buckets reduce fp32 gradients as backward makes "
+                         "them; a rank_invariant context adds every pass first");
     backward_args ba = {ready, arg, !m->dlogits_ready,
                         m->loss_tokens > 0 ? loss_scale / (float)m->loss_tokens : 0.0f};
     /* a hook reduces each region as it becomes final: it must see the
@@ -861,6 +870,7 @@ int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready
     m->grad_sumsq_count = ready ? -1 : 0; /* -1: no sums this backward */
     m->phase = GPTX_PHASE_BACKWARD; /* logits are overwritten from here on */
     m->dlogits_ready = 0;
+    GPTX_TRY(gptx_model_exact_before_backward(m)); /* this pass's own gradient, from zero */
     GPTX_TRY(backward_body(m, &ba));
     const gptx_layout *L = &m->layout;
     /* not in the segment: the backend buckets the ids on the host */
@@ -870,6 +880,7 @@ int gptx_model_backward_hooked(gptx_model *m, float loss_scale, gptx_grads_ready
     GPTX_TRY(grad_final(m, L->wte));
     GPTX_TRY(grad_final(m, L->wpe));
     m->grad_sumsq_valid = m->grad_sumsq_count == L->ntensors;
+    GPTX_TRY(gptx_model_exact_fold(m)); /* rank-invariant: into the exact sum */
     if (ready) { /* wte, wpe: the start of the buffer */
         size_t hi = m->cfg.n_layer > 0 ? L->tensors[L->layers[0].ln1_w].offset
                                        : L->tensors[L->lnf_w].offset;

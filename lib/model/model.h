@@ -113,6 +113,16 @@ struct gptx_model {
     int grad_sumsq_count; /* tensors summed by the backward in progress or last */
     int grad_sumsq_valid;
 
+    /* Rank-invariant gradient sums (gptx_context_options.rank_invariant,
+     * model_exact.c): every backward folds its gradient into exact bins
+     * (EXACT_LEVELS int64 per parameter, one window per chunk); grads then
+     * holds the last backward's own gradient until exact_dirty is cleared
+     * by gptx_model_grads_materialize (the bins' sum, rounded once) or by
+     * the communicator (the ranks' bins added first). NULL when off. */
+    int64_t *exact_bins;
+    int32_t *exact_win;
+    int exact_dirty;
+
     int B, T;
     gptx_phase phase;
     int have_targets;
@@ -143,6 +153,18 @@ int gptx_model_restore_weights(gptx_model *m, const float *host);
  * reads or writes m->grads outside backward (get_gradient, the optimizer,
  * the communicator) calls it first. */
 int gptx_model_grads_materialize(gptx_model *m);
+/* Rank-invariant sums (model_exact.c): the bins and windows made (when the
+ * context asks for them) and released; cleared (zero_grad, loads); the
+ * float gradients zeroed for the next backward, which then holds only its
+ * own gradient; that gradient folded in; the bins' value written to grads
+ * (*what* the communicator calls after adding the ranks' bins). */
+int gptx_model_exact_create(gptx_model *m);
+void gptx_model_exact_release(gptx_model *m);
+int gptx_model_exact_clear(gptx_model *m);
+int gptx_model_exact_before_backward(gptx_model *m);
+int gptx_model_exact_fold(gptx_model *m);
+int gptx_model_exact_to_grads(gptx_model *m);
+
 /* Anything that writes m->grads outside backward (all-reduce, fills, loads)
  * calls this: the sums of squares backward left no longer describe them. */
 void gptx_model_grads_changed(gptx_model *m);

@@ -147,11 +147,17 @@ static char dir[256];
 
 static void run(void) {
     void *exact; /* each input first as an exact-size heap copy (ASan sees any read past it) */
-    /* context options: last field cuda_graphs (default 0; 0xA5A5A5A5 is rejected) */
+    /* context options: last field rank_invariant from 0.7.0, cuda_graphs before
+     * (default 0 both; 0xA5A5A5A5 is rejected) */
     slot so;
     gptx_context_options *co = slot_new(&so, "gptx_context_options",
+#if GPTX_FROZEN_VERSION_NUMBER >= 700
+                                        DECLARED(gptx_context_options, GPTX_CONTEXT_OPTIONS_SIZE,
+                                                 cuda_graphs),
+#else
                                         DECLARED(gptx_context_options, GPTX_CONTEXT_OPTIONS_SIZE,
                                                  stochastic_rounding),
+#endif
                                         sizeof *co);
     INIT_SLOT(&so, gptx_context_options, gptx_context_options_init_sized,
               GPTX_CONTEXT_OPTIONS_SIZE);
@@ -164,6 +170,9 @@ static void run(void) {
     gptx_context_options_init(&got);
     EXPECT_OK(gptx_context_get_options(ctx, &got));
     EXPECT(got.backend == GPTX_BACKEND_CPU && got.num_threads == 1 && got.cuda_graphs == 0);
+#if GPTX_FROZEN_VERSION_NUMBER >= 700
+    EXPECT(got.rank_invariant == 0);
+#endif
     slot go;
     gptx_context_options *gop =
         slot_new(&go, "gptx_context_options (out)", so.declared, sizeof *gop);

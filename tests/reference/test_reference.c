@@ -283,10 +283,22 @@ static int run_fixture(const char *path)
     gptx_context_options_init(&copts);
     copts.backend = GPTX_BACKEND_CPU;
     copts.deterministic = 1;
+    /* the test's own switch (ctest reference_pytorch_rank_invariant): the
+     * gradients through the exact sums (docs/distributed.md), same bounds */
+    const char *ri = getenv("GPTX_TEST_RANK_INVARIANT");
+    copts.rank_invariant = ri && !strcmp(ri, "1");
     int rc = gptx_context_create(&ctx, &copts);
     if (rc != GPTX_OK) {
         call_failed(&st, "gptx_context_create", rc);
         goto done;
+    }
+    if (copts.rank_invariant) { /* the option really in effect */
+        gptx_context_options got;
+        gptx_context_options_init(&got);
+        if (gptx_context_get_options(ctx, &got) != GPTX_OK || got.rank_invariant != 1)
+            fail_msg(&st, "the context does not report rank_invariant = 1");
+        else
+            printf("%s: rank_invariant = 1 (gradients through the exact sums)\n", label);
     }
 
     gptx_model_config mc;

@@ -216,8 +216,19 @@ typedef struct gptx_context_options {
      * and replays them (docs/cuda.md); results are unchanged. 0 (default) or
      * 1; the CPU backend ignores it. */
     int cuda_graphs;
+    /* 1 = rank-invariant training (docs/distributed.md, "Rank-invariant
+     * training"): every backward pass's gradient is added exactly (integer
+     * bins, rounded once when read), so the accumulated gradient, and the
+     * sum gptx_comm_average_gradients forms over the ranks, do not depend on
+     * the order or the split of the backward passes over micro-steps and
+     * ranks; the communicator then adds the ranks' gradients without
+     * token weighting (weight each pass with its loss_scale). Costs 24
+     * bytes per parameter and a pass per backward. 0 (default) or 1; the CPU
+     * backend only (GPTX_ERR_UNSUPPORTED on CUDA; AUTO takes the CPU).
+     * Since 0.8. */
+    int rank_invariant;
 } gptx_context_options;
-#define GPTX_CONTEXT_OPTIONS_SIZE GPTX_STRUCT_END(gptx_context_options, cuda_graphs)
+#define GPTX_CONTEXT_OPTIONS_SIZE GPTX_STRUCT_END(gptx_context_options, rank_invariant)
 
 typedef enum gptx_precision {
     GPTX_PRECISION_DEFAULT = 0,  /* the backend's default: CPU fp32, CUDA bf16 (mixed) */
@@ -229,7 +240,7 @@ typedef enum gptx_precision {
 } gptx_precision;
 
 /* Defaults: backend AUTO, device 0, num_threads 0, deterministic 1,
- * precision DEFAULT, stochastic_rounding 0, cuda_graphs 0. */
+ * precision DEFAULT, stochastic_rounding 0, cuda_graphs 0, rank_invariant 0. */
 GPTX_API int gptx_context_options_init_sized(gptx_context_options *opts, size_t size);
 #define gptx_context_options_init(opts) \
     gptx_context_options_init_sized((opts), GPTX_CONTEXT_OPTIONS_SIZE)
