@@ -111,26 +111,31 @@ GPTX_EXACT_FN void gptx_exact_raise(int64_t *lvl, int32_t from, int32_t to) {
 GPTX_EXACT_FN float gptx_exact_value(const int64_t *lvl, int32_t top) {
     if (top == EXACT_NONFINITE) return NAN;
     if (top == EXACT_EMPTY) return 0.0f;
-    /* v = lvl0 2^64 + lvl1 2^32 + lvl2, times 2^(32 (top - 2) - BIAS): each
-     * |lvl| < 2^63, so |v| < 2^127 fits a signed 128-bit integer */
-    __extension__ typedef __int128 i128;
     __extension__ typedef unsigned __int128 u128;
-    i128 v = ((i128)lvl[0] << 64) + ((i128)lvl[1] << 32) + (i128)lvl[2];
-    if (v == 0) return 0.0f;
-    int neg = v < 0;
-    u128 a = neg ? (u128)(-v) : (u128)v;
-    uint64_t hi = (uint64_t)(a >> 64), lo = (uint64_t)a;
-    int msb = hi ? 127 - __builtin_clzll(hi) : 63 - __builtin_clzll(lo); /* a != 0 */
+    /* v = lvl0 2^64 + lvl1 2^32 + lvl2 as a 128-bit two's complement
+     * number: the carries moved up (each |lvl| < 2^63, |v| < 2^127), then
+     * its sign and magnitude without a branch */
+    int64_t c1 = lvl[1] + (lvl[2] >> 32), c0 = lvl[0] + (c1 >> 32);
+    uint64_t lo = (uint64_t)c1 << 32 | ((uint64_t)lvl[2] & 0xffffffffu), hi = (uint64_t)c0;
+    uint64_t sign = (uint64_t)(c0 >> 63); /* all ones when negative */
+    lo ^= sign;
+    hi ^= sign;
+    lo += sign & 1u;
+    hi += lo < (sign & 1u);
+    if ((hi | lo) == 0) return 0.0f;
+    u128 a = (u128)hi << 64 | lo;
+    int msb = hi ? 127 - __builtin_clzll(hi) : 63 - __builtin_clzll(lo);
     int scale = 32 * (top - 2) - EXACT_BIAS; /* value of bit 0 of a: 2^scale */
     /* keep 24 bits from msb down, but no bit below 2^-149 (subnormals) */
     int lsb = msb - 23;
     if (lsb + scale < -149) lsb = -149 - scale;
     uint64_t mant;
-    if (lsb <= 0) mant = (uint64_t)(a << -lsb); /* exact: every bit kept */
-    else {
+    if (lsb <= 0) {
+        mant = (uint64_t)(a << -lsb); /* exact: every bit kept */
+    } else { /* nearest, ties to even: the dropped bits against half */
         mant = (uint64_t)(a >> lsb);
-        u128 rest = a & (((u128)1 << lsb) - 1), half = (u128)1 << (lsb - 1);
-        if (rest > half || (rest == half && (mant & 1u))) mant++;
+        u128 rest = a << (128 - lsb), half = (u128)1 << 127;
+        mant += (rest > half) | ((rest == half) & (mant & 1u));
     }
     /* the float's bits: mant (<= 2^24) times 2^(lsb + scale); the value is
      * normal when mant has its 24th bit (exponent field e + 127 + 23), else
@@ -148,7 +153,7 @@ GPTX_EXACT_FN float gptx_exact_value(const int64_t *lvl, int32_t top) {
     } else {
         bits = (uint32_t)mant; /* subnormal: lsb + scale == -149 */
     }
-    bits |= (uint32_t)neg << 31;
+    bits |= (uint32_t)(sign & 1u) << 31;
     float r;
     memcpy(&r, &bits, 4);
     return r;
