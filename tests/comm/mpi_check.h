@@ -8,6 +8,28 @@
 #include "check.h"
 #include "gptx/gptx.h"
 
+/* The start of every multi-rank test program: a 1-thread CPU context and
+ * the launch's communicator; *R, *W its rank and size, which must lie in
+ * [lo, hi] (else a message naming mpirun -np). 0, or 1 after a message. */
+static inline int mpi_check_start(gptx_context **ctx, gptx_comm **comm, int *R, int *W, int lo,
+                                  int hi) {
+    gptx_context_options o;
+    gptx_context_options_init(&o);
+    o.backend = GPTX_BACKEND_CPU;
+    o.num_threads = 1;
+    if (gptx_context_create(ctx, &o) != GPTX_OK || gptx_comm_create(comm, *ctx, NULL) != GPTX_OK) {
+        fprintf(stderr, "context or communicator: %s\n", gptx_last_error());
+        return 1;
+    }
+    *R = gptx_comm_rank(*comm);
+    *W = gptx_comm_world_size(*comm);
+    if (*W < lo || *W > hi) {
+        fprintf(stderr, "run with mpirun -np %d to %d (world size is %d)\n", lo, hi, *W);
+        return 1;
+    }
+    return 0;
+}
+
 /* Sums the ranks' failures (rc != 0 counts as one), releases comm and ctx,
  * and returns the exit code: non-zero on every rank when any rank failed, so
  * mpirun's status (rank 0's, or the first non-zero) covers them all. */

@@ -90,14 +90,7 @@ static int check_entries(comm_engine *e, float *buf, size_t n) {
 int main(void) {
     gptx_context *ctx = NULL;
     gptx_comm *comm = NULL;
-    REQUIRE_OK(make_cpu_context(&ctx, 1));
-    REQUIRE_OK(gptx_comm_create(&comm, ctx, NULL));
-    R = gptx_comm_rank(comm);
-    W = gptx_comm_world_size(comm);
-    if (W != 2 && W != 3) {
-        fprintf(stderr, "run with mpirun -np 2 or -np 3 (world size is %d)\n", W);
-        return 1;
-    }
+    if (mpi_check_start(&ctx, &comm, &R, &W, 2, 3)) return 1;
     const size_t sizes[] = {((size_t)3 << 20) + 5, ((size_t)1 << 26) + 5};
     float *buf = malloc(sizes[1] * sizeof *buf);
     int rc = buf ? 0 : 1;

@@ -116,10 +116,7 @@ static int test_mode(gptx_comm *comm, int rank_invariant) {
 int main(void) {
     gptx_context *ctx = NULL;
     gptx_comm *comm = NULL;
-    REQUIRE_OK(make_context(&ctx, 0));
-    REQUIRE_OK(gptx_comm_create(&comm, ctx, NULL));
-    R = gptx_comm_rank(comm);
-    W = gptx_comm_world_size(comm);
+    if (mpi_check_start(&ctx, &comm, &R, &W, 1, 64)) return 1;
     int rc = test_mode(comm, 0);
     if (!rc) rc = test_mode(comm, 1);
     return mpi_check_exit(comm, ctx, rc, "test_mpi_invariant", R, W);

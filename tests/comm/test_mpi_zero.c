@@ -333,14 +333,7 @@ static int test_bad_input(gptx_context *ctx) {
 
 int main(void) {
     gptx_context *ctx = NULL;
-    REQUIRE_OK(make_cpu_context(&ctx, 1));
-    REQUIRE_OK(gptx_comm_create(&comm, ctx, NULL));
-    R = gptx_comm_rank(comm);
-    W = gptx_comm_world_size(comm);
-    if (W != 2 && W != 3) {
-        fprintf(stderr, "run with mpirun -np 2 or -np 3 (world size is %d)\n", W);
-        return 1;
-    }
+    if (mpi_check_start(&ctx, &comm, &R, &W, 2, 3)) return 1;
     char path[256] = "";
     if (R == 0) {
         char dir[] = "/tmp/gptx_zero_XXXXXX";
