@@ -7,7 +7,9 @@
 #define _POSIX_C_SOURCE 200809L /* pthread barriers */
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "test_util.h"
 
@@ -44,6 +46,28 @@ static void make_batch(batch *b, uint32_t seed) {
 
 static pthread_barrier_t start;
 
+/* Whether two threads' calls overlapped is up to the scheduler: on a loaded
+ * machine one thread may finish its quota before the other runs at all. So a
+ * thread that has done its quota goes on until a BUSY has been seen by either
+ * thread, or OVERLAP_WAIT_S have passed; the checks then ask for at least the
+ * quota, and for the BUSY (a library that never refuses still fails). */
+enum { OVERLAP_WAIT_S = 30 };
+static atomic_int busy_seen;
+static struct timespec overlap_start;
+
+static void overlap_begin(void) {
+    atomic_store(&busy_seen, 0);
+    clock_gettime(CLOCK_MONOTONIC, &overlap_start);
+}
+
+static int keep_going(int done, int quota) {
+    if (done < quota) return 1;
+    if (atomic_load(&busy_seen)) return 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec - overlap_start.tv_sec < OVERLAP_WAIT_S;
+}
+
 /* ---- one model, two threads ----------------------------------------------- */
 
 typedef struct hammer {
@@ -54,11 +78,12 @@ typedef struct hammer {
     int busy_msg_bad;  /* a BUSY without the message saying why */
 } hammer;
 
-/* CALLS successful forward passes, retrying each refused one. */
+/* CALLS successful forward passes (more until the calls are seen to
+ * overlap), retrying each refused one. */
 static void *hammer_main(void *arg) {
     hammer *h = arg;
     pthread_barrier_wait(&start);
-    while (h->ok < CALLS && h->other == 0) {
+    while (keep_going(h->ok, CALLS) && h->other == 0) {
         float loss = 0.0f;
         int rc = gptx_model_forward(h->m, h->b->in, h->b->tg, B, T, &loss);
         if (rc == GPTX_OK) {
@@ -66,6 +91,7 @@ static void *hammer_main(void *arg) {
             h->wrong += memcmp(&loss, &h->ref, sizeof loss) != 0;
         } else if (rc == GPTX_ERR_BUSY) {
             h->busy++;
+            atomic_store(&busy_seen, 1);
             h->busy_msg_bad += strstr(gptx_last_error(), "in use by another thread") == NULL;
             sched_yield();
         } else {
@@ -87,12 +113,13 @@ static int test_one_model_two_threads(gptx_context *ctx) {
         REQUIRE_OK(gptx_model_forward(m, b[k].in, b[k].tg, B, T, &h[k].ref));
     }
     pthread_t th[2];
+    overlap_begin();
     for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, hammer_main, &h[k]);
     for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
     for (int k = 0; k < 2; k++) {
         printf("thread %d: %d losses, %d wrong, %d BUSY, %d other errors\n", k, h[k].ok,
                h[k].wrong, h[k].busy, h[k].other);
-        CHECK(h[k].ok == CALLS);
+        CHECK(h[k].ok >= CALLS);
         CHECK(h[k].wrong == 0);
         CHECK(h[k].other == 0);
         CHECK(h[k].busy_msg_bad == 0);
@@ -120,6 +147,7 @@ static int sample_tokens(gptx_model *m, int32_t *out, int *busy) {
     int rc;
     while ((rc = gptx_generator_create(&g, m, NULL)) == GPTX_ERR_BUSY && busy) {
         (*busy)++; /* it reads the model's configuration inside a call on the model */
+        atomic_store(&busy_seen, 1);
         sched_yield();
     }
     if (rc == GPTX_OK) rc = gptx_generator_feed(g, prompt, PROMPT);
@@ -127,6 +155,7 @@ static int sample_tokens(gptx_model *m, int32_t *out, int *busy) {
         rc = gptx_generator_next(g, s, &out[i]);
         if (rc == GPTX_ERR_BUSY && busy) { /* the model is in the other thread's call */
             (*busy)++;
+            atomic_store(&busy_seen, 1);
             rc = GPTX_OK;
             sched_yield();
             continue;
@@ -141,7 +170,8 @@ static int sample_tokens(gptx_model *m, int32_t *out, int *busy) {
 static void *gen_main(void *arg) {
     gen_job *j = arg;
     pthread_barrier_wait(&start);
-    for (int r = 0; r < ROUNDS && j->other == 0; r++) {
+    { struct timespec d = {1, 0}; nanosleep(&d, NULL); } /* MUTATION: the scheduler runs the other thread first */
+    for (int r = 0; keep_going(r, ROUNDS) && j->other == 0; r++) {
         int32_t got[NEW];
         int rc = sample_tokens(j->m, got, &j->busy);
         if (rc != GPTX_OK) {
@@ -165,13 +195,14 @@ static int test_generator_and_forward(gptx_context *ctx) {
     hammer h = {.m = m, .b = &b};
     REQUIRE_OK(gptx_model_forward(m, b.in, b.tg, B, T, &h.ref));
     pthread_t th[2];
+    overlap_begin();
     pthread_create(&th[0], NULL, gen_main, &j);
     pthread_create(&th[1], NULL, hammer_main, &h);
     for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
     printf("generator: %d rounds, %d wrong, %d BUSY; forward: %d losses, %d wrong, %d BUSY\n",
            j.ok, j.wrong, j.busy, h.ok, h.wrong, h.busy);
-    CHECK(j.ok == ROUNDS && j.wrong == 0 && j.other == 0);
-    CHECK(h.ok == CALLS && h.wrong == 0 && h.other == 0);
+    CHECK(j.ok >= ROUNDS && j.wrong == 0 && j.other == 0);
+    CHECK(h.ok >= CALLS && h.wrong == 0 && h.other == 0);
     CHECK(j.busy + h.busy > 0);
     gptx_model_destroy(m);
     return 0;
