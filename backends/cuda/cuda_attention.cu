@@ -163,19 +163,23 @@ static __global__ void __launch_bounds__(ROWS)
         attn_row_store<HS>(out + (size_t)i * C + h * hs, &lse[(size_t)h * n + i], o, m, l, hs);
 }
 
-/* Dsum[bh, t] = dout[b, t, head h] . out[b, t, head h] (= sum_s p_s dout.v_s). */
+/* Dsum[bh, t] = dout[b, t, head h] . out[b, t, head h] (= sum_s p_s dout.v_s).
+ * One warp per row: its lanes read the head's columns side by side (a row's
+ * bytes in one or two coalesced accesses, where a thread per row touched a
+ * different cache line per element at every step) and add them in a butterfly. */
 template <typename A>
 static __global__ void k_attention_dsum(float *dsum, const A *dout, const A *out, int B, int T,
                                         int C, int NH) {
-    int hs = C / NH;
-    size_t total = (size_t)B * NH * T;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
+    int hs = C / NH, lane = (int)(threadIdx.x % 32);
+    size_t total = (size_t)B * NH * T, warps = (size_t)gridDim.x * blockDim.x / 32;
+    /* the loop is uniform across a warp: blockDim.x is a multiple of 32 */
+    for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32; i < total; i += warps) {
         size_t t = i % T, bh = i / T, b = bh / NH, h = bh % NH;
         const A *d = dout + (b * T + t) * C + h * hs, *o = out + (b * T + t) * C + h * hs;
         float s = 0.0f;
-        for (int k = 0; k < hs; k++) s += gptx_ld(d[k]) * gptx_ld(o[k]);
-        dsum[i] = s;
+        for (int k = lane; k < hs; k += 32) s += gptx_ld(d[k]) * gptx_ld(o[k]);
+        s = gptx_warp_sum(s);
+        if (lane == 0) dsum[i] = s;
     }
 }
 
@@ -371,7 +375,7 @@ GPTX_CUDA_FN int gptx_cuda_attention_backward(gptx_backend *be, float *dqkv, con
     void *dev = NULL;
     GPTX_TRY(gptx_cuda_scratch(be, rows * sizeof(float), &dev));
     float *dsum = (float *)dev;
-    GPTX_LAUNCH_ACT(k_attention_dsum, gptx_cuda_blocks(rows, 256), 256, be->compute, dsum,
+    GPTX_LAUNCH_ACT(k_attention_dsum, gptx_cuda_blocks(rows * 32, 256), 256, be->compute, dsum,
                     (const act_t *)dout, (const act_t *)out, B, T, C, NH);
     GPTX_CUDA_LAUNCHED("attention_dsum");
     const void *bufs[] = {dqkv, dout, qkv};

@@ -45,6 +45,12 @@ static __device__ __forceinline__ float gptx_ld(gptx_bf16 x) { return __bfloat16
 static __device__ __forceinline__ void gptx_st(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void gptx_st(gptx_bf16 *p, float v) { *p = __float2bfloat16(v); }
 static __device__ __forceinline__ int gptx_imin(int a, int b) { return a < b ? a : b; }
+/* the sum of v over a warp, a butterfly: every lane ends with the same bits,
+ * in an order fixed by the lane numbers */
+static __device__ __forceinline__ float gptx_warp_sum(float v) {
+    for (int o = 16; o > 0; o /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
 
 /* Launches kernel<act_t> with act_t the backend's activation type; the
  * arguments cast activation pointers to (act_t *). Needs `be` in scope. */
