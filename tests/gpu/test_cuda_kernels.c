@@ -470,9 +470,9 @@ static void test_layernorm(pair *p) {
  *   - matmul_backward's bias gradient (input width 4): the separate column
  *     sums (chunks of >= 64 rows over 8 lanes, at most 256 chunks).
  * Shapes: one chunk; a chunk ending mid-lane; more chunks than the final
- * pass's 32 lanes (N 2100); chunks longer than their minimum (N 20000: 250
- * chunks of 80 rows, 500 blocks of 40); several column blocks and a partial
- * group (C 1030, 260, 33). */
+ * pass's 128 lanes (N 2100: 132 fused blocks; N 20000: 250 chunks of 80
+ * rows, 500 blocks of 40, also chunks longer than their minimum); several
+ * column blocks and a partial group (C 1030, 260, 33). */
 static void test_column_sums(pair *p) {
     int shapes[][2] = {{1, 5}, {70, 33}, {2100, 40}, {20000, 260}, {3, 1030}}; /* C >= 4 */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
