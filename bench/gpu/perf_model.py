@@ -27,7 +27,6 @@ import sys
 
 # ---- the device: NVIDIA H200 SXM ------------------------------------------------------
 PEAK_BF16 = 989e12    # dense bf16 tensor FLOP/s, datasheet: what MFU is of
-HBM = 4.8e12          # bytes/s, datasheet
 COPY_MEASURED = 4.3e12   # device-to-device copy, bytes read + written (KINDS.md, 2026-10-28)
 GEMM_MEASURED = 788e12   # 8192^3 bf16 product through PyTorch on random data (KINDS.md)
 SMS, CLOCK = 132, 1.98e9  # multiprocessors; SM clock under load (KINDS.md: 1980 MHz)
@@ -59,19 +58,11 @@ MEASURED = {
         ("gptx tf32", (85576,)),
         ("gptx fp32", (42963,)),
     ],
-    "gptx_step_b64_s": 0.146,
     # gptx-op-profile --backend cuda --config gpt2-124M --precision bf16 (B 8): wall clock per
-    # step with an event pair around every op
+    # step with an event pair around every op (the rest of that lease: docs/cuda.md, issue 33)
     "profile_b8_step_s": 0.0311,
     "ln_backward_act_b8_s": 6.93e-3,   # 24 calls a step
-    "ln_backward_act_calls": 24,
-    "attention_backward_b8_s": 4.22e-3,
     "backward_products_b8_tflops": (130, 313),  # with their bias gradients' column sums
-    "forward_products_b8_tflops": (475, 725),
-    "attn_proj_backward_b8_tflops": 133,
-    # gptx-bench-attention, B 8, H 12, T 1024, head size 64, useful causal FLOPs
-    "attention_forward_tflops": 154,
-    "attention_backward_tflops": 72,
 }
 
 # ---- MEASURED: the second lease (2026-12-04), the last of its calls: tests/gpu/run_all.sh from
@@ -293,9 +284,10 @@ def report_classes():
     tp, tm = sum(pred.values()), sum(meas.values())
     print("%-40s %12.2f %12.2f %7.2fx" % ("step", tp, tm, tm / tp))
     fwd, bwd = product_flops(m)
-    print("products %.0f TFLOP/s (backward alone %.0f; B 8 backward %.0f: issue 33 found 130-313)"
+    print("products %.0f TFLOP/s (backward alone %.0f; B 8 backward %.0f: issue 33 found %d-%d)"
           % ((fwd + bwd) / meas["products"] / 1e9, bwd / LEASE2["backward_products_b64_ms"] / 1e9,
-             product_flops(gpt2_124m(8))[1] / LEASE2["backward_products_b8_ms"] / 1e9))
+             product_flops(gpt2_124m(8))[1] / LEASE2["backward_products_b8_ms"] / 1e9,
+             *MEASURED["backward_products_b8_tflops"]))
     print("B 8 step %.1f ms (issue 33: %.1f); layernorm_backward_act %.2f ms a step (issue 33: %.2f)"
           % (LEASE2["profile_b8_step_s"] * 1e3, MEASURED["profile_b8_step_s"] * 1e3,
              LEASE2["ln_backward_act_b8_s"] * 1e3, MEASURED["ln_backward_act_b8_s"] * 1e3))
